@@ -1,0 +1,1 @@
+"""Spark jobs of the pipeline: each module is a pure transform plus a thin CLI (``main``)."""

@@ -1,0 +1,225 @@
+"""One typed configuration for every job, and the one place where lake paths are derived.
+
+Three tiers, no overlap:
+- infrastructure from the environment: ``LAKE_ROOT`` (a local folder or any Hadoop URI),
+  ``MLFLOW_TRACKING_URI``, ``PIPELINE_MLFLOW_ARTIFACTS``;
+- run parameters from the command line (``--run-date`` and friends, see :func:`job_parser`);
+- job tunables from ``jobs/pipeline.yaml`` (or ``--config PATH`` / ``PIPELINE_CONFIG``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
+DEFAULT_HOME = Path.cwd() / ".pipeline"
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A raw table: its columns with Spark SQL types, and whether it arrives as daily partitions."""
+
+    name: str
+    columns: dict[str, str]
+    daily: bool
+
+    def ddl(self) -> str:
+        """The Spark DDL schema string, in file column order."""
+        return ", ".join(f"`{c}` {t}" for c, t in self.columns.items())
+
+
+@dataclass(frozen=True)
+class ValidationSpec:
+    table: str
+    suite: str
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    builder: str
+    id_columns: list[str]
+    categorical: list[str]
+    numeric: list[str]
+    label: str
+
+    @property
+    def inputs(self) -> list[str]:
+        """Model input columns, in the order the model expects them."""
+        return [*self.categorical, *self.numeric]
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    model_name: str
+    experiment: str
+    train_days: int
+    holdout_days: int
+    epochs: int
+    batch_size: int
+    learning_rate: float
+    hidden_units: list[int]
+    embedding_dim: int
+    min_category_count: int
+    seed: int
+    num_processes: int
+    local_mode: bool
+    use_gpu: bool
+
+    @property
+    def window_days(self) -> int:
+        return self.train_days + self.holdout_days
+
+
+@dataclass(frozen=True)
+class ScoreSpec:
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    dataset: str
+    tables: dict[str, TableSpec]
+    validation: ValidationSpec
+    features: FeatureSpec
+    train: TrainSpec
+    score: ScoreSpec
+    csv_options: dict[str, str] = field(default_factory=dict)
+    source: str = field(default="", compare=False)
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
+    """Read the pipeline config; ``path`` defaults to ``$PIPELINE_CONFIG`` or the bundled YAML."""
+    path = Path(path or os.environ.get("PIPELINE_CONFIG") or DEFAULT_CONFIG)
+    raw: dict[str, Any] = yaml.safe_load(path.read_text())
+    try:
+        tables = {
+            name: TableSpec(name=name, columns=dict(spec["columns"]), daily=bool(spec["daily"]))
+            for name, spec in raw["tables"].items()
+        }
+        return PipelineConfig(
+            dataset=raw["dataset"],
+            tables=tables,
+            validation=ValidationSpec(**raw["validation"]),
+            features=FeatureSpec(**raw["features"]),
+            train=TrainSpec(**raw["train"]),
+            score=ScoreSpec(**raw["score"]),
+            csv_options={k: str(v) for k, v in (raw.get("csv_options") or {}).items()},
+            source=str(path),
+        )
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"invalid pipeline config {path}: {exc}") from exc
+
+
+def import_object(ref: str) -> Callable[..., Any]:
+    """Import ``package.module:attribute``, the form config uses to name user code."""
+    module, _, attr = ref.partition(":")
+    if not attr:
+        raise ValueError(f"expected 'module:attribute', got {ref!r}")
+    return getattr(importlib.import_module(module), attr)
+
+
+def pipeline_home() -> Path:
+    return Path(os.environ.get("PIPELINE_HOME", DEFAULT_HOME))
+
+
+def lake_root() -> str:
+    return os.environ.get("LAKE_ROOT") or str(pipeline_home() / "lake")
+
+
+def tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{pipeline_home() / 'mlflow.db'}"
+
+
+def artifact_root() -> str:
+    return os.environ.get("PIPELINE_MLFLOW_ARTIFACTS") or str(pipeline_home() / "mlartifacts")
+
+
+@dataclass(frozen=True)
+class Lake:
+    """Every path in the lake derives from here. Zones: raw, features, predictions, reports."""
+
+    root: str
+
+    def raw_table(self, table: str) -> str:
+        return f"{self.root}/raw/{table}"
+
+    def raw_partition(self, table: str, day: dt.date) -> str:
+        return f"{self.raw_table(table)}/date={day.isoformat()}"
+
+    def raw_file(self, table: str, day: dt.date | None = None) -> str:
+        folder = self.raw_partition(table, day) if day else self.raw_table(table)
+        return f"{folder}/{table}.csv"
+
+    @property
+    def features(self) -> str:
+        return f"{self.root}/features"
+
+    @property
+    def predictions(self) -> str:
+        return f"{self.root}/predictions"
+
+    def partition(self, zone_path: str, day: dt.date) -> str:
+        return f"{zone_path}/date={day.isoformat()}"
+
+    def report(self, kind: str, day: dt.date, name: str) -> str:
+        return f"{self.root}/reports/{kind}/date={day.isoformat()}/{name}"
+
+
+def days_ending(run_date: dt.date, days: int) -> list[dt.date]:
+    """The ``days`` consecutive dates that end with ``run_date``, oldest first."""
+    if days < 1:
+        raise ValueError(f"a window needs at least one day, got {days}")
+    return [run_date - dt.timedelta(days=n) for n in range(days - 1, -1, -1)]
+
+
+def _date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from exc
+
+
+def job_parser(description: str | None) -> argparse.ArgumentParser:
+    """The CLI contract every job shares: an explicit run date, a window, the config and the lake."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--run-date", type=_date, required=True, help="the day the run is for (YYYY-MM-DD)")
+    parser.add_argument(
+        "--days", type=int, default=1, help="window length: the DAYS days ending with --run-date (default 1)"
+    )
+    parser.add_argument("--config", default=None, help="pipeline YAML (default: $PIPELINE_CONFIG or bundled)")
+    parser.add_argument("--lake-root", default=None, help="lake root (default: $LAKE_ROOT)")
+    return parser
+
+
+@dataclass(frozen=True)
+class JobArgs:
+    """The parsed CLI contract of a job."""
+
+    run_date: dt.date
+    days: int
+    config: PipelineConfig
+    lake: Lake
+    extra: dict[str, Any]
+
+    @property
+    def window(self) -> list[dt.date]:
+        return days_ending(self.run_date, self.days)
+
+
+def parse_job_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> JobArgs:
+    ns = vars(parser.parse_args(argv))
+    run_date, days = ns.pop("run_date"), ns.pop("days")
+    if days < 1:
+        parser.error(f"--days must be at least 1, got {days}")
+    config = load_config(ns.pop("config"))
+    lake = Lake((ns.pop("lake_root") or lake_root()).rstrip("/"))
+    return JobArgs(run_date=run_date, days=days, config=config, lake=lake, extra=ns)

@@ -1,0 +1,1 @@
+"""Dataset-specific code (suites and feature builders) that the pipeline config names."""
