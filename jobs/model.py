@@ -1,0 +1,133 @@
+"""The model and everything it needs to turn feature rows into probabilities.
+
+- :class:`Preprocessor`: category vocabularies and normalisation statistics fitted on the
+  training window; saved with the model so scoring cannot drift from training.
+- :class:`TabularNet`: embeddings for categorical columns, an MLP over them and the standardised
+  numeric columns, one logit out.
+- :class:`TabularClassifier`: the MLflow pyfunc that bundles both; ``predict`` takes a pandas
+  DataFrame of raw feature columns and returns the probability of the positive class.
+
+Swap in another architecture by changing :class:`TabularNet` (or pointing the training job at
+your own module); the pyfunc contract (feature columns in, probability out) stays the same.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import mlflow.pyfunc
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+UNKNOWN_INDEX = 0  # categories not seen in training (and nulls) share index 0
+
+
+@dataclass(frozen=True)
+class Preprocessor:
+    """Encodes feature columns: categories to indices, numbers to z-scores with nulls at the mean."""
+
+    categorical: list[str]
+    numeric: list[str]
+    vocab: dict[str, list[str]]
+    mean: dict[str, float]
+    std: dict[str, float]
+
+    @property
+    def cardinalities(self) -> list[int]:
+        """Embedding table sizes: the vocabulary plus the unknown index."""
+        return [len(self.vocab[c]) + 1 for c in self.categorical]
+
+    def encode(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """Return (category indices [n, k] int64, standardised numbers [n, m] float32)."""
+        n = len(frame)
+        cats = np.zeros((n, len(self.categorical)), dtype=np.int64)
+        for j, col in enumerate(self.categorical):
+            codes = pd.Categorical(frame[col].astype("string"), categories=self.vocab[col]).codes
+            cats[:, j] = codes.astype(np.int64) + 1  # -1 (unseen or null) becomes UNKNOWN_INDEX
+        nums = np.zeros((n, len(self.numeric)), dtype=np.float32)
+        for j, col in enumerate(self.numeric):
+            values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+            z = (values - self.mean[col]) / self.std[col]
+            nums[:, j] = np.nan_to_num(z, nan=0.0, posinf=0.0, neginf=0.0)
+        return cats, nums
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Preprocessor:
+        return cls(**json.loads(text))
+
+
+def safe_std(value: float | None) -> float:
+    """A usable divisor: constant or empty columns get 1 instead of 0 or NaN."""
+    if value is None or not math.isfinite(value) or value < 1e-12:
+        return 1.0
+    return float(value)
+
+
+class TabularNet(nn.Module):
+    def __init__(
+        self, cardinalities: list[int], n_numeric: int, embedding_dim: int, hidden_units: list[int]
+    ) -> None:
+        super().__init__()
+        self.embeddings = nn.ModuleList(nn.Embedding(size, embedding_dim) for size in cardinalities)
+        layers: list[nn.Module] = []
+        width = embedding_dim * len(cardinalities) + n_numeric
+        for units in hidden_units:
+            layers += [nn.Linear(width, units), nn.ReLU()]
+            width = units
+        layers.append(nn.Linear(width, 1))
+        self.mlp = nn.Sequential(*layers)
+
+    def forward(self, cats: torch.Tensor, nums: torch.Tensor) -> torch.Tensor:
+        embedded = [emb(cats[:, j]) for j, emb in enumerate(self.embeddings)]
+        return self.mlp(torch.cat([*embedded, nums], dim=1)).squeeze(1)
+
+
+def build_net(pre: Preprocessor, hyper: dict[str, Any]) -> TabularNet:
+    return TabularNet(pre.cardinalities, len(pre.numeric), hyper["embedding_dim"], list(hyper["hidden_units"]))
+
+
+def predict_proba(net: TabularNet, pre: Preprocessor, frame: pd.DataFrame) -> np.ndarray:
+    """Probabilities for the rows of ``frame``, in order, as float64."""
+    cats, nums = pre.encode(frame)
+    net.eval()
+    with torch.inference_mode():
+        logits = net(torch.from_numpy(cats), torch.from_numpy(nums))
+    return torch.sigmoid(logits).double().numpy()
+
+
+MODEL_FILE, PREPROCESSOR_FILE, HYPER_FILE = "model_state.pt", "preprocessor.json", "hyperparameters.json"
+
+
+def save_artifacts(net: TabularNet, pre: Preprocessor, hyper: dict[str, Any], folder: Path) -> dict[str, str]:
+    """Write the weights, preprocessor and hyperparameters; returns the pyfunc artifacts map."""
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.save(net.state_dict(), folder / MODEL_FILE)
+    (folder / PREPROCESSOR_FILE).write_text(pre.to_json())
+    (folder / HYPER_FILE).write_text(json.dumps(hyper, sort_keys=True))
+    return {name: str(folder / name) for name in (MODEL_FILE, PREPROCESSOR_FILE, HYPER_FILE)}
+
+
+class TabularClassifier(mlflow.pyfunc.PythonModel):
+    """MLflow pyfunc: a DataFrame of feature columns in, the positive-class probability out."""
+
+    def load_context(self, context: mlflow.pyfunc.PythonModelContext) -> None:
+        torch.set_num_threads(1)  # one thread per Python worker; Spark runs one worker per core
+        self.pre = Preprocessor.from_json(Path(context.artifacts[PREPROCESSOR_FILE]).read_text())
+        hyper = json.loads(Path(context.artifacts[HYPER_FILE]).read_text())
+        self.net = build_net(self.pre, hyper)
+        self.net.load_state_dict(torch.load(context.artifacts[MODEL_FILE], weights_only=True))
+        self.net.eval()
+
+    def predict(
+        self, context: mlflow.pyfunc.PythonModelContext, model_input: pd.DataFrame, params: dict | None = None
+    ) -> np.ndarray:
+        return predict_proba(self.net, self.pre, model_input)

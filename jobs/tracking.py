@@ -1,0 +1,74 @@
+"""MLflow access shared by the jobs: the tracking URI, experiments, links a person can open."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobs.config import artifact_root, tracking_uri
+
+
+def client():  # noqa: ANN201 - MlflowClient, imported lazily
+    """An MlflowClient on the configured tracking URI (``MLFLOW_TRACKING_URI`` or the local default)."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    mlflow.set_tracking_uri(tracking_uri())
+    return MlflowClient(tracking_uri())
+
+
+def ensure_experiment(name: str) -> str:
+    """The experiment's id, creating it with artifacts under ``PIPELINE_MLFLOW_ARTIFACTS``.
+
+    An explicit artifact location keeps artifacts in one place whatever the job's working folder.
+    """
+    from mlflow.exceptions import MlflowException
+
+    mlflow_client = client()
+    found = mlflow_client.get_experiment_by_name(name)
+    if found is not None:
+        return found.experiment_id
+    root = artifact_root()
+    location = root if "://" in root else Path(root).resolve().as_uri()
+    try:
+        return mlflow_client.create_experiment(name, artifact_location=f"{location.rstrip('/')}/{name}")
+    except MlflowException:  # created meanwhile by a concurrent run
+        return mlflow_client.get_experiment_by_name(name).experiment_id
+
+
+def run_link(experiment_id: str, run_id: str) -> str:
+    """Where a person can look at a run: the UI address when ``MLFLOW_UI_URL`` is set."""
+    ui = os.environ.get("MLFLOW_UI_URL")
+    if ui:
+        return f"{ui.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+    return f"run {run_id} in experiment {experiment_id} at {tracking_uri()} (set MLFLOW_UI_URL for a link)"
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A concrete registered model version, resolved once per run."""
+
+    name: str
+    version: str
+    run_id: str
+
+    @property
+    def uri(self) -> str:
+        return f"models:/{self.name}/{self.version}"
+
+
+class NoModelError(LookupError):
+    """No registered model version to score with."""
+
+
+def latest_version(name: str) -> ModelRef:
+    """The highest registered version of ``name``."""
+    versions = client().search_model_versions(f"name = '{name}'")
+    if not versions:
+        raise NoModelError(
+            f"no registered version of model {name!r} at {tracking_uri()}: run the training pipeline first "
+            "(airflow dags trigger train_pipeline, or `make demo`)"
+        )
+    best = max(versions, key=lambda v: int(v.version))
+    return ModelRef(name=name, version=str(best.version), run_id=best.run_id or "")
