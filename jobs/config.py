@@ -22,6 +22,7 @@ import yaml
 
 DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
 DEFAULT_HOME = Path.cwd() / ".pipeline"
+TRAINING_WINDOW = "train"
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,10 @@ def job_parser(description: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--run-date", type=_date, required=True, help="the day the run is for (YYYY-MM-DD)")
     parser.add_argument(
-        "--days", type=int, default=1, help="window length: the DAYS days ending with --run-date (default 1)"
+        "--days",
+        default="1",
+        help="window length: the DAYS days ending with --run-date (default 1);\n"
+        f"'{TRAINING_WINDOW}' means the training window of the config (train_days + holdout_days)",
     )
     parser.add_argument("--config", default=None, help="pipeline YAML (default: $PIPELINE_CONFIG or bundled)")
     parser.add_argument("--lake-root", default=None, help="lake root (default: $LAKE_ROOT)")
@@ -217,9 +221,13 @@ class JobArgs:
 
 def parse_job_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> JobArgs:
     ns = vars(parser.parse_args(argv))
-    run_date, days = ns.pop("run_date"), ns.pop("days")
-    if days < 1:
-        parser.error(f"--days must be at least 1, got {days}")
+    run_date, days_arg = ns.pop("run_date"), ns.pop("days")
     config = load_config(ns.pop("config"))
+    if days_arg == TRAINING_WINDOW:
+        days = config.train.window_days
+    elif days_arg.isdigit() and int(days_arg) >= 1:
+        days = int(days_arg)
+    else:
+        parser.error(f"--days takes a whole number of at least 1 or '{TRAINING_WINDOW}', got {days_arg!r}")
     lake = Lake((ns.pop("lake_root") or lake_root()).rstrip("/"))
     return JobArgs(run_date=run_date, days=days, config=config, lake=lake, extra=ns)

@@ -1,0 +1,137 @@
+"""Score a day's features with a registered model and write the predictions to the lake.
+
+Usage::
+
+    spark-submit jobs/score.py --run-date 2013-01-29 [--model-version N] [--config PATH] [--lake-root PATH]
+
+Resolves the model version once, on the driver (the latest registered version of
+``train.model_name`` unless ``--model-version`` names one), then scores ``features/date=<run-date>``
+with ``predict_batch_udf``: each Python worker loads the model once and calls it on batches of
+``score.batch_size`` rows, the inputs passed as plain columns. Predictions go to
+``predictions/date=<run-date>/``, replacing only that day's partition; every row carries the model
+name, version and run id and the scoring time.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from jobs.config import FeatureSpec, job_parser, parse_job_args
+from jobs.spark import MissingPartitionError, configure_logging, get_spark, path_exists, write_text
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from jobs.tracking import ModelRef
+
+log = logging.getLogger("jobs.score")
+
+
+def make_predict_fn(model_uri: str, columns: list[str]) -> Callable[[], Callable[..., np.ndarray]]:
+    """A factory for ``predict_batch_udf``: loads the pyfunc once, returns numpy-in, numpy-out.
+
+    The returned function takes one array per input column, in ``columns`` order (its signature
+    says so, which is how ``predict_batch_udf`` decides to pass the columns separately).
+    """
+
+    def make() -> Callable[..., np.ndarray]:
+        import mlflow.pyfunc
+        import pandas as pd
+
+        model = mlflow.pyfunc.load_model(model_uri)
+
+        def predict(*arrays: np.ndarray) -> np.ndarray:
+            frame = pd.DataFrame(dict(zip(columns, arrays, strict=True)))
+            return np.asarray(model.predict(frame), dtype=np.float64)
+
+        predict.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [inspect.Parameter(f"col{i}", inspect.Parameter.POSITIONAL_ONLY) for i in range(len(columns))]
+        )
+        return predict
+
+    return make
+
+
+def score_features(
+    features: DataFrame, spec: FeatureSpec, model: ModelRef, load_uri: str, batch_size: int
+) -> DataFrame:
+    """Prediction rows: the date, the id columns, ``probability`` and the model's identity."""
+    from pyspark.ml.functions import predict_batch_udf
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType
+
+    predict = predict_batch_udf(
+        make_predict_fn(load_uri, spec.inputs), return_type=DoubleType(), batch_size=batch_size
+    )
+    ids = list(dict.fromkeys(spec.id_columns))
+    return features.select(
+        *ids,
+        predict(*[F.col(c) for c in spec.inputs]).alias("probability"),
+        F.lit(model.name).alias("model_name"),
+        F.lit(model.version).alias("model_version"),
+        F.lit(model.run_id).alias("model_run_id"),
+        F.current_timestamp().alias("scored_at"),
+        "date",
+    )
+
+
+def resolve_model(name: str, version: str | None) -> tuple[ModelRef, str]:
+    """The model version to use and where its files are, resolved once on the driver.
+
+    Workers load from the artifact location, so they need no access to the registry.
+    """
+    from jobs.tracking import ModelRef, client, latest_version
+
+    mlflow_client = client()
+    if version:
+        found = mlflow_client.get_model_version(name, version)
+        ref = ModelRef(name=name, version=str(found.version), run_id=found.run_id or "")
+    else:
+        ref = latest_version(name)
+    return ref, mlflow_client.get_model_version_download_uri(ref.name, ref.version)
+
+
+def main(argv: list[str] | None = None) -> None:
+    configure_logging()
+    parser = job_parser(__doc__)
+    parser.add_argument("--model-version", default=None, help="a registered version (default: the latest)")
+    args = parse_job_args(parser, argv)
+    if args.days != 1:
+        parser.error("scoring works on one day at a time; backfill a range with one run per day")
+    spark = get_spark(f"score-{args.run_date}")
+    lake, config = args.lake, args.config
+    source = lake.partition(lake.features, args.run_date)
+    if not path_exists(spark, source):
+        raise MissingPartitionError(f"no features for {args.run_date}: expected {source}; run the features job first")
+    model, load_uri = resolve_model(config.train.model_name, args.extra["model_version"])
+    log.info("scoring %s with %s version %s (run %s)", args.run_date, model.name, model.version, model.run_id)
+
+    features = spark.read.option("basePath", lake.features).parquet(source)
+    predictions = score_features(features, config.features, model, load_uri, config.score.batch_size)
+    predictions.write.mode("overwrite").partitionBy("date").parquet(lake.predictions)
+
+    written = spark.read.parquet(lake.partition(lake.predictions, args.run_date))
+    stats = written.agg({"probability": "avg", "*": "count"}).first()
+    summary = {
+        "run_date": args.run_date.isoformat(),
+        "model_name": model.name,
+        "model_version": model.version,
+        "model_run_id": model.run_id,
+        "rows": int(stats["count(1)"]),
+        "mean_probability": float(stats["avg(probability)"] or 0.0),
+        "path": lake.partition(lake.predictions, args.run_date),
+    }
+    write_text(spark, lake.report("scoring", args.run_date, "summary.json"), json.dumps(summary, indent=2))
+    log.info("wrote %d predictions to %s (mean probability %.3f)", summary["rows"], summary["path"],
+             summary["mean_probability"])
+
+
+if __name__ == "__main__":
+    main()
+

@@ -1,0 +1,61 @@
+"""Print what a scoring run produced: the model that scored it, its metrics, the predictions.
+
+Usage::
+
+    python -m jobs.summary --run-date 2013-01-29 [--lake-root PATH]
+
+Reads the scoring report the score job wrote for the day and the model version's tags in MLflow.
+Works on a local lake folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+from jobs.config import Lake, lake_root, load_config, tracking_uri
+
+METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "accuracy", "positive_rate")
+
+
+def collect(lake: Lake, run_date: dt.date) -> dict[str, Any]:
+    """The day's scoring report joined with the scoring model version's tags."""
+    from jobs.tracking import client
+
+    report_path = Path(lake.report("scoring", run_date, "summary.json"))
+    if not report_path.exists():
+        raise FileNotFoundError(f"no scoring report for {run_date} at {report_path}: has score_pipeline run?")
+    scoring = json.loads(report_path.read_text())
+    version = client().get_model_version(scoring["model_name"], scoring["model_version"])
+    return {"scoring": scoring, "model_tags": dict(version.tags), "registered_at": version.creation_timestamp}
+
+
+def render(summary: dict[str, Any]) -> str:
+    scoring, tags = summary["scoring"], summary["model_tags"]
+    metrics = ", ".join(f"{m} {float(tags[f'holdout_{m}']):.3f}" for m in METRICS if f"holdout_{m}" in tags)
+    rows = [
+        ("model", f"{scoring['model_name']} version {scoring['model_version']} (MLflow run {scoring['model_run_id']})"),
+        ("trained on", f"{tags.get('train_window', '?')}, evaluated on {tags.get('holdout_window', '?')}"),
+        ("holdout metrics", metrics or "none recorded"),
+        ("predictions", f"{scoring['rows']} rows for {scoring['run_date']} at {scoring['path']}"),
+        ("mean probability", f"{scoring['mean_probability']:.3f} of arriving more than 15 minutes late"),
+        ("MLflow store", f"{tracking_uri()} (browse: mlflow ui --backend-store-uri {tracking_uri()})"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--run-date", type=dt.date.fromisoformat, required=True)
+    parser.add_argument("--lake-root", default=None)
+    args = parser.parse_args(argv)
+    load_config()  # fail early on a broken config
+    print(render(collect(Lake(args.lake_root or lake_root()), args.run_date)))
+
+
+if __name__ == "__main__":
+    main()

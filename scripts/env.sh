@@ -1,0 +1,24 @@
+# The environment of the embedded defaults: local Spark, SQLite, a local folder as the lake and a
+# local MLflow store, all under $PIPELINE_HOME (default: .pipeline/ in the repository).
+# Sourced by `make` targets and scripts/demo.sh; tests source it too, with their own PIPELINE_HOME.
+# Every variable keeps a value already set, so a deployment overrides any of them.
+
+PIPELINE_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export PIPELINE_REPO
+export PIPELINE_HOME="${PIPELINE_HOME:-$PIPELINE_REPO/.pipeline}"
+export LAKE_ROOT="${LAKE_ROOT:-$PIPELINE_HOME/lake}"
+export MLFLOW_TRACKING_URI="${MLFLOW_TRACKING_URI:-sqlite:///$PIPELINE_HOME/mlflow.db}"
+export PIPELINE_MLFLOW_ARTIFACTS="${PIPELINE_MLFLOW_ARTIFACTS:-$PIPELINE_HOME/mlartifacts}"
+
+export AIRFLOW_HOME="${AIRFLOW_HOME:-$PIPELINE_HOME/airflow}"
+export AIRFLOW__CORE__DAGS_FOLDER="${AIRFLOW__CORE__DAGS_FOLDER:-$PIPELINE_REPO/dags}"
+export AIRFLOW__CORE__PLUGINS_FOLDER="${AIRFLOW__CORE__PLUGINS_FOLDER:-$PIPELINE_REPO/plugins}"
+export AIRFLOW__CORE__LOAD_EXAMPLES="${AIRFLOW__CORE__LOAD_EXAMPLES:-False}"
+export AIRFLOW__CORE__EXECUTOR="${AIRFLOW__CORE__EXECUTOR:-LocalExecutor}"
+# The JSON form: the URI form spark://local[2] silently becomes --master yarn.
+export AIRFLOW_CONN_SPARK_DEFAULT="${AIRFLOW_CONN_SPARK_DEFAULT:-{\"conn_type\": \"spark\", \"host\": \"local[2]\"}}"
+
+export GX_ANALYTICS_ENABLED="${GX_ANALYTICS_ENABLED:-False}"
+export MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="${MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR:-false}"
+# spark-submit finds SPARK_HOME (pyspark's folder) and its Python through PATH.
+export PATH="$PIPELINE_REPO/.venv/bin:$PATH"
