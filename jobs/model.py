@@ -116,6 +116,37 @@ def save_artifacts(net: TabularNet, pre: Preprocessor, hyper: dict[str, Any], fo
     return {name: str(folder / name) for name in (MODEL_FILE, PREPROCESSOR_FILE, HYPER_FILE)}
 
 
+def log_pyfunc(net: TabularNet, pre: Preprocessor, hyper: dict[str, Any], example: pd.DataFrame) -> Any:
+    """Log the model to the active MLflow run as a pyfunc; returns MLflow's ModelInfo.
+
+    The signature and input example come from ``example`` (rows of feature columns); the
+    ``jobs`` package travels with the model so it loads wherever MLflow can read it.
+    """
+    import tempfile
+
+    import jobs
+    from mlflow.models import infer_signature
+
+    example = example[[*pre.categorical, *pre.numeric]].copy()
+    for col in pre.categorical:  # plain object columns: MLflow's schema types them as strings
+        example[col] = example[col].astype(object)
+    with tempfile.TemporaryDirectory() as tmp:
+        return mlflow.pyfunc.log_model(
+            name="model",
+            python_model=TabularClassifier(),
+            artifacts=save_artifacts(net, pre, hyper, Path(tmp)),
+            signature=infer_signature(example, predict_proba(net, pre, example)),
+            input_example=example,
+            code_paths=[str(Path(jobs.__file__).parent)],
+            pip_requirements=[
+                f"torch=={torch.__version__.split('+')[0]}",
+                f"mlflow=={mlflow.__version__}",
+                f"pandas=={pd.__version__}",
+                f"numpy=={np.__version__}",
+            ],
+        )
+
+
 class TabularClassifier(mlflow.pyfunc.PythonModel):
     """MLflow pyfunc: a DataFrame of feature columns in, the positive-class probability out."""
 

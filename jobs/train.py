@@ -108,8 +108,6 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
     MLflow. Every rank returns rank 0's result: the logged model's URI and the final holdout metrics.
     """
     import os
-    import tempfile
-    from pathlib import Path
 
     import numpy as np
     import pandas as pd
@@ -119,8 +117,7 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
     from torch.nn.parallel import DistributedDataParallel
     from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-    import jobs
-    from jobs.model import Preprocessor, TabularClassifier, build_net, predict_proba, save_artifacts
+    from jobs.model import Preprocessor, build_net, log_pyfunc, predict_proba
     from jobs.train import evaluate
 
     torch.set_num_threads(job["threads_per_process"])
@@ -185,28 +182,7 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
             )
 
     if rank == 0:
-        from mlflow.models import infer_signature
-
-        net = net.cpu()
-        example = holdout[columns].head(5).copy()
-        for col in pre.categorical:  # plain object columns: MLflow's schema types them as strings
-            example[col] = example[col].astype(object)
-        with tempfile.TemporaryDirectory() as tmp:
-            artifacts = save_artifacts(net, pre, job["hyper"], Path(tmp))
-            info = mlflow.pyfunc.log_model(
-                name="model",
-                python_model=TabularClassifier(),
-                artifacts=artifacts,
-                signature=infer_signature(example, predict_proba(net, pre, example)),
-                input_example=example,
-                code_paths=[str(Path(jobs.__file__).parent)],
-                pip_requirements=[
-                    f"torch=={torch.__version__.split('+')[0]}",
-                    f"mlflow=={mlflow.__version__}",
-                    f"pandas=={pd.__version__}",
-                    f"numpy=={np.__version__}",
-                ],
-            )
+        info = log_pyfunc(net.cpu(), pre, job["hyper"], holdout.head(5))
         mlflow.end_run()
         result = {"model_uri": info.model_uri, "metrics": metrics, "train_loss": train_loss}
     # In local mode every rank writes its return value to the same file, the last one winning:

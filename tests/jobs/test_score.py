@@ -1,0 +1,72 @@
+"""Scoring: make_predict_fn without Spark, and Spark's predictions against single-process ones."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pytest
+
+DAY = dt.date(2013, 1, 6)
+
+
+@pytest.fixture(scope="module")
+def scored_model(spark, lake, config, tmp_path_factory):
+    """A model logged to a throw-away MLflow store, with real features of DAY to score."""
+    import mlflow
+    import torch
+
+    from jobs.features import build_features, read_inputs
+    from jobs.model import build_net, log_pyfunc
+    from jobs.train import fit_preprocessor
+
+    features = build_features(read_inputs(spark, lake, config, [DAY]), config).cache()
+    pre = fit_preprocessor(features, config.features, min_count=1)
+    hyper = {"embedding_dim": 4, "hidden_units": [8]}
+    torch.manual_seed(1)
+    net = build_net(pre, hyper)
+    home = tmp_path_factory.mktemp("mlflow")
+    mlflow.set_tracking_uri(f"sqlite:///{home}/mlflow.db")
+    mlflow.set_experiment(experiment_name="score-tests")
+    frame = features.toPandas()
+    with mlflow.start_run():
+        info = log_pyfunc(net, pre, hyper, frame.head(5))
+    # Like the score job: workers load from the artifact location, not through the registry.
+    location = mlflow.MlflowClient().get_logged_model(info.model_id).artifact_location
+    return {"uri": location, "net": net, "pre": pre, "features": features, "frame": frame}
+
+
+def test_make_predict_fn_is_numpy_in_numpy_out_and_matches_the_model(scored_model, config):
+    import mlflow.pyfunc
+
+    from jobs.model import predict_proba
+    from jobs.score import make_predict_fn
+
+    frame = scored_model["frame"]
+    inputs = config.features.inputs
+    predict = make_predict_fn(scored_model["uri"], inputs)()
+    got = predict(*[frame[c].to_numpy() for c in inputs])
+    assert isinstance(got, np.ndarray) and got.shape == (len(frame),)
+    direct = predict_proba(scored_model["net"], scored_model["pre"], frame)
+    np.testing.assert_allclose(got, direct, rtol=0, atol=1e-6)
+    pyfunc = mlflow.pyfunc.load_model(scored_model["uri"]).predict(frame[inputs])
+    np.testing.assert_allclose(got, pyfunc, rtol=0, atol=1e-6)
+    assert frame[inputs].isna().any().any(), "the real rows include missing values the model must handle"
+
+
+def test_spark_predictions_equal_single_process_predictions(scored_model, config):
+    from jobs.model import predict_proba
+    from jobs.score import score_features
+    from jobs.tracking import ModelRef
+
+    ref = ModelRef(name="flight_delay", version="7", run_id="abc")
+    out = score_features(scored_model["features"], config.features, ref, scored_model["uri"], batch_size=100)
+    keys = ["carrier", "flight", "origin", "sched_dep_time"]
+    spark_rows = out.toPandas().sort_values(keys).reset_index(drop=True)
+    frame = scored_model["frame"].sort_values(keys).reset_index(drop=True)
+    assert len(spark_rows) == len(frame)
+    assert not spark_rows.duplicated(keys).any()
+    expected = predict_proba(scored_model["net"], scored_model["pre"], frame)
+    np.testing.assert_allclose(spark_rows["probability"].to_numpy(), expected, rtol=0, atol=1e-6)
+    assert set(spark_rows["model_version"]) == {"7"} and set(spark_rows["model_run_id"]) == {"abc"}
+    assert (spark_rows["date"] == DAY).all()
