@@ -1,0 +1,96 @@
+"""Both DAGs run through Airflow (``dag.test()``), every task a real spark-submit, on real days.
+
+The training window is shortened (5 training days, 2 holdout days, 2 epochs) through a config
+file passed to the jobs with PIPELINE_CONFIG; everything else is the embedded default.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[1]
+TRAIN_DATE = dt.date(2013, 1, 7)
+SCORE_DATE = dt.date(2013, 1, 8)
+
+
+@pytest.fixture(scope="module")
+def airflow_env(lake, tmp_path_factory):
+    """Airflow's metadata DB migrated, and a short-window config for the jobs."""
+    raw = yaml.safe_load((REPO / "jobs/pipeline.yaml").read_text())
+    raw["train"].update(train_days=5, holdout_days=2, epochs=2)
+    path = tmp_path_factory.mktemp("config") / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    os.environ["PIPELINE_CONFIG"] = str(path)
+    subprocess.run(["airflow", "db", "migrate"], check=True, capture_output=True)
+    yield lake
+    os.environ.pop("PIPELINE_CONFIG")
+
+
+@pytest.fixture(scope="module")
+def dags(airflow_env):
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+    assert bag.import_errors == {}
+    for dag in bag.dags.values():
+        for task in dag.tasks:
+            task.retries = 0  # a failure should fail the test now, not after the retry delay
+    return bag.dags
+
+
+def _run(dag, day: dt.date):
+    import pendulum
+
+    run = dag.test(logical_date=pendulum.datetime(day.year, day.month, day.day, tz="UTC"))
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert run.state == "success", states
+    return states
+
+
+def test_train_then_score_through_airflow(dags, airflow_env, config):
+    lake = airflow_env
+    from jobs.tracking import client
+
+    states = _run(dags["train_pipeline"], TRAIN_DATE)
+    assert states == {"validate_raw": "success", "build_features": "success", "train_model": "success"}
+
+    mlflow_client = client()
+    versions = mlflow_client.search_model_versions(f"name = '{config.train.model_name}'")
+    assert len(versions) == 1
+    version = versions[0]
+    assert version.tags["run_date"] == TRAIN_DATE.isoformat()
+    assert version.tags["train_window"] == "2013-01-01..2013-01-05"
+    assert version.tags["holdout_window"] == "2013-01-06..2013-01-07"
+    run = mlflow_client.get_run(version.run_id)
+    assert run.info.status == "FINISHED"
+    assert 0.5 < run.data.metrics["holdout_roc_auc"] <= 1.0
+    assert len(mlflow_client.get_metric_history(version.run_id, "train_loss")) == 2  # one per epoch
+    assert run.data.params["train_start"] == "2013-01-01"
+
+    states = _run(dags["score_pipeline"], SCORE_DATE)
+    assert states == {"validate_raw": "success", "build_features": "success", "score_batch": "success"}
+
+    flights = pd.read_csv(lake.raw_file("flights", SCORE_DATE))
+    predictions = pq.read_table(lake.partition(lake.predictions, SCORE_DATE)).to_pandas()
+    assert len(predictions) == len(flights)  # one row per valid input flight
+    keys = ["carrier", "flight", "origin", "sched_dep_time"]
+    assert not predictions.duplicated(keys).any()
+    assert sorted(map(tuple, predictions[keys].to_numpy())) == sorted(map(tuple, flights[keys].to_numpy()))
+    assert predictions["probability"].between(0.0, 1.0).all()
+    assert predictions["probability"].notna().all()
+    assert set(predictions["model_version"]) == {str(version.version)}
+    assert set(predictions["model_run_id"]) == {version.run_id}
+    # only the scored day was written
+    assert [p.name for p in Path(lake.predictions).iterdir() if p.name.startswith("date=")] == [
+        f"date={SCORE_DATE}"
+    ]
