@@ -32,6 +32,7 @@ class TableSpec:
     name: str
     columns: dict[str, str]
     daily: bool
+    required: bool = True  # False: a missing daily partition means "no rows that day", with a warning
 
     def ddl(self) -> str:
         """The Spark DDL schema string, in file column order."""
@@ -103,7 +104,12 @@ def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
     raw: dict[str, Any] = yaml.safe_load(path.read_text())
     try:
         tables = {
-            name: TableSpec(name=name, columns=dict(spec["columns"]), daily=bool(spec["daily"]))
+            name: TableSpec(
+                name=name,
+                columns=dict(spec["columns"]),
+                daily=bool(spec["daily"]),
+                required=bool(spec.get("required", True)),
+            )
             for name, spec in raw["tables"].items()
         }
         return PipelineConfig(

@@ -79,12 +79,17 @@ def read_raw(
     frames = []
     for day in days:
         path = lake.raw_file(table.name, day)
-        if not path_exists(spark, path):
+        if path_exists(spark, path):
+            frames.append(reader.csv(path).withColumn("date", F.lit(day)))
+        elif table.required:
             raise MissingPartitionError(
                 f"no raw partition of {table.name!r} for {day}: expected {path} "
                 "(land the day's data first, e.g. `python -m jobs.land`)"
             )
-        frames.append(reader.csv(path).withColumn("date", F.lit(day)))
+        else:
+            log.warning("no raw partition of optional table %r for %s (%s): reading it as empty", table.name, day, path)
+    if not frames:
+        return spark.createDataFrame([], table.ddl()).withColumn("date", F.lit(None).cast("date"))
     out = frames[0]
     for frame in frames[1:]:
         out = out.unionByName(frame)

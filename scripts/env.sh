@@ -15,8 +15,11 @@ export AIRFLOW__CORE__DAGS_FOLDER="${AIRFLOW__CORE__DAGS_FOLDER:-$PIPELINE_REPO/
 export AIRFLOW__CORE__PLUGINS_FOLDER="${AIRFLOW__CORE__PLUGINS_FOLDER:-$PIPELINE_REPO/plugins}"
 export AIRFLOW__CORE__LOAD_EXAMPLES="${AIRFLOW__CORE__LOAD_EXAMPLES:-False}"
 export AIRFLOW__CORE__EXECUTOR="${AIRFLOW__CORE__EXECUTOR:-LocalExecutor}"
-# The JSON form: the URI form spark://local[2] silently becomes --master yarn.
-export AIRFLOW_CONN_SPARK_DEFAULT="${AIRFLOW_CONN_SPARK_DEFAULT:-{\"conn_type\": \"spark\", \"host\": \"local[2]\"}}"
+# The JSON form: the URI form spark://local[2] silently becomes --master yarn. (Not a ${VAR:-...}
+# default: the braces of the JSON would end the expansion early.)
+if [ -z "${AIRFLOW_CONN_SPARK_DEFAULT:-}" ]; then
+  export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'
+fi
 
 export GX_ANALYTICS_ENABLED="${GX_ANALYTICS_ENABLED:-False}"
 export MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="${MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR:-false}"

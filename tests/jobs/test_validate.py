@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from jobs.config import Lake
-from jobs.spark import MissingPartitionError, read_raw
+from jobs.spark import read_raw
 from jobs.validate import ValidationFailed, main, validate_window
 
 DAY = dt.date(2013, 1, 3)
@@ -73,7 +73,3 @@ def test_a_renamed_column_is_refused_before_any_row_is_used(spark, lake, tmp_pat
     with pytest.raises(Exception, match="destination"):
         main(["--run-date", DAY.isoformat(), "--lake-root", bad.root])
 
-
-def test_a_missing_partition_names_the_path(spark, lake, config):
-    with pytest.raises(MissingPartitionError, match=r"date=2014-01-01/flights\.csv"):
-        read_raw(spark, lake, config.tables["flights"], [dt.date(2014, 1, 1)], config.csv_options)

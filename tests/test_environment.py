@@ -1,0 +1,33 @@
+"""scripts/env.sh is sourced by make, by scripts/demo.sh and by the tests: it must be idempotent."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _source(times: int) -> dict[str, str]:
+    script = " && ".join([f"source {REPO / 'scripts/env.sh'}"] * times) + " && env -0"
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")}
+    out = subprocess.run(["bash", "-c", script], env=env, check=True, capture_output=True, text=True).stdout
+    return dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
+
+
+def test_sourcing_twice_changes_nothing_but_path():
+    once, twice = _source(1), _source(2)
+    assert {k: v for k, v in once.items() if k != "PATH"} == {k: v for k, v in twice.items() if k != "PATH"}
+
+
+def test_spark_connection_is_valid_json_for_a_local_master():
+    conn = json.loads(_source(2)["AIRFLOW_CONN_SPARK_DEFAULT"])
+    assert conn == {"conn_type": "spark", "host": "local[2]"}
+
+
+def test_airflow_resolves_the_spark_master_from_the_environment():
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    assert SparkSubmitHook(conn_id="spark_default")._resolve_connection()["master"] == "local[2]"
