@@ -16,10 +16,12 @@ help:
 	@echo "make clean      remove .pipeline/ (lake, MLflow store, Airflow DB)"
 
 $(STAMP): pyproject.toml
+	@echo "==> installing into $(VENV) (log: $(VENV)/install.log)"
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[dev]'
-	touch $@
+	@$(VENV)/bin/pip install --upgrade pip > $(VENV)/install.log 2>&1 \
+	  && $(VENV)/bin/pip install -e '.[dev]' >> $(VENV)/install.log 2>&1 \
+	  || { tail -n 40 $(VENV)/install.log; exit 1; }
+	@touch $@
 
 install: $(STAMP)
 

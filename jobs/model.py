@@ -124,8 +124,9 @@ def log_pyfunc(net: TabularNet, pre: Preprocessor, hyper: dict[str, Any], exampl
     """
     import tempfile
 
-    import jobs
     from mlflow.models import infer_signature
+
+    import jobs
 
     example = example[[*pre.categorical, *pre.numeric]].copy()
     for col in pre.categorical:  # plain object columns: MLflow's schema types them as strings

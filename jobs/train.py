@@ -226,7 +226,9 @@ def main(argv: list[str] | None = None) -> None:
 
     mlflow_client = client()
     experiment_id = ensure_experiment(cfg.experiment)
-    run = mlflow_client.create_run(experiment_id, run_name=f"train-{args.run_date}", tags={"run_date": str(args.run_date)})
+    run = mlflow_client.create_run(
+        experiment_id, run_name=f"train-{args.run_date}", tags={"run_date": str(args.run_date)}
+    )
     run_id = run.info.run_id
     log.info("MLflow run: %s", run_link(experiment_id, run_id))
     hyper = {"embedding_dim": cfg.embedding_dim, "hidden_units": list(cfg.hidden_units)}

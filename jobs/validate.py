@@ -89,7 +89,8 @@ class ValidationReport:
         ]
         for c in self.checks:
             result = "ok" if c.success else ("ERROR" if c.error else "FAILED")
-            lines.append(f"  {_label(c):<{width}}  {result:<6}  {'' if c.unexpected_count is None else c.unexpected_count}")
+            unexpected = "" if c.unexpected_count is None else c.unexpected_count
+            lines.append(f"  {_label(c):<{width}}  {result:<6}  {unexpected}")
         return "\n".join(lines)
 
 

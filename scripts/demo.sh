@@ -22,8 +22,9 @@ run_dag() {
   step "airflow dags test $dag_id $day (log: $log)"
   # dags test runs every task for real, in this process, with real spark-submit.
   airflow dags test "$dag_id" "$day" > "$log" 2>&1 || true
-  grep -E "jobs\.(validate|features|train|score):|epoch [0-9]+/|Marking task as|ERROR -|Error:" "$log" \
-    | grep -v "^\s*$" | cut -c1-220 || true
+  # Show what each job said about itself, without Airflow's log prefixes.
+  grep -oE "(jobs\.(validate|features|train|score): .*|epoch [0-9]+/[0-9]+: .*|[A-Za-z.]*(Error|Failed): .*)" "$log" \
+    | sed -E 's/ +\[airflow[^]]*\].*$//' | cut -c1-200 || true
   local state
   state=$(airflow dags state "$dag_id" "$day" 2>/dev/null | tail -n 1)
   [ "$state" = "success" ] || { echo "$dag_id for $day ended in state '$state': see $log"; exit 1; }

@@ -16,9 +16,11 @@ def _tables(spark, config):
             # on time, known plane, weather hour recorded twice (averaged)
             (2013, 1, 2, 600, 600, 0.0, 900, 900, 5.0, "UA", 1, "N1", "EWR", "IAH", 200.0, 1400.0, 6, 0, None, DAY),
             # late, tail number not in planes, destination not in airports
-            (2013, 1, 2, 700, 700, 30.0, 1000, 930, 40.0, "AA", 2, "N9", "JFK", "SJU", 200.0, 1600.0, 7, 0, None, DAY),
+            (2013, 1, 2, 700, 700, 30.0, 1000, 930, 40.0, "AA", 2, "N9", "JFK", "SJU", 200.0, 1600.0, 7, 0, None,
+             DAY),
             # cancelled: no arrival delay, so no label; no tail number
-            (2013, 1, 2, None, 800, None, None, 1100, None, "B6", 3, None, "LGA", "IAH", None, 1400.0, 8, 15, None, DAY),
+            (2013, 1, 2, None, 800, None, None, 1100, None, "B6", 3, None, "LGA", "IAH", None, 1400.0, 8, 15, None,
+             DAY),
         ],
         f.ddl() + ", date date",
     )
@@ -28,7 +30,9 @@ def _tables(spark, config):
     )
     for col in ["dewp", "humid", "wind_dir", "wind_speed", "precip", "pressure", "visib"]:
         weather = weather.withColumn(col, weather.temp * 0 + 1.0)
-    planes = spark.createDataFrame([("N1", 2000, "BOEING", 150, 2)], "tailnum string, year int, manufacturer string, seats int, engines int")
+    planes = spark.createDataFrame(
+        [("N1", 2000, "BOEING", 150, 2)], "tailnum string, year int, manufacturer string, seats int, engines int"
+    )
     airports = spark.createDataFrame([("IAH", 29.98, -95.34)], "faa string, lat double, lon double")
     return {"flights": flights, "weather": weather, "planes": planes, "airports": airports}
 
