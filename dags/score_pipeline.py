@@ -2,8 +2,8 @@
 ### Nightly scoring pipeline: validate → features → score
 
 For a run date *D* (the logical date of the nightly run, or the `run_date` param), validates the
-day's raw flights, builds its feature partition and scores it with the latest registered version
-of `flight_delay`, writing `predictions/date=D/` in the lake. Every task replaces only day *D*'s
+day's raw flights, builds its feature partition and scores it with the `champion` version of
+`flight_delay`, writing `predictions/date=D/` in the lake. Every task replaces only day *D*'s
 outputs, so re-running or backfilling a day is safe.
 
 The example data covers 2013 only: trigger with `{"run_date": "2013-01-29"}` or backfill a 2013

@@ -5,7 +5,9 @@ For a run date *D*, validates the raw flights of the training window (the
 `train_days + holdout_days` days ending with *D*, set in `jobs/pipeline.yaml`), rebuilds their
 feature partitions, and trains the model with TorchDistributor on the first `train_days`,
 evaluating on the last `holdout_days`. The model is logged to MLflow and registered as a new
-version of `flight_delay`; the `train_model` log links to the MLflow run.
+version of `flight_delay`, which becomes the `champion` only if it beats the current champion on
+the same holdout (`promotion_metric`, `promotion_margin`); the `train_model` log links to the
+MLflow run and says why the version was or was not promoted.
 
 *D* is the `run_date` param when given (trigger with `{"run_date": "2013-01-28"}`), otherwise the
 run's logical date. The example data covers 2013 only.

@@ -75,6 +75,8 @@ class TrainSpec:
     num_processes: int
     local_mode: bool
     use_gpu: bool
+    promotion_metric: str
+    promotion_margin: float
 
     @property
     def window_days(self) -> int:

@@ -4,8 +4,8 @@ Usage::
 
     spark-submit jobs/score.py --run-date 2013-01-29 [--model-version N] [--config PATH] [--lake-root PATH]
 
-Resolves the model version once, on the driver (the latest registered version of
-``train.model_name`` unless ``--model-version`` names one), then scores ``features/date=<run-date>``
+Resolves the model version once, on the driver (the version the ``champion`` alias of
+``train.model_name`` points at, unless ``--model-version`` names one), then scores ``features/date=<run-date>``
 with ``predict_batch_udf``: each Python worker loads the model once and calls it on batches of
 ``score.batch_size`` rows, the inputs passed as plain columns. Predictions go to
 ``predictions/date=<run-date>/``, replacing only that day's partition; every row carries the model
@@ -86,21 +86,21 @@ def resolve_model(name: str, version: str | None) -> tuple[ModelRef, str]:
 
     Workers load from the artifact location, so they need no access to the registry.
     """
-    from jobs.tracking import ModelRef, client, latest_version
+    from jobs.tracking import ModelRef, champion_version, client
 
     mlflow_client = client()
     if version:
         found = mlflow_client.get_model_version(name, version)
         ref = ModelRef(name=name, version=str(found.version), run_id=found.run_id or "")
     else:
-        ref = latest_version(name)
+        ref = champion_version(name)
     return ref, mlflow_client.get_model_version_download_uri(ref.name, ref.version)
 
 
 def main(argv: list[str] | None = None) -> None:
     configure_logging()
     parser = job_parser(__doc__)
-    parser.add_argument("--model-version", default=None, help="a registered version (default: the latest)")
+    parser.add_argument("--model-version", default=None, help="a registered version (default: the champion)")
     args = parse_job_args(parser, argv)
     if args.days != 1:
         parser.error("scoring works on one day at a time; backfill a range with one run per day")

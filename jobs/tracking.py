@@ -62,13 +62,15 @@ class NoModelError(LookupError):
     """No registered model version to score with."""
 
 
-def latest_version(name: str) -> ModelRef:
-    """The highest registered version of ``name``."""
-    versions = client().search_model_versions(f"name = '{name}'")
-    if not versions:
+def champion_version(name: str) -> ModelRef:
+    """The version the ``champion`` alias of ``name`` points at."""
+    from jobs.champion import CHAMPION, current_champion
+
+    found = current_champion(client(), name)
+    if found is None:
         raise NoModelError(
-            f"no registered version of model {name!r} at {tracking_uri()}: run the training pipeline first "
-            "(airflow dags trigger train_pipeline, or `make demo`)"
+            f"model {name!r} has no {CHAMPION!r} version at {tracking_uri()}: run the training pipeline "
+            f"(airflow dags trigger train_pipeline, or `make demo`); its first model becomes {CHAMPION}, "
+            "or pass --model-version to score with a given version"
         )
-    best = max(versions, key=lambda v: int(v.version))
-    return ModelRef(name=name, version=str(best.version), run_id=best.run_id or "")
+    return ModelRef(name=name, version=str(found.version), run_id=found.run_id or "")

@@ -221,6 +221,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import mlflow
 
+    from jobs.champion import apply_gate
     from jobs.config import tracking_uri
     from jobs.tracking import client, ensure_experiment, run_link
 
@@ -261,6 +262,17 @@ def main(argv: list[str] | None = None) -> None:
         mlflow_client.set_terminated(run_id, status="FAILED")
         raise
     metrics = result["metrics"]
+    label = args.config.features.label
+    holdout = (
+        spark.read.parquet(*holdout_dirs)
+        .select(*args.config.features.inputs, label)
+        .where(f"`{label}` IS NOT NULL")
+        .toPandas()
+    )
+    decision = apply_gate(
+        mlflow_client, cfg.model_name, str(version.version), holdout, args.config.features.inputs, label,
+        cfg.promotion_metric, cfg.promotion_margin,
+    )
     for key, value in {
         "run_date": args.run_date, "train_window": f"{train_days[0]}..{train_days[-1]}",
         "holdout_window": f"{holdout_days[0]}..{holdout_days[-1]}",
@@ -271,6 +283,10 @@ def main(argv: list[str] | None = None) -> None:
     log.info(
         "registered %s version %s from run %s; holdout: %s",
         cfg.model_name, version.version, run_id, json.dumps({k: round(v, 4) for k, v in metrics.items()}),
+    )
+    log.info(
+        "champion gate: version %s %s: %s", version.version,
+        "is the new champion" if decision.promote else "stays a challenger", decision.reason,
     )
 
 

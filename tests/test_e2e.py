@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -31,7 +30,11 @@ def airflow_env(lake, tmp_path_factory):
     path = tmp_path_factory.mktemp("config") / "pipeline.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     os.environ["PIPELINE_CONFIG"] = str(path)
-    subprocess.run(["airflow", "db", "migrate"], check=True, capture_output=True)
+    # Migrate in this process, on the engine dag.test() will use (a subprocess' migration can be
+    # invisible to a SQLite connection this process opened earlier).
+    from airflow.utils.db import upgradedb
+
+    upgradedb()
     yield lake
     os.environ.pop("PIPELINE_CONFIG")
 
@@ -76,6 +79,9 @@ def test_train_then_score_through_airflow(dags, airflow_env, config):
     assert 0.5 < run.data.metrics["holdout_roc_auc"] <= 1.0
     assert len(mlflow_client.get_metric_history(version.run_id, "train_loss")) == 2  # one per epoch
     assert run.data.params["train_start"] == "2013-01-01"
+    # the first model ever becomes champion, and the gate says so on the version
+    assert mlflow_client.get_model_version_by_alias(config.train.model_name, "champion").version == version.version
+    assert version.tags["gate_decision"] == "promoted"
 
     states = _run(dags["score_pipeline"], SCORE_DATE)
     assert states == {"validate_raw": "success", "build_features": "success", "score_batch": "success"}

@@ -1,0 +1,108 @@
+"""The champion gate: a new model version becomes ``champion`` only when it beats the current one.
+
+Both versions are scored by the same code (their MLflow pyfuncs) on the same rows, the new
+version's holdout window; the chosen metric must improve by at least the configured margin. The
+first version ever registered becomes champion. The decision, both scores and the reason are
+recorded as tags on the new version and returned for the task log. Registry stages are
+deprecated in MLflow 3: the champion is an alias (``models:/<name>@champion``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+log = logging.getLogger(__name__)
+
+CHAMPION = "champion"
+LOWER_IS_BETTER = frozenset({"log_loss", "brier"})
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    promote: bool
+    metric: str
+    challenger_score: float
+    champion_score: float | None
+    champion_version: str | None
+    reason: str
+
+    def tags(self) -> dict[str, str]:
+        """What the new version carries so anyone can see why it was (not) promoted."""
+        return {
+            "gate_decision": "promoted" if self.promote else "rejected",
+            "gate_metric": self.metric,
+            "gate_challenger_score": f"{self.challenger_score:.6f}",
+            "gate_champion_score": "" if self.champion_score is None else f"{self.champion_score:.6f}",
+            "gate_champion_version": self.champion_version or "",
+            "gate_reason": self.reason,
+        }
+
+
+def decide(
+    metric: str, challenger: float, champion: float | None, margin: float, champion_version: str | None = None
+) -> GateDecision:
+    """Promote when there is no champion, or the challenger is better by at least ``margin``."""
+    if not math.isfinite(challenger):
+        return GateDecision(False, metric, challenger, champion, champion_version,
+                            f"challenger {metric} is {challenger}: cannot be compared")
+    if champion is None:
+        return GateDecision(True, metric, challenger, None, None, "no champion yet: the first model becomes champion")
+    if not math.isfinite(champion):
+        return GateDecision(True, metric, challenger, champion, champion_version,
+                            f"champion v{champion_version} has {metric} {champion} on this holdout")
+    gain = (champion - challenger) if metric in LOWER_IS_BETTER else (challenger - champion)
+    direction = "lower" if metric in LOWER_IS_BETTER else "higher"
+    if gain >= margin:
+        reason = (f"{metric} {challenger:.4f} vs champion v{champion_version} {champion:.4f}: "
+                  f"{direction} is better, improvement {gain:+.4f} >= margin {margin}")
+        return GateDecision(True, metric, challenger, champion, champion_version, reason)
+    reason = (f"{metric} {challenger:.4f} vs champion v{champion_version} {champion:.4f}: "
+              f"{direction} is better, improvement {gain:+.4f} < margin {margin}")
+    return GateDecision(False, metric, challenger, champion, champion_version, reason)
+
+
+def score_version(model_uri: str, holdout: pd.DataFrame, inputs: list[str], label: str) -> dict[str, float]:
+    """Holdout metrics of a logged model, computed through its pyfunc like scoring does."""
+    import mlflow.pyfunc
+
+    from jobs.train import evaluate
+
+    probabilities = mlflow.pyfunc.load_model(model_uri).predict(holdout[inputs])
+    return evaluate(holdout[label], probabilities)
+
+
+def current_champion(client: Any, name: str) -> Any | None:
+    """The version the ``champion`` alias points at, or None when there is none."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return client.get_model_version_by_alias(name, CHAMPION)
+    except MlflowException:
+        return None
+
+
+def apply_gate(
+    client: Any, name: str, version: str, holdout: pd.DataFrame, inputs: list[str], label: str,
+    metric: str, margin: float,
+) -> GateDecision:
+    """Compare ``version`` with the champion on ``holdout``, move the alias if it wins, tag it."""
+    challenger = score_version(f"models:/{name}/{version}", holdout, inputs, label)[metric]
+    champion = current_champion(client, name)
+    champion_score = None
+    if champion is not None:
+        champion_score = score_version(f"models:/{name}/{champion.version}", holdout, inputs, label)[metric]
+    decision = decide(metric, challenger, champion_score, margin,
+                      None if champion is None else str(champion.version))
+    for key, value in decision.tags().items():
+        client.set_model_version_tag(name, version, key, value)
+    if decision.promote:
+        client.set_registered_model_alias(name, CHAMPION, version)
+    log.info("champion gate for %s version %s: %s (%s)", name, version, decision.tags()["gate_decision"],
+             decision.reason)
+    return decision

@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import pytest
+
+from jobs.champion import CHAMPION, apply_gate, decide
+
+
+def test_the_first_model_becomes_champion():
+    decision = decide("roc_auc", 0.61, None, margin=0.01)
+    assert decision.promote and "first model" in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("metric", "challenger", "champion", "promote"),
+    [
+        ("roc_auc", 0.70, 0.68, True),   # better by more than the margin
+        ("roc_auc", 0.685, 0.68, False),  # better, but by less than the margin
+        ("roc_auc", 0.60, 0.68, False),  # worse
+        ("log_loss", 0.50, 0.55, True),  # lower is better
+        ("log_loss", 0.56, 0.55, False),
+    ],
+)
+def test_promotion_needs_an_improvement_of_at_least_the_margin(metric, challenger, champion, promote):
+    decision = decide(metric, challenger, champion, margin=0.01, champion_version="3")
+    assert decision.promote is promote
+    assert "v3" in decision.reason and metric in decision.reason
+    assert decision.tags()["gate_decision"] == ("promoted" if promote else "rejected")
+
+
+def test_an_unmeasurable_challenger_is_never_promoted():
+    assert not decide("roc_auc", math.nan, None, margin=0.0).promote
+
+
+@pytest.fixture(scope="module")
+def holdout_and_nets(spark, lake, config):
+    """Real features: a net trained on three days, and the holdout day it is judged on."""
+    import numpy as np
+    import torch
+
+    from jobs.features import build_features, read_inputs
+    from jobs.model import build_net
+    from jobs.train import fit_preprocessor
+
+    train_days, holdout_day = [dt.date(2013, 1, d) for d in (2, 3, 4)], dt.date(2013, 1, 5)
+    train = build_features(read_inputs(spark, lake, config, train_days), config)
+    pre = fit_preprocessor(train, config.features, min_count=1)
+    label = config.features.label
+    frame = train.where(f"{label} IS NOT NULL").toPandas()
+    holdout = build_features(read_inputs(spark, lake, config, [holdout_day]), config)
+    holdout = holdout.where(f"{label} IS NOT NULL").toPandas()
+    hyper = {"embedding_dim": 4, "hidden_units": [16]}
+
+    torch.manual_seed(3)
+    untrained = build_net(pre, hyper)
+    torch.manual_seed(3)
+    trained = build_net(pre, hyper)
+    cats, nums = (torch.from_numpy(a) for a in pre.encode(frame))
+    y = torch.from_numpy(frame[label].to_numpy(np.float32))
+    optimizer = torch.optim.Adam(trained.parameters(), lr=0.01)
+    for _ in range(60):
+        optimizer.zero_grad()
+        torch.nn.functional.binary_cross_entropy_with_logits(trained(cats, nums), y).backward()
+        optimizer.step()
+    inverted = build_net(pre, hyper)  # deliberately worse: the trained net with its ranking reversed
+    inverted.load_state_dict(trained.state_dict())
+    with torch.no_grad():
+        inverted.mlp[-1].weight.neg_()
+        inverted.mlp[-1].bias.neg_()
+    return {"pre": pre, "hyper": hyper, "holdout": holdout, "untrained": untrained, "trained": trained,
+            "inverted": inverted}
+
+
+def test_gate_promotes_better_versions_only(holdout_and_nets, config, tmp_path):
+    import mlflow
+
+    from jobs.model import log_pyfunc
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
+    mlflow.set_experiment(experiment_name="gate-tests")
+    client = mlflow.MlflowClient()
+    name, data = "gate_model", holdout_and_nets
+    features, label = config.features.inputs, config.features.label
+
+    def register(net) -> str:
+        with mlflow.start_run():
+            info = log_pyfunc(net, data["pre"], data["hyper"], data["holdout"].head(5))
+        return str(mlflow.register_model(info.model_uri, name).version)
+
+    def gate(version: str):
+        return apply_gate(client, name, version, data["holdout"], features, label, "roc_auc", 0.002)
+
+    first = register(data["untrained"])
+    assert gate(first).promote
+    assert str(client.get_model_version_by_alias(name, CHAMPION).version) == first
+
+    worse = register(data["inverted"])
+    decision = gate(worse)
+    assert not decision.promote and decision.champion_version == first
+    assert str(client.get_model_version_by_alias(name, CHAMPION).version) == first
+    assert client.get_model_version(name, worse).tags["gate_decision"] == "rejected"
+
+    better = register(data["trained"])
+    decision = gate(better)
+    assert decision.promote, decision.reason
+    assert decision.challenger_score > decision.champion_score + 0.002
+    assert str(client.get_model_version_by_alias(name, CHAMPION).version) == better
+    tags = client.get_model_version(name, better).tags
+    assert tags["gate_decision"] == "promoted" and tags["gate_champion_version"] == first
