@@ -96,12 +96,13 @@ def build_net(pre: Preprocessor, hyper: dict[str, Any]) -> TabularNet:
 
 
 def predict_proba(net: TabularNet, pre: Preprocessor, frame: pd.DataFrame) -> np.ndarray:
-    """Probabilities for the rows of ``frame``, in order, as float64."""
+    """Probabilities for the rows of ``frame``, in order, as float64, on whatever device ``net`` is."""
     cats, nums = pre.encode(frame)
+    device = next(net.parameters()).device
     net.eval()
     with torch.inference_mode():
-        logits = net(torch.from_numpy(cats), torch.from_numpy(nums))
-    return torch.sigmoid(logits).double().numpy()
+        logits = net(torch.from_numpy(cats).to(device), torch.from_numpy(nums).to(device))
+    return torch.sigmoid(logits).double().cpu().numpy()
 
 
 MODEL_FILE, PREPROCESSOR_FILE, HYPER_FILE = "model_state.pt", "preprocessor.json", "hyperparameters.json"

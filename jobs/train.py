@@ -9,8 +9,9 @@ The window is ``train.train_days + train.holdout_days`` days ending with the run
 fitted on the first ``train_days`` and evaluated on the last ``holdout_days``. The driver fits the
 preprocessing (vocabularies, normalisation statistics) with Spark, opens an MLflow run and logs the
 parameters; TorchDistributor starts ``num_processes`` ranks (gloo on CPU, NCCL on GPU), each
-reading the feature Parquet itself; rank 0 logs per-epoch metrics and the model (pyfunc with
-signature, input example and the preprocessing). The driver then registers a new model version
+reading the feature Parquet itself; rank 0 logs per-epoch metrics, plots (loss curves, ROC and
+calibration curves on the holdout) and the model (pyfunc with signature, input example and the
+preprocessing). The driver then registers a new model version
 and tags it with the run date, the window and the holdout metrics.
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.config import FeatureSpec, Lake, job_parser, parse_job_args
@@ -100,12 +102,29 @@ def evaluate(labels: Any, probabilities: Any) -> dict[str, float]:
     }
 
 
+def shard_units(dirs: list[str], rank: int, world: int) -> list[tuple[str, int]]:
+    """This rank's share of the data: (Parquet file, row group) pairs, dealt round-robin.
+
+    Every rank lists the same files in the same order, so the shares are disjoint, cover every
+    row group exactly once, and are the same from one run to the next.
+    """
+    import pyarrow.parquet as pq
+
+    units = []
+    for folder in dirs:
+        for path in sorted(Path(folder).glob("*.parquet")):
+            units += [(str(path), group) for group in range(pq.ParquetFile(path).num_row_groups)]
+    return units[rank::world]
+
+
 def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
     """One rank of distributed training; TorchDistributor runs it in every process.
 
-    Self-contained (imports inside, plain-data argument) so it pickles to the ranks. Every rank
-    reads the training partitions and trains on its DistributedSampler shard; only rank 0 touches
-    MLflow. Every rank returns rank 0's result: the logged model's URI and the final holdout metrics.
+    Self-contained (imports inside, plain-data argument) so it pickles to the ranks. Each rank
+    reads only its own row groups of the training partitions (:func:`shard_units`) and shuffles
+    them with its own seeded generator; shares may differ by a row group, which DDP's ``Join``
+    absorbs, so every training row is used exactly once per epoch. Only rank 0 touches MLflow.
+    Every rank returns rank 0's result: the logged model's URI and the final holdout metrics.
     """
     import os
 
@@ -114,11 +133,11 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
     import pyarrow.parquet as pq
     import torch
     import torch.distributed as dist
+    from torch.distributed.algorithms.join import Join
     from torch.nn.parallel import DistributedDataParallel
-    from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
     from jobs.model import Preprocessor, build_net, log_pyfunc, predict_proba
-    from jobs.train import evaluate
+    from jobs.train import evaluate, shard_units
 
     torch.set_num_threads(job["threads_per_process"])
     use_gpu = job["use_gpu"]
@@ -133,16 +152,19 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
         frame = pd.concat([pq.read_table(d, columns=[*columns, label]).to_pandas() for d in dirs], ignore_index=True)
         return frame[frame[label].notna()].reset_index(drop=True)
 
-    train = load(job["train_dirs"])
-    cats, nums = pre.encode(train)
-    dataset = TensorDataset(
-        torch.from_numpy(cats), torch.from_numpy(nums), torch.from_numpy(train[label].to_numpy(np.float32))
+    units = shard_units(job["train_dirs"], rank, world)
+    parts = [pq.ParquetFile(path).read_row_group(group, columns=[*columns, label]) for path, group in units]
+    shard = pd.concat([part.to_pandas() for part in parts], ignore_index=True) if parts else pd.DataFrame(
+        columns=[*columns, label]
     )
-    torch.manual_seed(job["seed"])
+    shard = shard[shard[label].notna()].reset_index(drop=True)
+    cats, nums = (torch.from_numpy(a) for a in pre.encode(shard))
+    labels = torch.from_numpy(shard[label].to_numpy(np.float32))
+    print(f"rank {rank}/{world}: {len(units)} row groups, {len(shard)} labelled rows", flush=True)
+    torch.manual_seed(job["seed"])  # the same initial weights on every rank
     net = build_net(pre, job["hyper"]).to(device)
     model = DistributedDataParallel(net, device_ids=[device.index] if use_gpu else None)
-    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=job["seed"])
-    loader = DataLoader(dataset, batch_size=job["batch_size"], sampler=sampler)
+    shuffle = torch.Generator().manual_seed(job["seed"] * 1009 + rank)
     optimizer = torch.optim.Adam(model.parameters(), lr=job["learning_rate"])
     loss_fn = torch.nn.BCEWithLogitsLoss(reduction="sum")
 
@@ -153,24 +175,31 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
         mlflow.set_tracking_uri(job["tracking_uri"])
         mlflow.start_run(run_id=job["run_id"])
         holdout = load(job["holdout_dirs"])
-        mlflow.log_metrics({"train_rows": float(len(train)), "holdout_rows": float(len(holdout))})
+        mlflow.log_metrics({"holdout_rows": float(len(holdout))})
+        history: dict[str, list[float]] = {"train": [], "holdout": []}
 
     for epoch in range(job["epochs"]):
-        sampler.set_epoch(epoch)
         model.train()
         totals = torch.zeros(2, dtype=torch.float64, device=device)
-        for c, n, y in loader:
-            c, n, y = c.to(device), n.to(device), y.to(device)
-            optimizer.zero_grad()
-            loss = loss_fn(model(c, n), y)
-            loss.backward()
-            optimizer.step()
-            totals += torch.tensor([loss.item(), len(y)], dtype=torch.float64, device=device)
+        order = torch.randperm(len(labels), generator=shuffle)
+        with Join([model]):
+            for start in range(0, len(order), job["batch_size"]):
+                batch = order[start : start + job["batch_size"]]
+                c, n, y = cats[batch].to(device), nums[batch].to(device), labels[batch].to(device)
+                optimizer.zero_grad()
+                loss = loss_fn(model(c, n), y)
+                loss.backward()
+                optimizer.step()
+                totals += torch.tensor([loss.item(), len(y)], dtype=torch.float64, device=device)
         dist.all_reduce(totals)
+        if rank == 0 and epoch == 0:
+            mlflow.log_metric("train_rows", float(totals[1]))  # every labelled row, once
         if rank == 0:
             train_loss = float(totals[0] / totals[1])
-            metrics = evaluate(holdout[label], predict_proba(net.cpu(), pre, holdout))
-            net.to(device)
+            probabilities = predict_proba(net, pre, holdout)
+            metrics = evaluate(holdout[label], probabilities)
+            history["train"].append(train_loss)
+            history["holdout"].append(metrics["log_loss"])
             mlflow.log_metrics(
                 {"train_loss": train_loss, **{f"holdout_{k}": v for k, v in metrics.items() if k != "rows"}},
                 step=epoch,
@@ -182,6 +211,12 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
             )
 
     if rank == 0:
+        from jobs.plots import calibration_figure, loss_figure, roc_figure
+
+        mlflow.log_figure(loss_figure(history), "plots/loss_curves.png")
+        if len(np.unique(holdout[label])) == 2:
+            mlflow.log_figure(roc_figure(holdout[label], probabilities), "plots/roc_curve.png")
+        mlflow.log_figure(calibration_figure(holdout[label], probabilities), "plots/calibration_curve.png")
         info = log_pyfunc(net.cpu(), pre, job["hyper"], holdout.head(5))
         mlflow.end_run()
         result = {"model_uri": info.model_uri, "metrics": metrics, "train_loss": train_loss}

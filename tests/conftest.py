@@ -17,11 +17,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SESSION_HOME = Path(tempfile.mkdtemp(prefix="pipeline-tests-"))
+# One home per test process, even if this module were imported a second time under another name.
+SESSION_HOME = Path(os.environ.get("PIPELINE_TEST_HOME") or tempfile.mkdtemp(prefix="pipeline-tests-"))
 
 
 def _pipeline_environment(home: Path) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "MLFLOW", "LAKE_", "PIPELINE_"))}
+    prefixes = ("AIRFLOW", "MLFLOW", "LAKE_", "PIPELINE_")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
     clean["PIPELINE_HOME"] = str(home)
     out = subprocess.run(
         ["bash", "-c", f"source {REPO / 'scripts/env.sh'} && env -0"],
@@ -32,6 +34,7 @@ def _pipeline_environment(home: Path) -> dict[str, str]:
 
 os.environ.clear()
 os.environ.update(_pipeline_environment(SESSION_HOME))
+os.environ["PIPELINE_TEST_HOME"] = str(SESSION_HOME)
 # The interpreter running the tests is the venv's: its bin (spark-submit, airflow) comes first.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
 
@@ -48,6 +51,12 @@ def spark():
     session = get_spark("tests", {"spark.master": "local[2]", "spark.ui.enabled": "false"})
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def landed_days() -> tuple[dt.date, dt.date]:
+    """The first and last day the ``lake`` fixture holds."""
+    return FIRST_DAY, LAST_DAY
 
 
 @pytest.fixture(scope="session")

@@ -79,6 +79,8 @@ def test_train_then_score_through_airflow(dags, airflow_env, config):
     assert 0.5 < run.data.metrics["holdout_roc_auc"] <= 1.0
     assert len(mlflow_client.get_metric_history(version.run_id, "train_loss")) == 2  # one per epoch
     assert run.data.params["train_start"] == "2013-01-01"
+    plots = {a.path for a in mlflow_client.list_artifacts(version.run_id, "plots")}
+    assert plots == {"plots/loss_curves.png", "plots/roc_curve.png", "plots/calibration_curve.png"}
     # the first model ever becomes champion, and the gate says so on the version
     assert mlflow_client.get_model_version_by_alias(config.train.model_name, "champion").version == version.version
     assert version.tags["gate_decision"] == "promoted"

@@ -15,13 +15,12 @@ def test_split_by_day_keeps_rows_within_the_range():
     assert parts[dt.date(2013, 1, 2)]["v"].tolist() == ["b"]
 
 
-def test_landed_partitions_hold_exactly_the_source_rows(lake):
-    from tests.conftest import FIRST_DAY, LAST_DAY
-
+def test_landed_partitions_hold_exactly_the_source_rows(lake, landed_days):
+    first_day, last_day = landed_days
     source = read_source("flights")
     days = pd.to_datetime(source[["year", "month", "day"]].astype(int)).dt.date
-    for n in range((LAST_DAY - FIRST_DAY).days + 1):
-        day = FIRST_DAY + dt.timedelta(days=n)
+    for n in range((last_day - first_day).days + 1):
+        day = first_day + dt.timedelta(days=n)
         landed = pd.read_csv(lake.raw_file("flights", day), dtype=str, keep_default_na=False)
         expected = source[days == day].reset_index(drop=True)
         pd.testing.assert_frame_equal(landed, expected)
