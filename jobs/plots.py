@@ -55,6 +55,9 @@ def loss_figure(history: dict[str, Sequence[float]]) -> Figure:
     fig, ax = _figure()
     for name, values in history.items():
         ax.plot(range(1, len(values) + 1), values, marker="o", label=name)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(xlabel="epoch", ylabel="log loss", title="Loss by epoch")
     ax.legend()
     return fig

@@ -3,7 +3,7 @@
 Usage::
 
     spark-submit jobs/train.py --run-date 2013-01-28 [--config PATH] [--lake-root PATH]
-                               [--num-processes N] [--use-gpu | --no-use-gpu]
+                               [--num-processes N] [--use-gpu true|false] [--local-mode true|false]
 
 The window is ``train.train_days + train.holdout_days`` days ending with the run date: the model is
 fitted on the first ``train_days`` and evaluated on the last ``holdout_days``. The driver fits the
@@ -237,10 +237,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = job_parser(__doc__)
     parser.add_argument("--num-processes", type=int, default=None, help="ranks (default: train.num_processes)")
     parser.add_argument("--use-gpu", type=_bool, default=None, help="true/false (default: train.use_gpu)")
+    parser.add_argument(
+        "--local-mode", type=_bool, default=None,
+        help="true: ranks run on the driver; false: as a barrier stage on the cluster (default: train.local_mode)",
+    )
     args = parse_job_args(parser, argv)
     cfg = args.config.train
     num_processes = args.extra["num_processes"] or cfg.num_processes
     use_gpu = cfg.use_gpu if args.extra["use_gpu"] is None else args.extra["use_gpu"]
+    local_mode = cfg.local_mode if args.extra["local_mode"] is None else args.extra["local_mode"]
     train_days, holdout_days = split_window(args.run_date, cfg.train_days, cfg.holdout_days)
 
     spark = get_spark(f"train-{args.run_date}")
@@ -272,7 +277,7 @@ def main(argv: list[str] | None = None) -> None:
         "run_date": args.run_date, "train_start": train_days[0], "train_end": train_days[-1],
         "holdout_start": holdout_days[0], "holdout_end": holdout_days[-1], "features_path": args.lake.features,
         "epochs": cfg.epochs, "batch_size": cfg.batch_size, "learning_rate": cfg.learning_rate,
-        "seed": cfg.seed, "num_processes": num_processes, "use_gpu": use_gpu, "local_mode": cfg.local_mode,
+        "seed": cfg.seed, "num_processes": num_processes, "use_gpu": use_gpu, "local_mode": local_mode,
         "min_category_count": cfg.min_category_count, "config": args.config.source, **hyper,
     }
     for key, value in params.items():
@@ -287,7 +292,7 @@ def main(argv: list[str] | None = None) -> None:
     from pyspark.ml.torch.distributor import TorchDistributor
 
     try:
-        result = TorchDistributor(num_processes=num_processes, local_mode=cfg.local_mode, use_gpu=use_gpu).run(
+        result = TorchDistributor(num_processes=num_processes, local_mode=local_mode, use_gpu=use_gpu).run(
             train_fn, job
         )
         if not result:
