@@ -33,7 +33,8 @@ def scored_model(spark, lake, config, tmp_path_factory):
         info = log_pyfunc(net, pre, hyper, frame.head(5))
     # Like the score job: workers load from the artifact location, not through the registry.
     location = mlflow.MlflowClient().get_logged_model(info.model_id).artifact_location
-    return {"uri": location, "net": net, "pre": pre, "features": features, "frame": frame}
+    return {"uri": location, "model_uri": info.model_uri, "net": net, "pre": pre, "features": features,
+            "frame": frame}
 
 
 def test_make_predict_fn_is_numpy_in_numpy_out_and_matches_the_model(scored_model, config):
@@ -70,3 +71,43 @@ def test_spark_predictions_equal_single_process_predictions(scored_model, config
     np.testing.assert_allclose(spark_rows["probability"].to_numpy(), expected, rtol=0, atol=1e-6)
     assert set(spark_rows["model_version"]) == {"7"} and set(spark_rows["model_run_id"]) == {"abc"}
     assert (spark_rows["date"] == DAY).all()
+
+
+def test_rescoring_a_day_replaces_its_partition_and_leaves_other_days(
+    scored_model, spark, lake, config, tmp_path, monkeypatch
+):
+    import mlflow
+    import pyarrow.parquet as pq
+
+    from jobs.features import build_features, read_inputs, write_features
+    from jobs.score import main
+
+    other = dt.date(2013, 1, 7)
+    scoring_lake = tmp_path / "lake"
+    write_features(build_features(read_inputs(spark, lake, config, [DAY, other]), config),
+                   str(scoring_lake / "features"))
+    client = mlflow.MlflowClient()  # the fixture's store
+    name = config.train.model_name
+    version = mlflow.register_model(scored_model["model_uri"], name).version
+    client.set_registered_model_alias(name, "champion", version)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow.get_tracking_uri())
+
+    main(["--run-date", other.isoformat(), "--lake-root", str(scoring_lake)])
+    main(["--run-date", DAY.isoformat(), "--lake-root", str(scoring_lake)])
+    before = pq.read_table(scoring_lake / "predictions" / f"date={other}").to_pandas()
+    main(["--run-date", DAY.isoformat(), "--lake-root", str(scoring_lake)])  # a retry
+    after = pq.read_table(scoring_lake / "predictions" / f"date={DAY}").to_pandas()
+
+    assert len(after) == len(scored_model["frame"])  # replaced, not appended
+    assert not after.duplicated(["carrier", "flight", "origin", "sched_dep_time"]).any()
+    assert set(after["model_version"]) == {str(version)}
+    untouched = pq.read_table(scoring_lake / "predictions" / f"date={other}").to_pandas()
+    assert untouched.equals(before)
+
+
+def test_scoring_without_a_champion_says_how_to_get_one(tmp_path, monkeypatch):
+    from jobs.tracking import NoModelError, champion_version
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/empty.db")
+    with pytest.raises(NoModelError, match="train_pipeline"):
+        champion_version("flight_delay")
