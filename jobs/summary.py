@@ -21,14 +21,25 @@ from jobs.config import Lake, lake_root, load_config, tracking_uri
 METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "accuracy", "positive_rate")
 
 
+def read_report(lake: Lake, kind: str, run_date: dt.date | str) -> dict[str, Any]:
+    """A job's ``summary.json`` for a day (``kind``: training or scoring), from any lake URI."""
+    import pyarrow.fs
+
+    day = run_date if isinstance(run_date, dt.date) else dt.date.fromisoformat(run_date)
+    path = lake.report(kind, day, "summary.json")
+    filesystem, inner = pyarrow.fs.FileSystem.from_uri(path if "://" in path else Path(path).resolve().as_uri())
+    try:
+        with filesystem.open_input_stream(inner) as stream:
+            return json.loads(stream.read())
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"no {kind} report for {day} at {path}: did the {kind} job run for that day?") from exc
+
+
 def collect(lake: Lake, run_date: dt.date) -> dict[str, Any]:
     """The day's scoring report joined with the scoring model version's tags."""
     from jobs.tracking import client
 
-    report_path = Path(lake.report("scoring", run_date, "summary.json"))
-    if not report_path.exists():
-        raise FileNotFoundError(f"no scoring report for {run_date} at {report_path}: has score_pipeline run?")
-    scoring = json.loads(report_path.read_text())
+    scoring = read_report(lake, "scoring", run_date)
     version = client().get_model_version(scoring["model_name"], scoring["model_version"])
     return {"scoring": scoring, "model_tags": dict(version.tags), "registered_at": version.creation_timestamp}
 

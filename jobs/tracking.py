@@ -37,12 +37,16 @@ def ensure_experiment(name: str) -> str:
         return mlflow_client.get_experiment_by_name(name).experiment_id
 
 
+def run_url(experiment_id: str, run_id: str) -> str:
+    """The run's page in the MLflow UI at ``MLFLOW_UI_URL``, or "" when that is not set."""
+    ui = os.environ.get("MLFLOW_UI_URL")
+    return f"{ui.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}" if ui else ""
+
+
 def run_link(experiment_id: str, run_id: str) -> str:
     """Where a person can look at a run: the UI address when ``MLFLOW_UI_URL`` is set."""
-    ui = os.environ.get("MLFLOW_UI_URL")
-    if ui:
-        return f"{ui.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
-    return f"run {run_id} in experiment {experiment_id} at {tracking_uri()} (set MLFLOW_UI_URL for a link)"
+    url = run_url(experiment_id, run_id)
+    return url or f"run {run_id} in experiment {experiment_id} at {tracking_uri()} (set MLFLOW_UI_URL for a link)"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ parameters; TorchDistributor starts ``num_processes`` ranks (gloo on CPU, NCCL o
 reading the feature Parquet itself; rank 0 logs per-epoch metrics, plots (loss curves, ROC and
 calibration curves on the holdout) and the model (pyfunc with signature, input example and the
 preprocessing). The driver then registers a new model version
-and tags it with the run date, the window and the holdout metrics.
+and tags it with the run date, the window and the holdout metrics, applies the champion gate, and
+writes ``reports/training/date=<run-date>/summary.json`` (version, run, link, metrics, gate).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.config import FeatureSpec, Lake, job_parser, parse_job_args
-from jobs.spark import MissingPartitionError, configure_logging, get_spark, path_exists
+from jobs.spark import MissingPartitionError, configure_logging, get_spark, path_exists, write_text
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -263,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from jobs.champion import apply_gate
     from jobs.config import tracking_uri
-    from jobs.tracking import client, ensure_experiment, run_link
+    from jobs.tracking import client, ensure_experiment, run_link, run_url
 
     mlflow_client = client()
     experiment_id = ensure_experiment(cfg.experiment)
@@ -313,9 +314,9 @@ def main(argv: list[str] | None = None) -> None:
         mlflow_client, cfg.model_name, str(version.version), holdout, args.config.features.inputs, label,
         cfg.promotion_metric, cfg.promotion_margin,
     )
+    train_window, holdout_window = f"{train_days[0]}..{train_days[-1]}", f"{holdout_days[0]}..{holdout_days[-1]}"
     for key, value in {
-        "run_date": args.run_date, "train_window": f"{train_days[0]}..{train_days[-1]}",
-        "holdout_window": f"{holdout_days[0]}..{holdout_days[-1]}",
+        "run_date": args.run_date, "train_window": train_window, "holdout_window": holdout_window,
         **{f"holdout_{k}": round(v, 6) for k, v in metrics.items()},
     }.items():
         mlflow_client.set_model_version_tag(cfg.model_name, version.version, key, str(value))
@@ -324,6 +325,12 @@ def main(argv: list[str] | None = None) -> None:
         "registered %s version %s from run %s; holdout: %s",
         cfg.model_name, version.version, run_id, json.dumps({k: round(v, 4) for k, v in metrics.items()}),
     )
+    summary = {
+        "model_name": cfg.model_name, "model_version": str(version.version), "run_id": run_id,
+        "experiment_id": experiment_id, "run_url": run_url(experiment_id, run_id),
+        "train_window": train_window, "holdout_window": holdout_window, "metrics": metrics, "gate": decision.tags(),
+    }
+    write_text(spark, args.lake.report("training", args.run_date, "summary.json"), json.dumps(summary, indent=2))
     log.info(
         "champion gate: version %s %s: %s", version.version,
         "is the new champion" if decision.promote else "stays a challenger", decision.reason,

@@ -14,7 +14,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from airflow.plugins_manager import AirflowPlugin
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseOperatorLink
 
 JOBS_DIR = Path(__file__).resolve().parents[1] / "jobs"
 
@@ -33,12 +35,57 @@ SPARK_CONF = {
 }
 
 
+class MLflowRunLink(BaseOperatorLink):
+    """The "MLflow run" button of a training task: the run the task logged to."""
+
+    name = "MLflow run"
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        # Called by the worker when the task ends; Airflow stores the URL for the UI.
+        return getattr(operator, "mlflow_run_url", "") or ""
+
+
+class TrainModelOperator(SparkSubmitOperator):
+    """Submit the train job, then publish what it registered.
+
+    Reads the job's ``reports/training/date=<run date>/summary.json`` (model version, MLflow run,
+    metrics, champion gate decision), returns it as the task's XCom and links the task to the run.
+    """
+
+    operator_extra_links = (MLflowRunLink(),)
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        super().execute(context)
+        from jobs.config import Lake, lake_root
+        from jobs.summary import read_report
+
+        run_date = self.application_args[self.application_args.index("--run-date") + 1]
+        summary = read_report(Lake(lake_root()), "training", run_date)
+        self.mlflow_run_url = summary.get("run_url", "")
+        self.log.info(
+            "registered %s version %s (champion gate: %s); MLflow run: %s", summary["model_name"],
+            summary["model_version"], summary["gate"]["gate_decision"], self.mlflow_run_url or summary["run_id"],
+        )
+        return summary
+
+
+class PipelinePlugin(AirflowPlugin):
+    """Registers the operator links so the API server can show them."""
+
+    name = "lakeflow_mlops"
+    operator_extra_links = [MLflowRunLink()]
+
+
+_OPERATORS: dict[str, type[SparkSubmitOperator]] = {"train": TrainModelOperator}
+
+
 def spark_job(job: str, *, task_id: str, args: list[str] | None = None, **kwargs: Any) -> SparkSubmitOperator:
     """A SparkSubmitOperator for ``jobs/<job>.py`` with the run date passed explicitly."""
     application = JOBS_DIR / f"{job}.py"
     if not application.is_file():
         raise FileNotFoundError(f"no Spark job {application}")
-    return SparkSubmitOperator(
+    operator = _OPERATORS.get(job, SparkSubmitOperator)
+    return operator(
         task_id=task_id,
         application=str(application),
         name=f"{job}-{{{{ dag.dag_id }}}}-{RUN_DATE}",

@@ -9,6 +9,9 @@ export PIPELINE_HOME="${PIPELINE_HOME:-$PIPELINE_REPO/.pipeline}"
 export LAKE_ROOT="${LAKE_ROOT:-$PIPELINE_HOME/lake}"
 export MLFLOW_TRACKING_URI="${MLFLOW_TRACKING_URI:-sqlite:///$PIPELINE_HOME/mlflow.db}"
 export PIPELINE_MLFLOW_ARTIFACTS="${PIPELINE_MLFLOW_ARTIFACTS:-$PIPELINE_HOME/mlartifacts}"
+# Where `mlflow ui --backend-store-uri $MLFLOW_TRACKING_URI` serves: task logs and Airflow's
+# "MLflow run" button link there.
+export MLFLOW_UI_URL="${MLFLOW_UI_URL:-http://127.0.0.1:5000}"
 
 export AIRFLOW_HOME="${AIRFLOW_HOME:-$PIPELINE_HOME/airflow}"
 export AIRFLOW__CORE__DAGS_FOLDER="${AIRFLOW__CORE__DAGS_FOLDER:-$PIPELINE_REPO/dags}"

@@ -60,6 +60,19 @@ def _run(dag, day: dt.date):
     return states
 
 
+def _xcoms(dag_id: str, task_id: str) -> dict:
+    """The XComs a task pushed, read from the metadata DB the way the UI reads them."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.scalars(
+            select(XComModel).where(XComModel.dag_id == dag_id, XComModel.task_id == task_id)
+        ).all()
+        return {row.key: row.value for row in rows}
+
+
 def test_train_then_score_through_airflow(dags, airflow_env, config):
     lake = airflow_env
     from jobs.tracking import client
@@ -81,6 +94,13 @@ def test_train_then_score_through_airflow(dags, airflow_env, config):
     assert run.data.params["train_start"] == "2013-01-01"
     plots = {a.path for a in mlflow_client.list_artifacts(version.run_id, "plots")}
     assert plots == {"plots/loss_curves.png", "plots/roc_curve.png", "plots/calibration_curve.png"}
+    # the train task returns the job's summary and links to the MLflow run
+    xcoms = _xcoms("train_pipeline", "train_model")
+    summary = xcoms["return_value"]
+    assert (summary["model_version"], summary["run_id"]) == (str(version.version), version.run_id)
+    assert summary["gate"]["gate_decision"] == "promoted"
+    link = xcoms["_link_MLflowRunLink"]
+    assert link.startswith(os.environ["MLFLOW_UI_URL"]) and link.endswith(f"/runs/{version.run_id}")
     # the first model ever becomes champion, and the gate says so on the version
     assert mlflow_client.get_model_version_by_alias(config.train.model_name, "champion").version == version.version
     assert version.tags["gate_decision"] == "promoted"
