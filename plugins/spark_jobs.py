@@ -29,9 +29,9 @@ DEFAULT_ARGS: dict[str, Any] = {
 # The day a run is for: the ``run_date`` param when a person gives one, else the logical date.
 RUN_DATE = "{{ params.run_date or ds }}"
 
+# Submit-time settings only; the session settings every job needs live in jobs/spark.py.
 SPARK_CONF = {
     "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "4",
 }
 
 
