@@ -58,13 +58,10 @@ def decide(
                             f"champion v{champion_version} has {metric} {champion} on this holdout")
     gain = (champion - challenger) if metric in LOWER_IS_BETTER else (challenger - champion)
     direction = "lower" if metric in LOWER_IS_BETTER else "higher"
-    if gain >= margin:
-        reason = (f"{metric} {challenger:.4f} vs champion v{champion_version} {champion:.4f}: "
-                  f"{direction} is better, improvement {gain:+.4f} >= margin {margin}")
-        return GateDecision(True, metric, challenger, champion, champion_version, reason)
+    promote = gain >= margin
     reason = (f"{metric} {challenger:.4f} vs champion v{champion_version} {champion:.4f}: "
-              f"{direction} is better, improvement {gain:+.4f} < margin {margin}")
-    return GateDecision(False, metric, challenger, champion, champion_version, reason)
+              f"{direction} is better, improvement {gain:+.4f} {'>=' if promote else '<'} margin {margin}")
+    return GateDecision(promote, metric, challenger, champion, champion_version, reason)
 
 
 def score_version(model_uri: str, holdout: pd.DataFrame, inputs: list[str], label: str) -> dict[str, float]:

@@ -52,11 +52,11 @@ def calibration_figure(labels: Sequence[float], probabilities: Sequence[float], 
 
 def loss_figure(history: dict[str, Sequence[float]]) -> Figure:
     """One line per series (e.g. train and holdout log loss) over epochs."""
+    from matplotlib.ticker import MaxNLocator
+
     fig, ax = _figure()
     for name, values in history.items():
         ax.plot(range(1, len(values) + 1), values, marker="o", label=name)
-    from matplotlib.ticker import MaxNLocator
-
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(xlabel="epoch", ylabel="log loss", title="Loss by epoch")
     ax.legend()

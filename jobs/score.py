@@ -89,11 +89,7 @@ def resolve_model(name: str, version: str | None) -> tuple[ModelRef, str]:
     from jobs.tracking import ModelRef, champion_version, client
 
     mlflow_client = client()
-    if version:
-        found = mlflow_client.get_model_version(name, version)
-        ref = ModelRef(name=name, version=str(found.version), run_id=found.run_id or "")
-    else:
-        ref = champion_version(name)
+    ref = ModelRef.of(mlflow_client.get_model_version(name, version)) if version else champion_version(name)
     return ref, mlflow_client.get_model_version_download_uri(ref.name, ref.version)
 
 
@@ -116,7 +112,8 @@ def main(argv: list[str] | None = None) -> None:
     predictions = score_features(features, config.features, model, load_uri, config.score.batch_size)
     predictions.write.mode("overwrite").partitionBy("date").parquet(lake.predictions)
 
-    written = spark.read.parquet(lake.partition(lake.predictions, args.run_date))
+    target = lake.partition(lake.predictions, args.run_date)
+    written = spark.read.parquet(target)
     stats = written.agg({"probability": "avg", "*": "count"}).first()
     summary = {
         "run_date": args.run_date.isoformat(),
@@ -125,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
         "model_run_id": model.run_id,
         "rows": int(stats["count(1)"]),
         "mean_probability": float(stats["avg(probability)"] or 0.0),
-        "path": lake.partition(lake.predictions, args.run_date),
+        "path": target,
     }
     write_text(spark, lake.report("scoring", args.run_date, "summary.json"), json.dumps(summary, indent=2))
     log.info("wrote %d predictions to %s (mean probability %.3f)", summary["rows"], summary["path"],

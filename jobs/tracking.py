@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from jobs.config import artifact_root, tracking_uri
 
@@ -57,9 +58,10 @@ class ModelRef:
     version: str
     run_id: str
 
-    @property
-    def uri(self) -> str:
-        return f"models:/{self.name}/{self.version}"
+    @classmethod
+    def of(cls, version: Any) -> ModelRef:
+        """From an MLflow ``ModelVersion``."""
+        return cls(name=version.name, version=str(version.version), run_id=version.run_id or "")
 
 
 class NoModelError(LookupError):
@@ -77,4 +79,4 @@ def champion_version(name: str) -> ModelRef:
             f"(airflow dags trigger train_pipeline, or `make demo`); its first model becomes {CHAMPION}, "
             "or pass --model-version to score with a given version"
         )
-    return ModelRef(name=name, version=str(found.version), run_id=found.run_id or "")
+    return ModelRef.of(found)

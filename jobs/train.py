@@ -147,18 +147,17 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if use_gpu else "cpu")
     pre = Preprocessor.from_json(job["preprocessor"])
     label = job["label"]
-    columns = [*pre.categorical, *pre.numeric]
+    wanted = [*pre.categorical, *pre.numeric, label]
 
-    def load(dirs: list[str]) -> pd.DataFrame:
-        frame = pd.concat([pq.read_table(d, columns=[*columns, label]).to_pandas() for d in dirs], ignore_index=True)
+    def labelled(tables: list[Any]) -> pd.DataFrame:
+        """The rows of these Arrow tables that have a label, as one DataFrame."""
+        if not tables:
+            return pd.DataFrame(columns=wanted)
+        frame = pd.concat([table.to_pandas() for table in tables], ignore_index=True)
         return frame[frame[label].notna()].reset_index(drop=True)
 
     units = shard_units(job["train_dirs"], rank, world)
-    parts = [pq.ParquetFile(path).read_row_group(group, columns=[*columns, label]) for path, group in units]
-    shard = pd.concat([part.to_pandas() for part in parts], ignore_index=True) if parts else pd.DataFrame(
-        columns=[*columns, label]
-    )
-    shard = shard[shard[label].notna()].reset_index(drop=True)
+    shard = labelled([pq.ParquetFile(path).read_row_group(group, columns=wanted) for path, group in units])
     cats, nums = (torch.from_numpy(a) for a in pre.encode(shard))
     labels = torch.from_numpy(shard[label].to_numpy(np.float32))
     print(f"rank {rank}/{world}: {len(units)} row groups, {len(shard)} labelled rows", flush=True)
@@ -175,7 +174,7 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
 
         mlflow.set_tracking_uri(job["tracking_uri"])
         mlflow.start_run(run_id=job["run_id"])
-        holdout = load(job["holdout_dirs"])
+        holdout = labelled([pq.read_table(folder, columns=wanted) for folder in job["holdout_dirs"]])
         mlflow.log_metrics({"holdout_rows": float(len(holdout))})
         history: dict[str, list[float]] = {"train": [], "holdout": []}
 
