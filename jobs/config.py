@@ -40,9 +40,27 @@ class TableSpec:
 
 
 @dataclass(frozen=True)
+class TableLimits:
+    """When a table's batch fails validation as a whole, beyond its rules."""
+
+    max_quarantine_rate: float  # a day quarantining a larger share of its rows fails the run
+    row_count_band: tuple[float, float]  # a day's rows / median of the trailing days must lie within
+    band_days: int  # trailing days the band compares with (needs at least 3 of them in the raw zone)
+
+
+@dataclass(frozen=True)
 class ValidationSpec:
-    table: str
-    suite: str
+    suites: str  # "module:function" returning {table: TableSuite}
+    feed: str  # the daily table whose rows become feature rows
+    defaults: TableLimits
+    great_expectations: bool = True  # also run every rule as a GX expectation (report + cross-check)
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def limits(self, table: str) -> TableLimits:
+        """The table's limits: the defaults with its overrides applied."""
+        values = {**self.defaults.__dict__, **self.overrides.get(table, {})}
+        values["row_count_band"] = tuple(values["row_count_band"])
+        return TableLimits(**values)
 
 
 @dataclass(frozen=True)
@@ -117,7 +135,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
         return PipelineConfig(
             dataset=raw["dataset"],
             tables=tables,
-            validation=ValidationSpec(**raw["validation"]),
+            validation=_validation_spec(raw["validation"]),
             features=FeatureSpec(**raw["features"]),
             train=TrainSpec(**raw["train"]),
             score=ScoreSpec(**raw["score"]),
@@ -126,6 +144,17 @@ def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
         )
     except (KeyError, TypeError) as exc:
         raise ValueError(f"invalid pipeline config {path}: {exc}") from exc
+
+
+def _validation_spec(raw: dict[str, Any]) -> ValidationSpec:
+    raw = dict(raw)
+    overrides = raw.pop("tables", None) or {}
+    suites, feed, use_gx = raw.pop("suites"), raw.pop("feed"), bool(raw.pop("great_expectations", True))
+    raw["row_count_band"] = tuple(raw["row_count_band"])
+    spec = ValidationSpec(suites, feed, TableLimits(**raw), use_gx, overrides)
+    for table in overrides:
+        spec.limits(table)  # unknown keys fail here, at load time
+    return spec
 
 
 def import_object(ref: str) -> Callable[..., Any]:
@@ -154,7 +183,12 @@ def artifact_root() -> str:
 
 @dataclass(frozen=True)
 class Lake:
-    """Every path in the lake derives from here. Zones: raw, features, predictions, reports."""
+    """Every path in the lake derives from here.
+
+    Zones: raw (as landed, never modified), validated (rows that passed validation, typed),
+    quarantine (rows that did not, as text, with the rules they broke), features, predictions,
+    reports.
+    """
 
     root: str
 
@@ -167,6 +201,12 @@ class Lake:
     def raw_file(self, table: str, day: dt.date | None = None) -> str:
         folder = self.raw_partition(table, day) if day else self.raw_table(table)
         return f"{folder}/{table}.csv"
+
+    def validated(self, table: str) -> str:
+        return f"{self.root}/validated/{table}"
+
+    def quarantine(self, table: str) -> str:
+        return f"{self.root}/quarantine/{table}"
 
     @property
     def features(self) -> str:

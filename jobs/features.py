@@ -4,8 +4,9 @@ Usage::
 
     spark-submit jobs/features.py --run-date 2013-01-28 [--days 28] [--config PATH] [--lake-root PATH]
 
-Reads the daily raw tables for the DAYS days ending with the run date and the reference tables,
-calls the dataset's builder (``features.builder`` in the config, e.g.
+Reads the validated zone (what the validate job let through): the daily tables for the DAYS days
+ending with the run date, and each reference table's latest snapshot up to the run date; calls
+the dataset's builder (``features.builder`` in the config, e.g.
 :func:`jobs.datasets.flights.build_features`) and writes Parquet to ``features/date=YYYY-MM-DD/``,
 one file per day. Only the partitions of the window are replaced (dynamic partition overwrite),
 so re-running a day or backfilling a range is idempotent. The job checks that the builder kept
@@ -19,7 +20,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from jobs.config import Lake, PipelineConfig, import_object, job_parser, parse_job_args
-from jobs.spark import configure_logging, get_spark, read_raw
+from jobs.spark import MissingPartitionError, configure_logging, get_spark, list_partitions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -30,11 +31,35 @@ log = logging.getLogger("jobs.features")
 def read_inputs(
     spark: SparkSession, lake: Lake, config: PipelineConfig, days: list[dt.date]
 ) -> dict[str, DataFrame]:
-    """Every configured raw table: daily ones for ``days``, reference ones whole."""
-    return {
-        name: read_raw(spark, lake, spec, days if spec.daily else None, config.csv_options)
-        for name, spec in config.tables.items()
-    }
+    """Every configured table from the validated zone: daily ones for ``days``, reference ones as
+    of the last day (their latest snapshot on or before it)."""
+    from pyspark.sql import functions as F
+
+    tables = {}
+    for name, spec in config.tables.items():
+        path = lake.validated(name)
+        available = list_partitions(spark, path)
+        if spec.daily:
+            wanted = [d for d in days if d in available]
+            missing = sorted(set(days) - set(wanted))
+            if missing and spec.required:
+                raise MissingPartitionError(
+                    f"no validated partition of {name!r} for {', '.join(map(str, missing))} under {path}: "
+                    "run the validate job for those days first"
+                )
+        else:
+            as_of = [d for d in available if d <= max(days)]
+            if not as_of:
+                raise MissingPartitionError(
+                    f"no validated snapshot of {name!r} on or before {max(days)} under {path}: "
+                    "run the validate job first"
+                )
+            wanted = as_of[-1:]
+        if wanted:
+            tables[name] = spark.read.parquet(path).where(F.col("date").isin(wanted))
+        else:
+            tables[name] = spark.createDataFrame([], f"{spec.ddl()}, date date")
+    return tables
 
 
 def build_features(tables: dict[str, DataFrame], config: PipelineConfig) -> DataFrame:
@@ -63,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_job_args(job_parser(__doc__), argv)
     spark = get_spark(f"features-{args.run_date}")
     tables = read_inputs(spark, args.lake, args.config, args.window)
-    feed = args.config.validation.table
+    feed = args.config.validation.feed
     rows_in = tables[feed].count()
     features = build_features(tables, args.config).cache()
     rows_out = features.count()

@@ -53,47 +53,108 @@ def path_exists(spark: SparkSession, path: str) -> bool:
     return hpath.getFileSystem(spark._jsc.hadoopConfiguration()).exists(hpath)  # noqa: SLF001
 
 
-def read_raw(
-    spark: SparkSession,
-    lake: Lake,
-    table: TableSpec,
-    days: list[dt.date] | None = None,
-    csv_options: dict[str, str] | None = None,
-) -> DataFrame:
-    """Read a raw CSV table with its declared schema; daily tables gain a ``date`` column.
+def raw_paths(spark: SparkSession, lake: Lake, table: TableSpec, days: list[dt.date] | None) -> dict[str, str]:
+    """The raw files to read, keyed by partition (the day, or ``snapshot`` for a reference table).
 
-    The header must name the declared columns in order (``enforceSchema=false``) and a value that
-    does not parse fails the read (``FAILFAST``): no row is turned into nulls silently.
+    A missing partition of a required table is an error; of an optional one, a warning.
     """
-    from pyspark.sql import functions as F
-
-    options = {**(csv_options or {}), "header": "true", "enforceSchema": "false", "mode": "FAILFAST"}
-    reader = spark.read.options(**options).schema(table.ddl())
     if not table.daily:
         path = lake.raw_file(table.name)
         if not path_exists(spark, path):
             raise MissingPartitionError(f"raw table {table.name!r} not found: expected {path}")
-        return reader.csv(path)
+        return {"snapshot": path}
     if not days:
         raise ValueError(f"daily table {table.name!r} needs the days to read")
-    frames = []
+    found = {}
     for day in days:
         path = lake.raw_file(table.name, day)
         if path_exists(spark, path):
-            frames.append(reader.csv(path).withColumn("date", F.lit(day)))
+            found[day.isoformat()] = path
         elif table.required:
             raise MissingPartitionError(
                 f"no raw partition of {table.name!r} for {day}: expected {path} "
                 "(land the day's data first, e.g. `python -m jobs.land`)"
             )
         else:
-            log.warning("no raw partition of optional table %r for %s (%s): reading it as empty", table.name, day, path)
-    if not frames:
-        return spark.createDataFrame([], table.ddl()).withColumn("date", F.lit(None).cast("date"))
-    out = frames[0]
-    for frame in frames[1:]:
-        out = out.unionByName(frame)
-    return out
+            log.warning("no raw partition of optional table %r for %s (%s): nothing to read", table.name, day, path)
+    return found
+
+
+CORRUPT_RECORD = "_corrupt_record"
+
+
+def read_raw_strings(
+    spark: SparkSession,
+    lake: Lake,
+    table: TableSpec,
+    paths: list[str],
+    snapshot_date: dt.date,
+    csv_options: dict[str, str] | None = None,
+) -> DataFrame:
+    """Read raw CSV files keeping every value as the text it is, so no row is lost to parsing.
+
+    Every declared column is a string; a line with too few or too many fields keeps its text in
+    ``_corrupt_record``. Daily tables get ``date`` from their partition folder, reference tables
+    the snapshot date. Columns are matched by position: check the header first (:func:`read_header`).
+    """
+    from pyspark.sql import functions as F
+
+    schema = ", ".join([*(f"`{c}` string" for c in table.columns), f"`{CORRUPT_RECORD}` string"])
+    options = {
+        **(csv_options or {}),
+        "header": "true",
+        "enforceSchema": "true",
+        "mode": "PERMISSIVE",
+        "columnNameOfCorruptRecord": CORRUPT_RECORD,
+    }
+    if not paths:
+        return spark.createDataFrame([], f"{schema}, date date")
+    reader = spark.read.options(**options).schema(schema)
+    if table.daily:
+        return reader.option("basePath", lake.raw_table(table.name)).csv(paths)
+    return reader.csv(paths).withColumn("date", F.lit(snapshot_date))
+
+
+def read_header(spark: SparkSession, path: str) -> list[str] | None:
+    """The column names in a CSV file's first line (``None`` for an empty file), read on the driver."""
+    import csv
+
+    jvm = spark._jvm  # noqa: SLF001
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    stream = hpath.getFileSystem(spark._jsc.hadoopConfiguration()).open(hpath)  # noqa: SLF001
+    reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
+    try:
+        line = reader.readLine()
+    finally:
+        reader.close()
+    if line is None:
+        return None
+    return next(csv.reader([line.removeprefix("\ufeff")]), [])
+
+
+def list_partitions(spark: SparkSession, path: str) -> list[dt.date]:
+    """The ``date=YYYY-MM-DD`` partitions under ``path`` (none if it does not exist), oldest first."""
+    jvm = spark._jvm  # noqa: SLF001
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hpath.getFileSystem(spark._jsc.hadoopConfiguration())  # noqa: SLF001
+    if not fs.exists(hpath):
+        return []
+    days = []
+    for status in fs.listStatus(hpath):
+        name = status.getPath().getName()
+        if status.isDirectory() and name.startswith("date="):
+            try:
+                days.append(dt.date.fromisoformat(name.removeprefix("date=")))
+            except ValueError:
+                continue
+    return sorted(days)
+
+
+def delete_path(spark: SparkSession, path: str) -> bool:
+    """Delete a file or folder (recursively); whether there was one."""
+    jvm = spark._jvm  # noqa: SLF001
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    return bool(hpath.getFileSystem(spark._jsc.hadoopConfiguration()).delete(hpath, True))  # noqa: SLF001
 
 
 def write_text(spark: SparkSession, path: str, text: str) -> None:

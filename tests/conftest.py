@@ -60,13 +60,18 @@ def landed_days() -> tuple[dt.date, dt.date]:
 
 
 @pytest.fixture(scope="session")
-def lake():
-    """A lake with the real example data landed for FIRST_DAY..LAST_DAY (read-only for tests)."""
-    from jobs.config import Lake
+def lake(spark, config_without_gx):
+    """A lake with the real example data for FIRST_DAY..LAST_DAY landed in the raw zone and
+    validated (reference snapshots dated FIRST_DAY, so every day sees them). Read-only for tests."""
+    from jobs.config import Lake, days_ending
     from jobs.land import land
+    from jobs.validate import validate
 
     lake = Lake(os.environ["LAKE_ROOT"])
     land(lake, FIRST_DAY, LAST_DAY)
+    days = days_ending(LAST_DAY, (LAST_DAY - FIRST_DAY).days + 1)
+    report = validate(spark, lake, config_without_gx, days, FIRST_DAY, "tests")
+    assert report.success and report.written, report.summary()
     return lake
 
 
@@ -75,3 +80,11 @@ def config():
     from jobs.config import load_config
 
     return load_config()
+
+
+@pytest.fixture(scope="session")
+def config_without_gx(config):
+    """The config with GX's cross-check off: it is tested on its own, elsewhere it only adds time."""
+    import dataclasses
+
+    return dataclasses.replace(config, validation=dataclasses.replace(config.validation, great_expectations=False))
