@@ -28,7 +28,7 @@ with DAG(
     params={"run_date": Param(None, type=["null", "string"], format="date", description="day to score")},
     tags=["mlops", "scoring"],
 ):
-    validate_raw = spark_job("validate", task_id="validate_raw")
+    validate_raw = spark_job("validate", task_id="validate_raw", args=["--run-id", "{{ run_id }}"])
     build_features = spark_job("features", task_id="build_features")
     score_batch = spark_job("score", task_id="score_batch")
 

@@ -33,7 +33,7 @@ with DAG(
     },
     tags=["mlops", "training"],
 ):
-    validate_raw = spark_job("validate", task_id="validate_raw", args=["--days", "train"])
+    validate_raw = spark_job("validate", task_id="validate_raw", args=["--days", "train", "--run-id", "{{ run_id }}"])
     build_features = spark_job("features", task_id="build_features", args=["--days", "train"])
     train_model = spark_job("train", task_id="train_model")
 

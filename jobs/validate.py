@@ -308,7 +308,8 @@ def batch_checks(
                   f"not {part}: a file landed under the wrong day?")
         if table.daily:
             day = dt.date.fromisoformat(part)
-            history = [trailing[d.isoformat()] for d in _days_before(day, limits.band_days) if d.isoformat() in trailing]
+            before = [d.isoformat() for d in _days_before(day, limits.band_days)]
+            history = [trailing[d] for d in before if d in trailing]
             if len(history) >= 3:
                 median = statistics.median(history)
                 low, high = limits.row_count_band
@@ -628,7 +629,9 @@ def main(argv: list[str] | None = None) -> None:
     configure_logging()
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     parser = job_parser(__doc__)
-    parser.add_argument("--run-id", default=None, help="recorded with every quarantined row (default: manual__<run date>)")
+    parser.add_argument(
+        "--run-id", default=None, help="recorded with every quarantined row (default: manual__<run date>)"
+    )
     args = parse_job_args(parser, argv)
     run_id = args.extra["run_id"] or f"manual__{args.run_date}"
     spark = get_spark(f"validate-{args.run_date}")

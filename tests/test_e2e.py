@@ -7,6 +7,7 @@ file passed to the jobs with PIPELINE_CONFIG; everything else is the embedded de
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 from pathlib import Path
 
@@ -107,6 +108,14 @@ def test_train_then_score_through_airflow(dags, airflow_env, config):
 
     states = _run(dags["score_pipeline"], SCORE_DATE)
     assert states == {"validate_raw": "success", "build_features": "success", "score_batch": "success"}
+    # validation reported the day with the Airflow run's id, and accounted for every row
+    report = json.loads(Path(lake.report("validation", SCORE_DATE, "days=1/summary.json")).read_text())
+    assert report["success"] and report["written"] and report["run_id"] != f"manual__{SCORE_DATE}"
+    tables = {t["table"]: t for t in report["tables"]}
+    assert set(tables) == {"flights", "weather", "planes", "airports", "airlines"}
+    day = tables["flights"]["partitions"][SCORE_DATE.isoformat()]
+    assert day["rows_in"] == day["written_validated"] + day["written_quarantined"]
+    assert Path(lake.report("validation", SCORE_DATE, "days=1/report.html")).exists()
 
     flights = pd.read_csv(lake.raw_file("flights", SCORE_DATE))
     predictions = pq.read_table(lake.partition(lake.predictions, SCORE_DATE)).to_pandas()
