@@ -614,7 +614,7 @@ def render_html(report: RunReport) -> str:
         parts.append(table(
             ["rule", "action", "description", "GX expectation", "rows", "GX unexpected", "examples"],
             [[r.rule, r.action, r.description, r.expectation, r.flagged,
-              r.gx_error or ("" if r.gx_unexpected is None else r.gx_unexpected), r.examples]
+              r.gx_error or ("" if r.gx_unexpected is None else r.gx_unexpected), r.examples or ""]
              for r in t.rules],
         ))
         parts.append(table(
