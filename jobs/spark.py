@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -46,11 +46,17 @@ class MissingPartitionError(FileNotFoundError):
     """A raw partition that a run needs is not in the lake."""
 
 
-def path_exists(spark: SparkSession, path: str) -> bool:
-    """Whether ``path`` exists, through Hadoop's FileSystem so any lake URI works."""
+def _hadoop(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    """(Hadoop FileSystem, Hadoop Path) for ``path``: any lake URI works the same way."""
     jvm = spark._jvm  # noqa: SLF001 - the Hadoop FileSystem API is only reachable this way
     hpath = jvm.org.apache.hadoop.fs.Path(path)
-    return hpath.getFileSystem(spark._jsc.hadoopConfiguration()).exists(hpath)  # noqa: SLF001
+    return hpath.getFileSystem(spark._jsc.hadoopConfiguration()), hpath  # noqa: SLF001
+
+
+def path_exists(spark: SparkSession, path: str) -> bool:
+    """Whether ``path`` exists."""
+    fs, hpath = _hadoop(spark, path)
+    return bool(fs.exists(hpath))
 
 
 def raw_paths(spark: SparkSession, lake: Lake, table: TableSpec, days: list[dt.date] | None) -> dict[str, str]:
@@ -107,8 +113,6 @@ def read_raw_strings(
         "mode": "PERMISSIVE",
         "columnNameOfCorruptRecord": CORRUPT_RECORD,
     }
-    if not paths:
-        return spark.createDataFrame([], f"{schema}, date date")
     reader = spark.read.options(**options).schema(schema)
     if table.daily:
         return reader.option("basePath", lake.raw_table(table.name)).csv(paths)
@@ -119,10 +123,9 @@ def read_header(spark: SparkSession, path: str) -> list[str] | None:
     """The column names in a CSV file's first line (``None`` for an empty file), read on the driver."""
     import csv
 
+    fs, hpath = _hadoop(spark, path)
     jvm = spark._jvm  # noqa: SLF001
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
-    stream = hpath.getFileSystem(spark._jsc.hadoopConfiguration()).open(hpath)  # noqa: SLF001
-    reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
+    reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(fs.open(hpath), "UTF-8"))
     try:
         line = reader.readLine()
     finally:
@@ -134,9 +137,7 @@ def read_header(spark: SparkSession, path: str) -> list[str] | None:
 
 def list_partitions(spark: SparkSession, path: str) -> list[dt.date]:
     """The ``date=YYYY-MM-DD`` partitions under ``path`` (none if it does not exist), oldest first."""
-    jvm = spark._jvm  # noqa: SLF001
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hpath.getFileSystem(spark._jsc.hadoopConfiguration())  # noqa: SLF001
+    fs, hpath = _hadoop(spark, path)
     if not fs.exists(hpath):
         return []
     days = []
@@ -152,17 +153,14 @@ def list_partitions(spark: SparkSession, path: str) -> list[dt.date]:
 
 def delete_path(spark: SparkSession, path: str) -> bool:
     """Delete a file or folder (recursively); whether there was one."""
-    jvm = spark._jvm  # noqa: SLF001
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
-    return bool(hpath.getFileSystem(spark._jsc.hadoopConfiguration()).delete(hpath, True))  # noqa: SLF001
+    fs, hpath = _hadoop(spark, path)
+    return bool(fs.delete(hpath, True))
 
 
 def write_text(spark: SparkSession, path: str, text: str) -> None:
     """Write a small text file (a report) atomically: a temporary file, then a rename over ``path``."""
-    jvm = spark._jvm  # noqa: SLF001
-    target = jvm.org.apache.hadoop.fs.Path(path)
-    fs = target.getFileSystem(spark._jsc.hadoopConfiguration())  # noqa: SLF001
-    tmp = jvm.org.apache.hadoop.fs.Path(target.getParent(), f".{target.getName()}.tmp")
+    fs, target = _hadoop(spark, path)
+    tmp = spark._jvm.org.apache.hadoop.fs.Path(target.getParent(), f".{target.getName()}.tmp")  # noqa: SLF001
     fs.mkdirs(target.getParent())
     stream = fs.create(tmp, True)
     try:

@@ -48,6 +48,7 @@ from jobs.spark import (
     configure_logging,
     delete_path,
     get_spark,
+    path_exists,
     raw_paths,
     read_header,
     read_raw_strings,
@@ -331,22 +332,17 @@ def _days_before(day: dt.date, n: int) -> list[dt.date]:
 
 def trailing_counts(spark: SparkSession, lake: Lake, table: TableSpec, days: list[dt.date], band_days: int) -> dict:
     """Data lines per raw file for the window and the ``band_days`` before it, in one text scan."""
-    from pyspark.sql import functions as F
-
-    from jobs.spark import path_exists
-
     span = sorted({d for day in days for d in [*_days_before(day, band_days), day]})
-    paths = {lake.raw_file(table.name, d): d for d in span}
-    existing = [p for p in paths if path_exists(spark, p)]
+    existing = [p for p in (lake.raw_file(table.name, d) for d in span) if path_exists(spark, p)]
     if not existing:
         return {}
-    counts = spark.read.text(existing).groupBy(F.col("_metadata.file_path").alias("path")).count().collect()
-    by_name = {p.rsplit("/", 2)[-2]: d for p, d in paths.items()}  # "date=YYYY-MM-DD" -> day
-    return {by_name[r["path"].rsplit("/", 2)[-2]].isoformat(): max(r["count"] - 1, 0) for r in counts}
+    lines = spark.read.option("basePath", lake.raw_table(table.name)).text(existing).groupBy("date").count()
+    return {r["date"].isoformat(): max(r["count"] - 1, 0) for r in lines.collect()}  # less the header
 
 
 def run_expectations(df: DataFrame, table: str, rules: list[Rule], refs: References) -> dict[str, dict[str, Any]]:
-    """Run the rules as one GX suite over ``df``; per rule name: GX's unexpected count and any error.
+    """Run the rules as one GX suite over ``df``; per rule name: the expectation, GX's unexpected
+    count and any error.
 
     Counts only (``BASIC`` without example lists): examples come from the flagged rows, which
     costs one small query per rule that found something instead of one per expectation.
@@ -367,6 +363,7 @@ def run_expectations(df: DataFrame, table: str, rules: list[Rule], refs: Referen
         expectation = rule.expectation(refs)
         expectation.meta = {"rule": rule.name}
         expectations.append(expectation)
+    kinds = {e.meta["rule"]: type(e).__name__ for e in expectations}
     suite = gx.ExpectationSuite(name=f"{table}_rules", expectations=expectations)
     result = batch.validate(suite, result_format={"result_format": "BASIC", "partial_unexpected_count": 0})
     out = {}
@@ -380,7 +377,8 @@ def run_expectations(df: DataFrame, table: str, rules: list[Rule], refs: Referen
         unexpected = details.get("unexpected_count")
         if unexpected is None and isinstance(details.get("observed_value"), int):
             unexpected = details["observed_value"]  # UnexpectedRowsExpectation reports its count here
-        out[item.expectation_config.meta["rule"]] = {"unexpected": unexpected, "error": error}
+        rule = item.expectation_config.meta["rule"]
+        out[rule] = {"expectation": kinds[rule], "unexpected": unexpected, "error": error}
     return out
 
 
@@ -453,10 +451,10 @@ def validate_table(
     if suite.rules and config.validation.great_expectations:
         gx = run_expectations(flagged.select("date", *declared), table.name, suite.rules, refs)
     for rule in suite.rules:
-        result = gx.get(rule.name, {"unexpected": None, "error": None})
+        result = gx.get(rule.name, {"expectation": "(GX not run)", "unexpected": None, "error": None})
         report.rules.append(
             RuleResult(
-                rule.name, rule.description, rule.action, type(rule.expectation(refs)).__name__, rule.columns,
+                rule.name, rule.description, rule.action, result["expectation"], rule.columns,
                 total[rule.name], result["unexpected"], gx_error=result["error"],
             )
         )
@@ -522,10 +520,11 @@ def write_zone(spark: SparkSession, df: DataFrame, path: str, expected: dict[str
 def write_table(spark: SparkSession, lake: Lake, run: TableRun, run_id: str) -> None:
     """Write the quarantine, then the validated zone; then check that no row was lost."""
     validated, quarantined = split(run, run_id)
-    counts = run.report.partitions
-    q = write_zone(spark, quarantined, lake.quarantine(run.spec.name), {p: c.quarantined for p, c in counts.items()})
-    v = write_zone(spark, validated, lake.validated(run.spec.name), {p: c.validated for p, c in counts.items()})
-    for part, counts in run.report.partitions.items():
+    partitions = run.report.partitions
+    name = run.spec.name
+    q = write_zone(spark, quarantined, lake.quarantine(name), {p: c.quarantined for p, c in partitions.items()})
+    v = write_zone(spark, validated, lake.validated(name), {p: c.validated for p, c in partitions.items()})
+    for part, counts in partitions.items():
         counts.written_validated, counts.written_quarantined = v[part], q[part]
         if v[part] + q[part] != counts.rows_in:
             raise DataLossError(
