@@ -128,6 +128,7 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
     Every rank returns rank 0's result: the logged model's URI and the final holdout metrics.
     """
     import os
+    import time
 
     import numpy as np
     import pandas as pd
@@ -178,7 +179,9 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
         mlflow.log_metrics({"holdout_rows": float(len(holdout))})
         history: dict[str, list[float]] = {"train": [], "holdout": []}
 
+    epoch_seconds = []
     for epoch in range(job["epochs"]):
+        started = time.perf_counter()
         model.train()
         totals = torch.zeros(2, dtype=torch.float64, device=device)
         order = torch.randperm(len(labels), generator=shuffle)
@@ -192,6 +195,7 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
                 optimizer.step()
                 totals += torch.tensor([loss.item(), len(y)], dtype=torch.float64, device=device)
         dist.all_reduce(totals)
+        epoch_seconds.append(time.perf_counter() - started)
         if rank == 0 and epoch == 0:
             mlflow.log_metric("train_rows", float(totals[1]))  # every labelled row, once
         if rank == 0:
@@ -219,7 +223,10 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
         mlflow.log_figure(calibration_figure(holdout[label], probabilities), "plots/calibration_curve.png")
         info = log_pyfunc(net.cpu(), pre, job["hyper"], holdout.head(5))
         mlflow.end_run()
-        result = {"model_uri": info.model_uri, "metrics": metrics, "train_loss": train_loss}
+        result = {
+            "model_uri": info.model_uri, "metrics": metrics, "train_loss": train_loss,
+            "train_rows": int(totals[1]), "epoch_seconds": epoch_seconds,
+        }
     # In local mode every rank writes its return value to the same file, the last one winning:
     # give every rank rank 0's result so whichever writes last returns the right thing.
     shared = [result]
