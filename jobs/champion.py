@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CHAMPION = "champion"
-LOWER_IS_BETTER = frozenset({"log_loss", "brier"})
+LOWER_IS_BETTER = frozenset({"log_loss", "brier", "ece"})
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def score_version(model_uri: str, holdout: pd.DataFrame, inputs: list[str], labe
     """Holdout metrics of a logged model, computed through its pyfunc like scoring does."""
     import mlflow.pyfunc
 
-    from jobs.train import evaluate
+    from jobs.metrics import evaluate
 
     probabilities = mlflow.pyfunc.load_model(model_uri).predict(holdout[inputs])
     return evaluate(holdout[label], probabilities)

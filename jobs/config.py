@@ -187,7 +187,7 @@ class Lake:
 
     Zones: raw (as landed, never modified), validated (rows that passed validation, typed),
     quarantine (rows that did not, as text, with the rules they broke), features, predictions,
-    reports.
+    reports, checkpoints (training state a retried run resumes from; removed when it succeeds).
     """
 
     root: str
@@ -218,6 +218,10 @@ class Lake:
 
     def partition(self, zone_path: str, day: dt.date) -> str:
         return f"{zone_path}/date={day.isoformat()}"
+
+    def checkpoint(self, kind: str, day: dt.date, key: str) -> str:
+        """Where a job keeps state to resume from; ``key`` tells its inputs apart (e.g. a digest)."""
+        return f"{self.root}/checkpoints/{kind}/date={day.isoformat()}/{key}"
 
     def report(self, kind: str, day: dt.date, name: str) -> str:
         return f"{self.root}/reports/{kind}/date={day.isoformat()}/{name}"

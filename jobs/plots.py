@@ -36,14 +36,12 @@ def roc_figure(labels: Sequence[float], probabilities: Sequence[float]) -> Figur
 
 def calibration_figure(labels: Sequence[float], probabilities: Sequence[float], bins: int = 10) -> Figure:
     """Observed rate of positives against mean predicted probability, per probability decile."""
-    y, p = np.asarray(labels, dtype=float), np.asarray(probabilities, dtype=float)
-    edges = np.unique(np.quantile(p, np.linspace(0, 1, bins + 1)))
-    which = np.clip(np.searchsorted(edges, p, side="right") - 1, 0, len(edges) - 2)
-    predicted = [p[which == b].mean() for b in range(len(edges) - 1) if (which == b).any()]
-    observed = [y[which == b].mean() for b in range(len(edges) - 1) if (which == b).any()]
+    from jobs.metrics import calibration_bins
+
+    predicted, observed, _ = calibration_bins(labels, probabilities, bins)
     fig, ax = _figure()
     ax.plot(predicted, observed, marker="o", label="model")
-    top = max(max(predicted, default=1.0), max(observed, default=1.0))
+    top = max(float(np.max(predicted, initial=0.0)), float(np.max(observed, initial=0.0)), 0.05)
     ax.plot([0, top], [0, top], linestyle="--", color="grey", label="perfectly calibrated")
     ax.set(xlabel="mean predicted probability", ylabel="observed share late", title="Calibration (holdout)")
     ax.legend(loc="upper left")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ def get_spark(app_name: str, extra_conf: dict[str, str] | None = None) -> SparkS
 
 
 def configure_logging() -> None:
+    """Log lines with a time and a source; stdout line-buffered so a task log streams as it happens."""
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("great_expectations", "py4j", "mlflow.utils", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -18,7 +18,7 @@ from typing import Any
 
 from jobs.config import Lake, lake_root, load_config, tracking_uri
 
-METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "accuracy", "positive_rate")
+METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "ece", "accuracy", "positive_rate")
 
 
 def read_report(lake: Lake, kind: str, run_date: dt.date | str) -> dict[str, Any]:

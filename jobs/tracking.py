@@ -80,3 +80,30 @@ def champion_version(name: str) -> ModelRef:
             "or pass --model-version to score with a given version"
         )
     return ModelRef.of(found)
+
+
+def code_version() -> dict[str, str]:
+    """What code a run used: a digest of the ``jobs`` package's source (works in any image or
+    checkout), plus the git commit when the package sits in a git checkout ("-dirty" when the
+    package has uncommitted changes)."""
+    import hashlib
+    import subprocess
+
+    import jobs
+
+    package = Path(jobs.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(p for p in package.rglob("*") if p.suffix in (".py", ".yaml") and p.is_file()):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    found = {"code_version": f"sha256:{digest.hexdigest()[:16]}"}
+    try:
+        def git(*args: str) -> str:
+            return subprocess.run(["git", *args], cwd=package, capture_output=True, text=True, check=True,
+                                  timeout=10).stdout.strip()
+
+        commit = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--", ".")
+        found["git_commit"] = commit + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        pass  # not a git checkout (an image, an installed package), or no git
+    return found

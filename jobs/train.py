@@ -14,14 +14,20 @@ calibration curves on the holdout) and the model (pyfunc with signature, input e
 preprocessing). The driver then registers a new model version
 and tags it with the run date, the window and the holdout metrics, applies the champion gate, and
 writes ``reports/training/date=<run-date>/summary.json`` (version, run, link, metrics, gate).
+
+Resuming: rank 0 checkpoints every epoch to ``checkpoints/training/date=<run-date>/<key>/`` in the
+lake, where ``key`` digests everything that shapes the training (window, hyperparameters, code
+version, preprocessing). A retried attempt with the same key (an Airflow retry after the process
+was killed) continues the same MLflow run from the last checkpoint instead of starting over; the
+checkpoints are removed once the model is registered.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import logging
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.config import FeatureSpec, Lake, job_parser, parse_job_args
@@ -84,38 +90,107 @@ def fit_preprocessor(df: DataFrame, spec: FeatureSpec, min_count: int) -> Prepro
     )
 
 
-def evaluate(labels: Any, probabilities: Any) -> dict[str, float]:
-    """Holdout metrics of a binary classifier; AUCs are NaN when the holdout has a single class."""
-    import numpy as np
-    from sklearn.metrics import average_precision_score, brier_score_loss, log_loss, roc_auc_score
-
-    y = np.asarray(labels, dtype=np.float64)
-    p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-7, 1 - 1e-7)
-    both = len(np.unique(y)) == 2
-    return {
-        "log_loss": float(log_loss(y, p, labels=[0.0, 1.0])),
-        "roc_auc": float(roc_auc_score(y, p)) if both else float("nan"),
-        "pr_auc": float(average_precision_score(y, p)) if both else float("nan"),
-        "brier": float(brier_score_loss(y, p)),
-        "accuracy": float(np.mean((p >= 0.5) == (y == 1.0))),
-        "positive_rate": float(np.mean(y)),
-        "rows": float(len(y)),
-    }
-
-
 def shard_units(dirs: list[str], rank: int, world: int) -> list[tuple[str, int]]:
     """This rank's share of the data: (Parquet file, row group) pairs, dealt round-robin.
 
     Every rank lists the same files in the same order, so the shares are disjoint, cover every
-    row group exactly once, and are the same from one run to the next.
+    row group exactly once, and are the same from one run to the next. ``dirs`` are lake paths:
+    local folders or object-store URIs (:mod:`jobs.storage`).
     """
     import pyarrow.parquet as pq
 
+    from jobs.storage import filesystem, list_files
+
     units = []
     for folder in dirs:
-        for path in sorted(Path(folder).glob("*.parquet")):
-            units += [(str(path), group) for group in range(pq.ParquetFile(path).num_row_groups)]
+        for uri in list_files(folder, ".parquet"):
+            fs, path = filesystem(uri)
+            with fs.open_input_file(path) as handle:
+                units += [(uri, group) for group in range(pq.ParquetFile(handle).num_row_groups)]
     return units[rank::world]
+
+
+def read_units(units: list[tuple[str, int]], columns: list[str]) -> list[Any]:
+    """The Arrow tables of these (file, row group) units, reading only ``columns``."""
+    import pyarrow.parquet as pq
+
+    from jobs.storage import filesystem
+
+    tables = []
+    for uri, group in units:
+        fs, path = filesystem(uri)
+        with fs.open_input_file(path) as handle:
+            tables.append(pq.ParquetFile(handle).read_row_group(group, columns=columns))
+    return tables
+
+
+CHECKPOINT_RUN = "run.json"  # the MLflow run the training logs to, written by the driver
+
+
+def _epoch_file(epochs_done: int) -> str:
+    return f"epoch-{epochs_done:04d}.pt"
+
+
+def checkpointed_epochs(folder: str) -> int:
+    """How many epochs the last checkpoint in ``folder`` has done (0: none)."""
+    from jobs.storage import list_files
+
+    names = [uri.rsplit("/", 1)[1] for uri in list_files(folder, ".pt")]
+    return max((int(name[len("epoch-"):-len(".pt")]) for name in names if name.startswith("epoch-")), default=0)
+
+
+def save_checkpoint(folder: str, state: dict[str, Any]) -> None:
+    """Write the training state after an epoch (weights, optimizer state, loss history, the
+    epoch's metrics) as ``epoch-NNNN.pt``, atomically, then drop older checkpoints. The name says
+    which epoch a file holds, so there is no index that could disagree with the files."""
+    import io
+
+    import torch
+
+    from jobs.storage import delete_file, list_files, write_bytes
+
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    latest = f"{folder}/{_epoch_file(state['epochs_done'])}"
+    write_bytes(latest, buffer.getvalue())
+    for uri in list_files(folder, ".pt"):
+        if uri != latest:
+            delete_file(uri)
+
+
+def load_checkpoint(folder: str) -> dict[str, Any] | None:
+    """The last saved training state, or None when there is none."""
+    import io
+
+    import torch
+
+    from jobs.storage import read_bytes
+
+    done = checkpointed_epochs(folder)
+    data = read_bytes(f"{folder}/{_epoch_file(done)}") if done else None
+    return None if data is None else torch.load(io.BytesIO(data), weights_only=False)
+
+
+def exit_with_parent() -> None:
+    """End this process when its parent dies.
+
+    torchrun starts each rank in a session of its own, so killing the task's process group (an
+    Airflow task killed, a container stopped) kills the launcher but leaves the ranks training and
+    logging on their own, racing the retry. A watcher thread ends the rank instead.
+    """
+    import os
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        print(f"rank process {os.getpid()}: launcher {parent} is gone, exiting", flush=True)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
@@ -123,10 +198,35 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
 
     Self-contained (imports inside, plain-data argument) so it pickles to the ranks. Each rank
     reads only its own row groups of the training partitions (:func:`shard_units`) and shuffles
-    them with its own seeded generator; shares may differ by a row group, which DDP's ``Join``
-    absorbs, so every training row is used exactly once per epoch. Only rank 0 touches MLflow.
-    Every rank returns rank 0's result: the logged model's URI and the final holdout metrics.
+    them with a generator seeded by (seed, rank, epoch); shares may differ by a row group, so each
+    rank cuts its share into the same number of batches: every training row is used exactly once
+    per epoch and the ranks stay in step. Only rank 0 touches MLflow.
+
+    With ``job["checkpoint_dir"]`` set, rank 0 saves the weights, optimizer state, loss history
+    and the epoch's metrics there after every epoch (:func:`save_checkpoint`), before logging
+    them; a later attempt starts after the last saved epoch (every rank gets rank 0's copy), logs
+    whatever the dead attempt saved but did not log, and so counts every epoch once. Seeding by epoch makes a resumed
+    training the same as one that never stopped.
+
+    Every rank returns rank 0's result: the logged model's URI, the final holdout metrics, the
+    labelled training rows per epoch, the seconds each epoch's training loop took (this attempt's
+    epochs) and the epoch it resumed from.
     """
+    import mlflow
+
+    from jobs.train import train_rank
+
+    try:
+        return train_rank(job)
+    except BaseException:
+        # MLflow ends an open run as FINISHED when the process exits: say what really happened.
+        if mlflow.active_run() is not None:
+            mlflow.end_run(status="FAILED")
+        raise
+
+
+def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
+    """The body of :func:`train_fn`."""
     import os
     import time
 
@@ -135,20 +235,23 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
     import pyarrow.parquet as pq
     import torch
     import torch.distributed as dist
-    from torch.distributed.algorithms.join import Join
     from torch.nn.parallel import DistributedDataParallel
 
+    from jobs.metrics import evaluate
     from jobs.model import Preprocessor, build_net, log_pyfunc, predict_proba
-    from jobs.train import evaluate, shard_units
+    from jobs.storage import filesystem
+    from jobs.train import exit_with_parent, load_checkpoint, read_units, save_checkpoint, shard_units
 
+    exit_with_parent()
     torch.set_num_threads(job["threads_per_process"])
     use_gpu = job["use_gpu"]
     dist.init_process_group("nccl" if use_gpu else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if use_gpu else "cpu")
     pre = Preprocessor.from_json(job["preprocessor"])
-    label = job["label"]
+    label, epochs, seed = job["label"], job["epochs"], job["seed"]
     wanted = [*pre.categorical, *pre.numeric, label]
+    checkpoint_dir = job.get("checkpoint_dir")
 
     def labelled(tables: list[Any]) -> pd.DataFrame:
         """The rows of these Arrow tables that have a label, as one DataFrame."""
@@ -158,58 +261,89 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
         return frame[frame[label].notna()].reset_index(drop=True)
 
     units = shard_units(job["train_dirs"], rank, world)
-    shard = labelled([pq.ParquetFile(path).read_row_group(group, columns=wanted) for path, group in units])
+    shard = labelled(read_units(units, wanted))
     cats, nums = (torch.from_numpy(a) for a in pre.encode(shard))
     labels = torch.from_numpy(shard[label].to_numpy(np.float32))
     print(f"rank {rank}/{world}: {len(units)} row groups, {len(shard)} labelled rows", flush=True)
-    torch.manual_seed(job["seed"])  # the same initial weights on every rank
-    net = build_net(pre, job["hyper"]).to(device)
+    torch.manual_seed(seed)  # the same initial weights on every rank
+    net = build_net(pre, job["hyper"])
+    optimizer_state = None
+    saved = [load_checkpoint(checkpoint_dir) if checkpoint_dir and rank == 0 else None]
+    dist.broadcast_object_list(saved, src=0)
+    state = saved[0]
+    start_epoch = 0
+    if state is not None:
+        net.load_state_dict(state["model"])
+        optimizer_state, start_epoch = state["optimizer"], state["epochs_done"]
+        print(f"rank {rank}: resuming after epoch {start_epoch} of {epochs} from {checkpoint_dir}", flush=True)
+    net = net.to(device)
     model = DistributedDataParallel(net, device_ids=[device.index] if use_gpu else None)
-    shuffle = torch.Generator().manual_seed(job["seed"] * 1009 + rank)
     optimizer = torch.optim.Adam(model.parameters(), lr=job["learning_rate"])
+    if optimizer_state is not None:
+        optimizer.load_state_dict(optimizer_state)
     loss_fn = torch.nn.BCEWithLogitsLoss(reduction="sum")
+    # Every rank takes the same number of steps: the largest share cut into batches of at most
+    # batch_size, smaller shares into as many slightly smaller batches. (With DDP's Join instead,
+    # a rank that runs out skips the last optimizer steps, its Adam moments fall behind the
+    # others' and the ranks' weights drift apart.)
+    largest = torch.tensor([len(labels)], dtype=torch.int64)
+    dist.all_reduce(largest, op=dist.ReduceOp.MAX)
+    steps = max(1, -(-int(largest) // job["batch_size"]))
 
     result = None
+    history: dict[str, list[float]] = state["history"] if state else {"train": [], "holdout": []}
     if rank == 0:
         import mlflow
 
         mlflow.set_tracking_uri(job["tracking_uri"])
         mlflow.start_run(run_id=job["run_id"])
-        holdout = labelled([pq.read_table(folder, columns=wanted) for folder in job["holdout_dirs"]])
-        mlflow.log_metrics({"holdout_rows": float(len(holdout))})
-        history: dict[str, list[float]] = {"train": [], "holdout": []}
+        tables = []
+        for folder in job["holdout_dirs"]:
+            fs, path = filesystem(folder)
+            tables.append(pq.read_table(path, columns=wanted, filesystem=fs))
+        holdout = labelled(tables)
+        if state is None:
+            mlflow.log_metrics({"holdout_rows": float(len(holdout))})
+        else:
+            mlflow.set_tag("resumed_from_epoch", str(start_epoch))
+            logged = {m.step for m in mlflow.MlflowClient().get_metric_history(job["run_id"], "train_loss")}
+            if start_epoch - 1 not in logged:  # the last attempt died between saving and logging
+                mlflow.log_metrics(state["metrics"], step=start_epoch - 1)
 
     epoch_seconds = []
-    for epoch in range(job["epochs"]):
+    train_rows = state["train_rows"] if state else 0
+    for epoch in range(start_epoch, epochs):
         started = time.perf_counter()
         model.train()
         totals = torch.zeros(2, dtype=torch.float64, device=device)
+        shuffle = torch.Generator().manual_seed(seed * 1_000_003 + epoch * 1009 + rank)
         order = torch.randperm(len(labels), generator=shuffle)
-        with Join([model]):
-            for start in range(0, len(order), job["batch_size"]):
-                batch = order[start : start + job["batch_size"]]
-                c, n, y = cats[batch].to(device), nums[batch].to(device), labels[batch].to(device)
-                optimizer.zero_grad()
-                loss = loss_fn(model(c, n), y)
-                loss.backward()
-                optimizer.step()
-                totals += torch.tensor([loss.item(), len(y)], dtype=torch.float64, device=device)
+        for batch in torch.tensor_split(order, steps):
+            c, n, y = cats[batch].to(device), nums[batch].to(device), labels[batch].to(device)
+            optimizer.zero_grad()
+            loss = loss_fn(model(c, n), y)
+            loss.backward()
+            optimizer.step()
+            totals += torch.tensor([loss.item(), len(y)], dtype=torch.float64, device=device)
         dist.all_reduce(totals)
         epoch_seconds.append(time.perf_counter() - started)
-        if rank == 0 and epoch == 0:
-            mlflow.log_metric("train_rows", float(totals[1]))  # every labelled row, once
+        train_rows = int(totals[1])  # every labelled row, once
         if rank == 0:
             train_loss = float(totals[0] / totals[1])
-            probabilities = predict_proba(net, pre, holdout)
-            metrics = evaluate(holdout[label], probabilities)
+            metrics = evaluate(holdout[label], predict_proba(net, pre, holdout))
             history["train"].append(train_loss)
             history["holdout"].append(metrics["log_loss"])
-            mlflow.log_metrics(
-                {"train_loss": train_loss, **{f"holdout_{k}": v for k, v in metrics.items() if k != "rows"}},
-                step=epoch,
-            )
+            logged = {"train_loss": train_loss, **{f"holdout_{k}": v for k, v in metrics.items() if k != "rows"}}
+            if epoch == 0:
+                logged["train_rows"] = float(train_rows)
+            if checkpoint_dir:
+                save_checkpoint(checkpoint_dir, {
+                    "epochs_done": epoch + 1, "model": net.state_dict(), "optimizer": optimizer.state_dict(),
+                    "history": history, "metrics": logged, "train_rows": train_rows,
+                })
+            mlflow.log_metrics(logged, step=epoch)
             print(
-                f"epoch {epoch + 1}/{job['epochs']}: train_loss={train_loss:.4f} "
+                f"epoch {epoch + 1}/{epochs}: train_loss={train_loss:.4f} "
                 f"holdout_log_loss={metrics['log_loss']:.4f} holdout_roc_auc={metrics['roc_auc']:.4f}",
                 flush=True,
             )
@@ -217,6 +351,8 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
     if rank == 0:
         from jobs.plots import calibration_figure, loss_figure, roc_figure
 
+        probabilities = predict_proba(net, pre, holdout)
+        metrics = evaluate(holdout[label], probabilities)
         mlflow.log_figure(loss_figure(history), "plots/loss_curves.png")
         if len(np.unique(holdout[label])) == 2:
             mlflow.log_figure(roc_figure(holdout[label], probabilities), "plots/roc_curve.png")
@@ -224,8 +360,8 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
         info = log_pyfunc(net.cpu(), pre, job["hyper"], holdout.head(5))
         mlflow.end_run()
         result = {
-            "model_uri": info.model_uri, "metrics": metrics, "train_loss": train_loss,
-            "train_rows": int(totals[1]), "epoch_seconds": epoch_seconds,
+            "model_uri": info.model_uri, "metrics": metrics, "train_loss": history["train"][-1],
+            "train_rows": train_rows, "epoch_seconds": epoch_seconds, "resumed_from_epoch": start_epoch,
         }
     # In local mode every rank writes its return value to the same file, the last one winning:
     # give every rank rank 0's result so whichever writes last returns the right thing.
@@ -233,6 +369,32 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
     dist.broadcast_object_list(shared, src=0)
     dist.destroy_process_group()
     return shared[0]
+
+
+def resumable_run(mlflow_client: Any, checkpoint_dir: str) -> str | None:
+    """The MLflow run an earlier attempt of this training opened and did not finish, if any.
+
+    The attempt wrote the run's id next to its checkpoints; a run that is gone from the tracking
+    store (or finished, which a successful attempt follows by removing the checkpoints) is not
+    resumed, and the stale checkpoints are dropped.
+    """
+    from mlflow.exceptions import MlflowException
+
+    from jobs.storage import delete_dir, read_json
+
+    saved = read_json(f"{checkpoint_dir}/{CHECKPOINT_RUN}")
+    if not saved:
+        return None
+    try:
+        status = mlflow_client.get_run(saved["run_id"]).info.status
+    except MlflowException:
+        status = None
+    if status in (None, "FINISHED"):
+        log.warning("dropping checkpoints of run %s (%s): %s", saved["run_id"], status or "not found", checkpoint_dir)
+        delete_dir(checkpoint_dir)
+        return None
+    mlflow_client.update_run(saved["run_id"], status="RUNNING")
+    return saved["run_id"]
 
 
 def _bool(text: str) -> bool:
@@ -270,31 +432,44 @@ def main(argv: list[str] | None = None) -> None:
 
     from jobs.champion import apply_gate
     from jobs.config import tracking_uri
-    from jobs.tracking import client, ensure_experiment, run_link, run_url
+    from jobs.storage import delete_dir, write_json
+    from jobs.tracking import client, code_version, ensure_experiment, run_link, run_url
 
     mlflow_client = client()
     experiment_id = ensure_experiment(cfg.experiment)
-    run = mlflow_client.create_run(
-        experiment_id, run_name=f"train-{args.run_date}", tags={"run_date": str(args.run_date)}
-    )
-    run_id = run.info.run_id
-    log.info("MLflow run: %s", run_link(experiment_id, run_id))
     hyper = {"embedding_dim": cfg.embedding_dim, "hidden_units": list(cfg.hidden_units)}
     params = {
         "run_date": args.run_date, "train_start": train_days[0], "train_end": train_days[-1],
         "holdout_start": holdout_days[0], "holdout_end": holdout_days[-1], "features_path": args.lake.features,
         "epochs": cfg.epochs, "batch_size": cfg.batch_size, "learning_rate": cfg.learning_rate,
         "seed": cfg.seed, "num_processes": num_processes, "use_gpu": use_gpu, "local_mode": local_mode,
-        "min_category_count": cfg.min_category_count, "config": args.config.source, **hyper,
+        "min_category_count": cfg.min_category_count, "config": args.config.source, **hyper, **code_version(),
     }
-    for key, value in params.items():
-        mlflow_client.log_param(run_id, key, str(value))
+    # Everything that shapes the training: an attempt resumes only a checkpoint of the same inputs.
+    key = hashlib.sha256(json.dumps({**params, "preprocessor": pre.to_json()}, default=str,
+                                    sort_keys=True).encode()).hexdigest()[:16]
+    checkpoint_dir = args.lake.checkpoint("training", args.run_date, key)
+    run_id = resumable_run(mlflow_client, checkpoint_dir)
+    if run_id:
+        log.info("resuming MLflow run %s after epoch %s of %s (checkpoint %s)", run_id,
+                 checkpointed_epochs(checkpoint_dir), cfg.epochs, checkpoint_dir)
+    else:
+        run = mlflow_client.create_run(
+            experiment_id, run_name=f"train-{args.run_date}", tags={"run_date": str(args.run_date)}
+        )
+        run_id = run.info.run_id
+        for name, value in params.items():
+            mlflow_client.log_param(run_id, name, str(value))
+        if "git_commit" in params:
+            mlflow_client.set_tag(run_id, "mlflow.source.git.commit", params["git_commit"].removesuffix("-dirty"))
+        write_json(f"{checkpoint_dir}/{CHECKPOINT_RUN}", {"run_id": run_id})
+    log.info("MLflow run: %s", run_link(experiment_id, run_id))
 
     job = {
         "run_id": run_id, "tracking_uri": tracking_uri(), "preprocessor": pre.to_json(),
         "train_dirs": train_dirs, "holdout_dirs": holdout_dirs, "label": args.config.features.label,
         "hyper": hyper, "epochs": cfg.epochs, "batch_size": cfg.batch_size, "learning_rate": cfg.learning_rate,
-        "seed": cfg.seed, "use_gpu": use_gpu, "threads_per_process": 1,
+        "seed": cfg.seed, "use_gpu": use_gpu, "threads_per_process": 1, "checkpoint_dir": checkpoint_dir,
     }
     from pyspark.ml.torch.distributor import TorchDistributor
 
@@ -327,6 +502,7 @@ def main(argv: list[str] | None = None) -> None:
     }.items():
         mlflow_client.set_model_version_tag(cfg.model_name, version.version, key, str(value))
     mlflow_client.set_terminated(run_id, status="FINISHED")
+    delete_dir(checkpoint_dir)  # the model is registered: a new attempt for this day starts afresh
     log.info(
         "registered %s version %s from run %s; holdout: %s",
         cfg.model_name, version.version, run_id, json.dumps({k: round(v, 4) for k, v in metrics.items()}),

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from jobs.metrics import evaluate
 from jobs.model import UNKNOWN_INDEX, Preprocessor, TabularNet, predict_proba, safe_std
-from jobs.train import evaluate
 
 PRE = Preprocessor(
     categorical=["carrier"], numeric=["distance"], vocab={"carrier": ["AA", "UA"]},
@@ -45,3 +45,22 @@ def test_evaluate_scores_a_perfect_and_a_single_class_holdout():
     assert perfect["roc_auc"] == 1.0 and perfect["accuracy"] == 1.0 and perfect["positive_rate"] == 0.5
     single = evaluate([1, 1], [0.7, 0.6])
     assert math.isnan(single["roc_auc"]) and single["log_loss"] > 0
+
+
+def test_calibration_error_is_zero_when_predictions_match_observed_rates_and_grows_with_the_gap():
+    from jobs.metrics import calibration_bins, expected_calibration_error
+
+    rng = np.random.default_rng(3)
+    # two groups of equal size: predicted 0.2 and 0.7, and exactly those shares are positive
+    labels = np.array([1] * 20 + [0] * 80 + [1] * 70 + [0] * 30, dtype=float)
+    calibrated = np.array([0.2] * 100 + [0.7] * 100)
+    order = rng.permutation(200)
+    labels, calibrated = labels[order], calibrated[order]
+    predicted, observed, counts = calibration_bins(labels, calibrated)
+    np.testing.assert_allclose(predicted, observed)
+    assert counts.sum() == 200
+    assert expected_calibration_error(labels, calibrated) < 1e-12
+    # overconfident by 0.1 in both groups: every row is 0.1 away from its group's rate
+    overconfident = np.where(calibrated < 0.5, 0.1, 0.8)
+    assert abs(expected_calibration_error(labels, overconfident) - 0.1) < 1e-12
+    assert evaluate(labels, overconfident)["ece"] == expected_calibration_error(labels, overconfident)

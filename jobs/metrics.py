@@ -1,0 +1,54 @@
+"""Holdout metrics of a binary classifier: the numbers training logs and the champion gate compares."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def calibration_bins(
+    labels: Sequence[float], probabilities: Sequence[float], bins: int = 10
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per bin of equal mass (probability quantiles): (mean predicted, observed rate, row count).
+
+    Bins that tie (many equal probabilities) merge; empty bins are left out.
+    """
+    y, p = np.asarray(labels, dtype=np.float64), np.asarray(probabilities, dtype=np.float64)
+    if len(p) == 0:
+        return np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64)
+    edges = np.unique(np.quantile(p, np.linspace(0, 1, bins + 1)))
+    which = np.clip(np.searchsorted(edges, p, side="right") - 1, 0, max(len(edges) - 2, 0))
+    counts = np.bincount(which, minlength=max(len(edges) - 1, 1))
+    used = counts > 0
+    predicted = np.bincount(which, weights=p, minlength=len(counts))[used] / counts[used]
+    observed = np.bincount(which, weights=y, minlength=len(counts))[used] / counts[used]
+    return predicted, observed, counts[used]
+
+
+def expected_calibration_error(labels: Sequence[float], probabilities: Sequence[float], bins: int = 10) -> float:
+    """Row-weighted mean gap between predicted probability and observed rate over the bins
+    of :func:`calibration_bins`: 0 for a perfectly calibrated model, lower is better."""
+    predicted, observed, counts = calibration_bins(labels, probabilities, bins)
+    if counts.sum() == 0:
+        return float("nan")
+    return float(np.sum(counts * np.abs(predicted - observed)) / counts.sum())
+
+
+def evaluate(labels: Sequence[float], probabilities: Sequence[float]) -> dict[str, float]:
+    """Holdout metrics; the AUCs are NaN when the holdout has a single class."""
+    from sklearn.metrics import average_precision_score, brier_score_loss, log_loss, roc_auc_score
+
+    y = np.asarray(labels, dtype=np.float64)
+    p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-7, 1 - 1e-7)
+    both = len(np.unique(y)) == 2
+    return {
+        "log_loss": float(log_loss(y, p, labels=[0.0, 1.0])),
+        "roc_auc": float(roc_auc_score(y, p)) if both else float("nan"),
+        "pr_auc": float(average_precision_score(y, p)) if both else float("nan"),
+        "brier": float(brier_score_loss(y, p)),
+        "ece": expected_calibration_error(y, p),
+        "accuracy": float(np.mean((p >= 0.5) == (y == 1.0))),
+        "positive_rate": float(np.mean(y)),
+        "rows": float(len(y)),
+    }

@@ -1,0 +1,87 @@
+"""Lake I/O for processes without a JVM: training ranks, Airflow tasks, single-process tools.
+
+Spark jobs reach the lake through Hadoop (:mod:`jobs.spark`); everything else goes through a
+``pyarrow.fs`` filesystem chosen from the path: a local folder, ``file://``, ``s3://`` (Hadoop's
+``s3a://`` is read as ``s3://``; credentials and endpoint from the usual ``AWS_*`` variables),
+``gs://``, ``hdfs://``. Writes are atomic: a whole new file appears or nothing does (written next
+to its final name and moved there; an object store's single put is atomic on its own).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pyarrow.fs as pafs
+
+
+def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """(pyarrow filesystem, path inside it) for a lake path or URI."""
+    if uri.startswith("s3a://"):
+        uri = "s3://" + uri[len("s3a://"):]
+    if "://" not in uri:
+        return pafs.LocalFileSystem(), uri
+    return pafs.FileSystem.from_uri(uri)
+
+
+def _join(base: str, name: str) -> str:
+    return f"{base.rstrip('/')}/{name}"
+
+
+def list_files(folder: str, suffix: str) -> list[str]:
+    """The files directly in ``folder`` whose names end with ``suffix``, sorted, as lake paths."""
+    fs, path = filesystem(folder)
+    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    names = sorted(info.base_name for info in infos if info.type == pafs.FileType.File)
+    return [_join(folder, name) for name in names if name.endswith(suffix) and not name.startswith((".", "_"))]
+
+
+def read_bytes(uri: str) -> bytes | None:
+    """The file's bytes, or None when it does not exist."""
+    fs, path = filesystem(uri)
+    if fs.get_file_info(path).type != pafs.FileType.File:
+        return None
+    with fs.open_input_stream(path) as stream:
+        return stream.read()
+
+
+def write_bytes(uri: str, data: bytes) -> None:
+    """Write ``data`` to ``uri`` atomically, replacing what was there."""
+    fs, path = filesystem(uri)
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    if fs.type_name in ("s3", "gcs"):
+        with fs.open_output_stream(path) as out:  # one put: the object appears whole or not at all
+            out.write(data)
+        return
+    staging = f"{path}.{uuid.uuid4().hex}.tmp"
+    try:
+        with fs.open_output_stream(staging) as out:
+            out.write(data)
+        fs.move(staging, path)  # a rename on local and HDFS filesystems
+    finally:
+        if fs.get_file_info(staging).type == pafs.FileType.File:
+            fs.delete_file(staging)
+
+
+def read_json(uri: str) -> Any | None:
+    data = read_bytes(uri)
+    return None if data is None else json.loads(data)
+
+
+def write_json(uri: str, value: Any) -> None:
+    write_bytes(uri, json.dumps(value, indent=2, sort_keys=True).encode())
+
+
+def delete_file(uri: str) -> None:
+    """Remove the file at ``uri``; nothing happens when it does not exist."""
+    fs, path = filesystem(uri)
+    if fs.get_file_info(path).type == pafs.FileType.File:
+        fs.delete_file(path)
+
+
+def delete_dir(uri: str) -> None:
+    """Remove ``uri`` and everything under it; nothing happens when it does not exist."""
+    fs, path = filesystem(uri)
+    if fs.get_file_info(path).type == pafs.FileType.Directory:
+        fs.delete_dir(path)

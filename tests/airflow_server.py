@@ -1,0 +1,342 @@
+"""A running Airflow for tests: the scheduler, the DAG processor and the API server as real processes.
+
+:func:`running_airflow` migrates a fresh SQLite metadata DB under a throw-away ``AIRFLOW_HOME``,
+starts ``airflow scheduler`` (LocalExecutor), ``airflow dag-processor`` and ``airflow api-server``
+as subprocesses, waits until ``/api/v2/monitor/health`` reports them healthy, logs in as the
+simple auth manager's ``admin`` (``POST /auth/token`` with the password the API server generates)
+and yields an :class:`AirflowServer` with the few REST calls tests need. On exit every process it
+started is stopped, task processes and their ``spark-submit`` JVMs included: the task supervisor
+puts each task in a process group of its own, so signalling the servers' groups is not enough.
+
+Not a test module: the tests that need a live Airflow import it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# The triggerer is left out: the pipeline's operators do not defer.
+COMPONENTS = {
+    "scheduler": ["scheduler"],
+    "dag-processor": ["dag-processor"],
+    "api-server": ["api-server", "--host", "127.0.0.1", "--workers", "1"],
+}
+TERMINAL_RUN_STATES = {"success", "failed"}
+# A task in one of these states has failed at least once: report it now rather than after the retry delay.
+FAILED_TASK_STATES = {"failed", "up_for_retry", "upstream_failed"}
+
+# Settings of the test server only: light on a 2-core machine, quick to react, and no runs but
+# the ones a test asks for (with the cron schedule on, unpausing a @daily DAG would start a run
+# for yesterday, a day the example lake has no data for).
+SERVER_SETTINGS = {
+    "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+    "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__CORE__PARALLELISM": "4",
+    "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+    "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+    # The DAG files do not change during a test: parse them once at start, not every 30 s.
+    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
+    "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+}
+
+
+class AirflowError(RuntimeError):
+    """The test server did not start, or a call or run did not go as expected."""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    if not path.exists():
+        return f"({path} does not exist)"
+    text = path.read_text(errors="replace").splitlines()
+    return "\n".join(text[-lines:])
+
+
+@dataclass
+class AirflowServer:
+    """A live Airflow: its REST API at ``url`` (as ``admin``) and its processes' logs."""
+
+    url: str
+    home: Path
+    logs: dict[str, Path]
+    processes: dict[str, subprocess.Popen] = field(repr=False)
+    token: str = field(default="", repr=False)
+
+    # --- plumbing -------------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None) -> Any:
+        """Call the API and return the decoded JSON; an HTTP error raises :class:`AirflowError` with the body."""
+        url = f"{self.url}{path}"
+        if query:
+            url += "?" + urllib.parse.urlencode(query, doseq=True)
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        req = urllib.request.Request(url, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                payload = resp.read()
+        except urllib.error.HTTPError as exc:
+            raise AirflowError(f"{method} {path}: HTTP {exc.code}: {exc.read().decode(errors='replace')}") from exc
+        return json.loads(payload) if payload else None
+
+    def log_tails(self, lines: int = 30) -> str:
+        """The last lines of every component's log, for error messages."""
+        return "\n".join(f"--- {name} ({self.logs[name]}) ---\n{_tail(self.logs[name], lines)}" for name in COMPONENTS)
+
+    def check_alive(self) -> None:
+        """Raise if a component has exited."""
+        for name, proc in self.processes.items():
+            if proc.poll() is not None:
+                raise AirflowError(f"airflow {name} exited with code {proc.returncode}\n{_tail(self.logs[name], 60)}")
+
+    def health(self) -> dict[str, Any]:
+        return self.request("GET", "/api/v2/monitor/health")
+
+    def login(self, username: str = "admin") -> None:
+        """Get a JWT for ``username`` with the password the API server generated for it."""
+        passwords = json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())
+        self.token = ""
+        reply = self.request("POST", "/auth/token", {"username": username, "password": passwords[username]})
+        self.token = reply["access_token"]
+
+    # --- DAGs, backfills, runs ------------------------------------------------------------------
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 120) -> dict[str, Any]:
+        """Wait until the DAG processor has parsed ``dag_id``; import errors end the wait early."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            try:
+                return self.request("GET", f"/api/v2/dags/{dag_id}")
+            except AirflowError as exc:
+                if "HTTP 404" not in str(exc):
+                    raise
+            errors = self.request("GET", "/api/v2/importErrors").get("import_errors", [])
+            if errors:
+                details = "\n".join(f"{e['filename']}:\n{e['stack_trace']}" for e in errors)
+                raise AirflowError(f"DAG {dag_id!r} not parsed; import errors:\n{details}")
+            if time.monotonic() > deadline:
+                raise AirflowError(f"DAG {dag_id!r} not parsed after {timeout:.0f} s\n{self.log_tails()}")
+            time.sleep(2)
+
+    def unpause(self, dag_id: str) -> None:
+        reply = self.request("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+        if reply["is_paused"]:
+            raise AirflowError(f"DAG {dag_id!r} is still paused: {reply}")
+
+    def backfill(
+        self,
+        dag_id: str,
+        first: dt.date,
+        last: dt.date,
+        *,
+        max_active_runs: int = 10,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Create a backfill of the runs whose logical dates lie in [first, last] (both ends included).
+
+        ``dry_run`` only lists the logical dates the backfill would create runs for.
+        """
+        body = {
+            "dag_id": dag_id,
+            "from_date": f"{first.isoformat()}T00:00:00Z",
+            "to_date": f"{last.isoformat()}T00:00:00Z",
+            "max_active_runs": max_active_runs,
+            "reprocess_behavior": "none",
+        }
+        return self.request("POST", "/api/v2/backfills/dry_run" if dry_run else "/api/v2/backfills", body)
+
+    def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
+        reply = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns", query={"limit": 100, "order_by": "logical_date"})
+        return reply["dag_runs"]
+
+    def task_instances(self, dag_id: str) -> list[dict[str, Any]]:
+        """Every task instance of every run of ``dag_id``."""
+        reply = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances", query={"limit": 100})
+        return reply["task_instances"]
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int, lines: int = 60) -> str:
+        """The last ``lines`` lines of one try of a task's log, as the UI shows it."""
+        path = (
+            f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
+            f"/taskInstances/{task_id}/logs/{try_number}"
+        )
+        try:
+            content = self.request("GET", path, query={"full_content": "true"})["content"]
+        except AirflowError as exc:
+            return f"(no log: {exc})"
+        text = []
+        for item in content:
+            if isinstance(item, dict):
+                text.append(" ".join(str(item.get(k, "")) for k in ("timestamp", "level", "event") if item.get(k)))
+            else:
+                text.append(str(item))
+        return "\n".join(text[-lines:])
+
+    def describe(self, dag_id: str) -> str:
+        """Every run with its task states, and the log tail of each failed try."""
+        out = []
+        tis = self.task_instances(dag_id)
+        for run in self.dag_runs(dag_id):
+            states = {ti["task_id"]: ti["state"] for ti in tis if ti["dag_run_id"] == run["dag_run_id"]}
+            out.append(f"{run['dag_run_id']} ({run['run_type']}): {run['state']}; tasks: {states}")
+        for ti in tis:
+            if ti["state"] in FAILED_TASK_STATES and ti["try_number"]:
+                log = self.task_log(dag_id, ti["dag_run_id"], ti["task_id"], ti["try_number"])
+                out.append(f"--- log of {ti['dag_run_id']} / {ti['task_id']} try {ti['try_number']} ---\n{log}")
+        return "\n".join(out)
+
+    def wait_for_runs(self, dag_id: str, count: int, timeout: float, poll: float = 5) -> list[dict[str, Any]]:
+        """Wait until ``dag_id`` has ``count`` runs, all finished; return them, oldest logical date first.
+
+        Any failed try (the DAG's retries included) fails the wait at once, with every run's task
+        states and the failed try's log.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            runs = self.dag_runs(dag_id)
+            broken = [ti for ti in self.task_instances(dag_id) if ti["state"] in FAILED_TASK_STATES]
+            if broken or any(r["state"] == "failed" for r in runs):
+                raise AirflowError(f"a run of {dag_id} failed:\n{self.describe(dag_id)}")
+            if len(runs) >= count and all(r["state"] in TERMINAL_RUN_STATES for r in runs):
+                return runs
+            if time.monotonic() > deadline:
+                raise AirflowError(
+                    f"{dag_id}: {count} finished runs expected within {timeout:.0f} s\n"
+                    f"{self.describe(dag_id)}\n{self.log_tails(20)}"
+                )
+            time.sleep(poll)
+
+
+def _descendants(procs: list[subprocess.Popen]) -> list[Any]:
+    import psutil
+
+    found = []
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            parent = psutil.Process(proc.pid)
+            found += [parent, *parent.children(recursive=True)]
+    return found
+
+
+def _stop(procs: list[subprocess.Popen], grace: float = 20) -> None:
+    """SIGTERM every process started (and all their descendants, whatever their group), then SIGKILL."""
+    import psutil
+
+    tree = _descendants(procs)
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)  # each component leads its own group
+    for p in tree:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(tree, timeout=grace)
+    for p in alive + _descendants(procs):
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def running_airflow(
+    home: Path,
+    env: dict[str, str] | None = None,
+    *,
+    settings: dict[str, str] | None = None,
+    timeout: float = 180,
+) -> Iterator[AirflowServer]:
+    """Start Airflow with a fresh ``AIRFLOW_HOME`` under ``home``; stop it, whatever happens, on exit.
+
+    The processes get this process' environment (the dags and plugins folders, the Spark
+    connection, ``LAKE_ROOT``, ``MLFLOW_TRACKING_URI``, ``PATH`` ...) updated with ``env``, then
+    :data:`SERVER_SETTINGS` updated with ``settings``, then what the server itself needs (its
+    home, database, port, and one JWT secret shared by the scheduler and the API server).
+    """
+    airflow_home = Path(home) / "airflow"
+    airflow_home.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc_env = {**os.environ, **(env or {}), **SERVER_SETTINGS, **(settings or {})}
+    proc_env.pop("AIRFLOW_CONFIG", None)
+    proc_env.update(
+        {
+            "AIRFLOW_HOME": str(airflow_home),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home}/airflow.db",
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__BASE_URL": url,
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
+            "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
+        }
+    )
+    logs = {name: airflow_home / f"{name}.out" for name in ["db-migrate", *COMPONENTS]}
+    with logs["db-migrate"].open("wb") as out:
+        migrate = subprocess.run(
+            ["airflow", "db", "migrate"], env=proc_env, stdout=out, stderr=subprocess.STDOUT, timeout=300
+        )
+    if migrate.returncode != 0:
+        raise AirflowError(f"airflow db migrate failed ({migrate.returncode}):\n{_tail(logs['db-migrate'], 60)}")
+
+    processes: dict[str, subprocess.Popen] = {}
+    server = AirflowServer(url=url, home=airflow_home, logs=logs, processes=processes)
+    try:
+        for name, args in COMPONENTS.items():
+            with logs[name].open("wb") as out:
+                processes[name] = subprocess.Popen(
+                    ["airflow", *args],
+                    env=proc_env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+        deadline = time.monotonic() + timeout
+        health: Any = None
+        while True:
+            server.check_alive()
+            with contextlib.suppress(OSError, AirflowError, ValueError):
+                health = server.health()
+                parts = [health.get(k) or {} for k in ("metadatabase", "scheduler", "dag_processor")]
+                if all(part.get("status") == "healthy" for part in parts):
+                    break
+            if time.monotonic() > deadline:
+                raise AirflowError(
+                    f"Airflow at {url} not healthy after {timeout:.0f} s (last health: {health})\n{server.log_tails()}"
+                )
+            time.sleep(1)
+        server.login()
+        yield server
+    finally:
+        _stop(list(processes.values()))
