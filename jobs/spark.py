@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -35,6 +36,30 @@ def get_spark(app_name: str, extra_conf: dict[str, str] | None = None) -> SparkS
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+GPU_DISCOVERY_SCRIPT = str(Path(__file__).resolve().with_name("gpu_discovery.sh"))
+
+
+def gpu_conf(local_mode: bool, gpus: int, discovery_script: str = GPU_DISCOVERY_SCRIPT) -> dict[str, str]:
+    """The resource settings TorchDistributor needs to put one rank on each GPU.
+
+    ``local_mode``: the ranks run on the driver, which must own ``gpus`` GPUs (Spark's local master
+    cannot schedule GPUs to tasks). Otherwise each executor owns ``gpus`` GPUs and each barrier task
+    (one rank) takes one; a standalone worker must advertise its GPUs too (see the script).
+    """
+    if gpus < 1:
+        raise ValueError(f"GPU training needs at least one GPU, got {gpus}")
+    if local_mode:
+        return {
+            "spark.driver.resource.gpu.amount": str(gpus),
+            "spark.driver.resource.gpu.discoveryScript": discovery_script,
+        }
+    return {
+        "spark.executor.resource.gpu.amount": str(gpus),
+        "spark.executor.resource.gpu.discoveryScript": discovery_script,
+        "spark.task.resource.gpu.amount": "1",
+    }
 
 
 def configure_logging() -> None:

@@ -2,7 +2,7 @@
 
 Spark jobs reach the lake through Hadoop (:mod:`jobs.spark`); everything else goes through a
 ``pyarrow.fs`` filesystem chosen from the path: a local folder, ``file://``, ``s3://`` (Hadoop's
-``s3a://`` is read as ``s3://``; credentials and endpoint from the usual ``AWS_*`` variables),
+``s3a://`` is read as ``s3://``; credentials, region and endpoint from the usual ``AWS_*`` variables),
 ``gs://``, ``hdfs://``. Writes are atomic: a whole new file appears or nothing does (written next
 to its final name and moved there; an object store's single put is atomic on its own).
 """
@@ -10,6 +10,7 @@ to its final name and moved there; an object store's single put is atomic on its
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from typing import Any
 
@@ -18,10 +19,15 @@ import pyarrow.fs as pafs
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     """(pyarrow filesystem, path inside it) for a lake path or URI."""
-    if uri.startswith("s3a://"):
-        uri = "s3://" + uri[len("s3a://"):]
     if "://" not in uri:
         return pafs.LocalFileSystem(), uri
+    scheme, rest = uri.split("://", 1)
+    if scheme in ("s3", "s3a"):
+        # Built here rather than from the URI, which would ask AWS for the bucket's region first.
+        return pafs.S3FileSystem(
+            region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+            endpoint_override=os.environ.get("AWS_ENDPOINT_URL") or None,
+        ), rest
     return pafs.FileSystem.from_uri(uri)
 
 

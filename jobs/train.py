@@ -397,6 +397,17 @@ def resumable_run(mlflow_client: Any, checkpoint_dir: str) -> str | None:
     return saved["run_id"]
 
 
+def gpu_resources(local_mode: bool, num_processes: int) -> dict[str, str]:
+    """:func:`jobs.spark.gpu_conf` for this training, less what spark-submit already set."""
+    from pyspark import SparkConf
+
+    from jobs.spark import gpu_conf
+
+    submitted = SparkConf()
+    return {k: v for k, v in gpu_conf(local_mode, num_processes if local_mode else 1).items()
+            if not submitted.contains(k)}
+
+
 def _bool(text: str) -> bool:
     return text.lower() in ("1", "true", "yes")
 
@@ -417,7 +428,8 @@ def main(argv: list[str] | None = None) -> None:
     local_mode = cfg.local_mode if args.extra["local_mode"] is None else args.extra["local_mode"]
     train_days, holdout_days = split_window(args.run_date, cfg.train_days, cfg.holdout_days)
 
-    spark = get_spark(f"train-{args.run_date}")
+    # GPU resources must be known when the session starts; spark-submit --conf settings win.
+    spark = get_spark(f"train-{args.run_date}", gpu_resources(local_mode, num_processes) if use_gpu else None)
     train_dirs = feature_dirs(spark, args.lake, train_days)
     holdout_dirs = feature_dirs(spark, args.lake, holdout_days)
     features = spark.read.option("basePath", args.lake.features).parquet(*train_dirs)
