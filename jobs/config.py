@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from jobs.drift import DriftSpec
+
 DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
 DEFAULT_HOME = Path.cwd() / ".pipeline"
 TRAINING_WINDOW = "train"
@@ -104,6 +106,7 @@ class TrainSpec:
 @dataclass(frozen=True)
 class ScoreSpec:
     batch_size: int
+    drift: DriftSpec = field(default_factory=DriftSpec)
 
 
 @dataclass(frozen=True)
@@ -138,12 +141,18 @@ def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
             validation=_validation_spec(raw["validation"]),
             features=FeatureSpec(**raw["features"]),
             train=TrainSpec(**raw["train"]),
-            score=ScoreSpec(**raw["score"]),
+            score=_score_spec(raw["score"]),
             csv_options={k: str(v) for k, v in (raw.get("csv_options") or {}).items()},
             source=str(path),
         )
     except (KeyError, TypeError) as exc:
         raise ValueError(f"invalid pipeline config {path}: {exc}") from exc
+
+
+def _score_spec(raw: dict[str, Any]) -> ScoreSpec:
+    raw = dict(raw)
+    drift = raw.pop("drift", None) or {}
+    return ScoreSpec(**raw, drift=DriftSpec(**{**drift, "ignore": list(drift.get("ignore") or [])}))
 
 
 def _validation_spec(raw: dict[str, Any]) -> ValidationSpec:

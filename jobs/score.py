@@ -9,16 +9,18 @@ Resolves the model version once, on the driver (the version the ``champion`` ali
 with ``predict_batch_udf``: each Python worker loads the model once and calls it on batches of
 ``score.batch_size`` rows, the inputs passed as plain columns. Predictions go to
 ``predictions/date=<run-date>/``, replacing only that day's partition; every row carries the model
-name, version and run id and the scoring time.
+name, version and run id, the run date and the scoring time. Then measures the day's drift
+against the model's training window (:mod:`jobs.drift`) into ``reports/drift/date=<run-date>/``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
 import json
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,8 +28,10 @@ from jobs.config import FeatureSpec, job_parser, parse_job_args
 from jobs.spark import MissingPartitionError, configure_logging, get_spark, path_exists, write_text
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
+    from jobs.config import Lake
+    from jobs.drift import DriftSpec
     from jobs.tracking import ModelRef
 
 log = logging.getLogger("jobs.score")
@@ -59,9 +63,10 @@ def make_predict_fn(model_uri: str, columns: list[str]) -> Callable[[], Callable
 
 
 def score_features(
-    features: DataFrame, spec: FeatureSpec, model: ModelRef, load_uri: str, batch_size: int
+    features: DataFrame, spec: FeatureSpec, model: ModelRef, load_uri: str, batch_size: int, run_date: dt.date
 ) -> DataFrame:
-    """Prediction rows: the date, the id columns, ``probability`` and the model's identity."""
+    """Prediction rows: the id columns, ``probability``, the model's identity, the run date, the
+    scoring time and the partition ``date``."""
     from pyspark.ml.functions import predict_batch_udf
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType
@@ -76,6 +81,7 @@ def score_features(
         F.lit(model.name).alias("model_name"),
         F.lit(model.version).alias("model_version"),
         F.lit(model.run_id).alias("model_run_id"),
+        F.lit(run_date).alias("run_date"),
         F.current_timestamp().alias("scored_at"),
         "date",
     )
@@ -109,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     log.info("scoring %s with %s version %s (run %s)", args.run_date, model.name, model.version, model.run_id)
 
     features = spark.read.option("basePath", lake.features).parquet(source)
-    predictions = score_features(features, config.features, model, load_uri, config.score.batch_size)
+    predictions = score_features(features, config.features, model, load_uri, config.score.batch_size, args.run_date)
     predictions.write.mode("overwrite").partitionBy("date").parquet(lake.predictions)
 
     target = lake.partition(lake.predictions, args.run_date)
@@ -124,9 +130,40 @@ def main(argv: list[str] | None = None) -> None:
         "mean_probability": float(stats["avg(probability)"] or 0.0),
         "path": target,
     }
-    write_text(spark, lake.report("scoring", args.run_date, "summary.json"), json.dumps(summary, indent=2))
     log.info("wrote %d predictions to %s (mean probability %.3f)", summary["rows"], summary["path"],
              summary["mean_probability"])
+    summary["drift"] = report_drift(spark, lake, args.run_date, model, features, written, config.score.drift)
+    write_text(spark, lake.report("scoring", args.run_date, "summary.json"), json.dumps(summary, indent=2))
+
+
+def report_drift(
+    spark: SparkSession, lake: Lake, run_date: dt.date, model: ModelRef, features: DataFrame,
+    predictions: DataFrame, spec: DriftSpec,
+) -> dict[str, Any] | None:
+    """Measure the day's drift against the model's baseline; write ``reports/drift/date=D/``
+    (``drift.json``, ``drift.png``). Returns the headline (drifted, reasons), None without a baseline."""
+    import io
+
+    from jobs.drift import drift_figure, load_baseline, measure
+    from jobs.storage import write_bytes
+
+    baseline = load_baseline(model.run_id)
+    if baseline is None:
+        log.warning("no drift baseline with %s version %s (run %s): drift not measured", model.name,
+                    model.version, model.run_id)
+        return None
+    report = {"run_date": run_date.isoformat(), "model_name": model.name, "model_version": model.version,
+              "model_run_id": model.run_id, **measure(baseline, features, predictions, spec)}
+    write_text(spark, lake.report("drift", run_date, "drift.json"), json.dumps(report, indent=2))
+    image = io.BytesIO()
+    drift_figure(report).savefig(image, format="png")
+    write_bytes(lake.report("drift", run_date, "drift.png"), image.getvalue())
+    top = sorted(report["features"].items(), key=lambda item: -item[1]["psi"])[:3]
+    log.info("drift against the training window: %s; highest PSI: %s; predictions PSI %.3f",
+             "DRIFTED (" + "; ".join(report["reasons"]) + ")" if report["drifted"] else "none over the thresholds",
+             ", ".join(f"{c} {e['psi']:.3f}" for c, e in top), report["prediction"]["psi"])
+    return {"drifted": report["drifted"], "reasons": report["reasons"],
+            "report": lake.report("drift", run_date, "drift.json")}
 
 
 if __name__ == "__main__":

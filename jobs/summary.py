@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
-from pathlib import Path
 from typing import Any
 
 from jobs.config import Lake, lake_root, load_config, tracking_uri
@@ -23,16 +21,14 @@ METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "ece", "accuracy", "positiv
 
 def read_report(lake: Lake, kind: str, run_date: dt.date | str) -> dict[str, Any]:
     """A job's ``summary.json`` for a day (``kind``: training or scoring), from any lake URI."""
-    import pyarrow.fs
+    from jobs.storage import read_json
 
     day = run_date if isinstance(run_date, dt.date) else dt.date.fromisoformat(run_date)
     path = lake.report(kind, day, "summary.json")
-    filesystem, inner = pyarrow.fs.FileSystem.from_uri(path if "://" in path else Path(path).resolve().as_uri())
-    try:
-        with filesystem.open_input_stream(inner) as stream:
-            return json.loads(stream.read())
-    except FileNotFoundError as exc:
-        raise FileNotFoundError(f"no {kind} report for {day} at {path}: did the {kind} job run for that day?") from exc
+    report = read_json(path)
+    if report is None:
+        raise FileNotFoundError(f"no {kind} report for {day} at {path}: did the {kind} job run for that day?")
+    return report
 
 
 def collect(lake: Lake, run_date: dt.date) -> dict[str, Any]:

@@ -441,9 +441,11 @@ def main(argv: list[str] | None = None) -> None:
     )
 
     import mlflow
+    import mlflow.pyfunc
 
     from jobs.champion import apply_gate
     from jobs.config import tracking_uri
+    from jobs.drift import BASELINE_ARTIFACT, build_baseline
     from jobs.storage import delete_dir, write_json
     from jobs.tracking import client, code_version, ensure_experiment, run_link, run_url
 
@@ -503,6 +505,10 @@ def main(argv: list[str] | None = None) -> None:
         .where(f"`{label}` IS NOT NULL")
         .toPandas()
     )
+    # The drift baseline travels with the run before the version can become champion.
+    predictions = mlflow.pyfunc.load_model(result["model_uri"]).predict(holdout[args.config.features.inputs])
+    baseline = build_baseline(features, pre, predictions, args.config.score.drift.bins)
+    mlflow_client.log_dict(run_id, baseline, BASELINE_ARTIFACT)
     decision = apply_gate(
         mlflow_client, cfg.model_name, str(version.version), holdout, args.config.features.inputs, label,
         cfg.promotion_metric, cfg.promotion_margin,

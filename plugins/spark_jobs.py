@@ -16,7 +16,8 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseOperatorLink
+from airflow.sdk import Asset, BaseOperatorLink, get_current_context, task
+from airflow.sdk.exceptions import AirflowSkipException
 
 JOBS_DIR = Path(__file__).resolve().parents[1] / "jobs"
 
@@ -95,3 +96,32 @@ def spark_job(job: str, *, task_id: str, args: list[str] | None = None, **kwargs
         py_files=os.environ.get("PIPELINE_PY_FILES") or None,
         **kwargs,
     )
+
+
+def drift_asset(model_name: str) -> Asset:
+    """The Asset a scoring run updates when its day drifted from ``model_name``'s training window;
+    a training DAG can schedule on it (``schedule=[drift_asset(name)]``)."""
+    return Asset(name=f"{model_name}_drift", uri=f"lakeflow://drift/{model_name}")
+
+
+def drift_check(*, task_id: str, asset: Asset) -> Any:
+    """A task after scoring: emits an event on ``asset`` when the score job found the day drifted;
+    skipped (no event) when it did not, or when the model has no drift baseline."""
+
+    @task(task_id=task_id, outlets=[asset])
+    def check(run_date: str) -> dict[str, Any]:
+        from jobs.config import Lake, lake_root
+        from jobs.summary import read_report
+
+        drift = read_report(Lake(lake_root()), "scoring", run_date).get("drift")
+        if drift is None:
+            raise AirflowSkipException(f"drift was not measured for {run_date}: the model has no drift baseline")
+        if not drift["drifted"]:
+            raise AirflowSkipException(f"no drift on {run_date} (report: {drift['report']})")
+        extra = {"run_date": run_date, "reasons": drift["reasons"], "report": drift["report"]}
+        get_current_context()["outlet_events"][asset].extra = extra
+        for reason in drift["reasons"]:
+            print(f"drift on {run_date}: {reason}")
+        return extra
+
+    return check(run_date=RUN_DATE)

@@ -106,8 +106,15 @@ def test_train_then_score_through_airflow(dags, airflow_env, config):
     assert mlflow_client.get_model_version_by_alias(config.train.model_name, "champion").version == version.version
     assert version.tags["gate_decision"] == "promoted"
 
+    assert "drift/baseline.json" in {a.path for a in mlflow_client.list_artifacts(version.run_id, "drift")}
+
     states = _run(dags["score_pipeline"], SCORE_DATE)
-    assert states == {"validate_raw": "success", "build_features": "success", "score_batch": "success"}
+    # a normal day: no drift, so no Asset event (the check is skipped)
+    assert states == {"validate_raw": "success", "build_features": "success", "score_batch": "success",
+                      "check_drift": "skipped"}
+    drift = json.loads(Path(lake.report("drift", SCORE_DATE, "drift.json")).read_text())
+    assert drift["model_version"] == str(version.version) and not drift["drifted"]
+    assert Path(lake.report("drift", SCORE_DATE, "drift.png")).stat().st_size > 0
     # validation reported the day with the Airflow run's id, and accounted for every row
     report = json.loads(Path(lake.report("validation", SCORE_DATE, "days=1/summary.json")).read_text())
     assert report["success"] and report["written"] and report["run_id"] != f"manual__{SCORE_DATE}"
@@ -127,6 +134,7 @@ def test_train_then_score_through_airflow(dags, airflow_env, config):
     assert predictions["probability"].notna().all()
     assert set(predictions["model_version"]) == {str(version.version)}
     assert set(predictions["model_run_id"]) == {version.run_id}
+    assert set(predictions["run_date"]) == {SCORE_DATE}
     # only the scored day was written
     assert [p.name for p in Path(lake.predictions).iterdir() if p.name.startswith("date=")] == [
         f"date={SCORE_DATE}"

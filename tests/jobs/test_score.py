@@ -61,7 +61,8 @@ def test_spark_predictions_equal_single_process_predictions(scored_model, config
     from jobs.tracking import ModelRef
 
     ref = ModelRef(name="flight_delay", version="7", run_id="abc")
-    out = score_features(scored_model["features"], config.features, ref, scored_model["uri"], batch_size=100)
+    out = score_features(scored_model["features"], config.features, ref, scored_model["uri"], batch_size=100,
+                         run_date=DAY)
     keys = ["carrier", "flight", "origin", "sched_dep_time"]
     spark_rows = out.toPandas().sort_values(keys).reset_index(drop=True)
     frame = scored_model["frame"].sort_values(keys).reset_index(drop=True)
@@ -70,7 +71,7 @@ def test_spark_predictions_equal_single_process_predictions(scored_model, config
     expected = predict_proba(scored_model["net"], scored_model["pre"], frame)
     np.testing.assert_allclose(spark_rows["probability"].to_numpy(), expected, rtol=0, atol=1e-6)
     assert set(spark_rows["model_version"]) == {"7"} and set(spark_rows["model_run_id"]) == {"abc"}
-    assert (spark_rows["date"] == DAY).all()
+    assert (spark_rows["date"] == DAY).all() and (spark_rows["run_date"] == DAY).all()
 
 
 def test_rescoring_a_day_replaces_its_partition_and_leaves_other_days(
