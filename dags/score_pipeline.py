@@ -5,7 +5,7 @@ For a run date *D* (the logical date of the nightly run, or the `run_date` param
 day's raw flights, builds its feature partition and scores it with the `champion` version of
 `flight_delay`, writing `predictions/date=D/` in the lake, and measures the day's drift against the
 champion's training window (`reports/drift/date=D/`). When the day drifted, `check_drift` updates
-the `flight_delay_drift` Asset (a training DAG can schedule on it); otherwise it is skipped. Every
+the `scoring_drift` Asset (a training DAG can schedule on it); otherwise it is skipped. Every
 task replaces only day *D*'s outputs, so re-running or backfilling a day is safe.
 
 The example data covers 2013 only: trigger with `{"run_date": "2013-01-29"}` or backfill a 2013
@@ -16,11 +16,7 @@ from __future__ import annotations
 
 import pendulum
 from airflow.sdk import DAG, Param
-from spark_jobs import DEFAULT_ARGS, drift_asset, drift_check, spark_job
-
-from jobs.config import load_config
-
-MODEL = load_config().train.model_name
+from spark_jobs import DEFAULT_ARGS, DRIFT, drift_check, spark_job
 
 with DAG(
     dag_id="score_pipeline",
@@ -37,6 +33,6 @@ with DAG(
     validate_raw = spark_job("validate", task_id="validate_raw", args=["--run-id", "{{ run_id }}"])
     build_features = spark_job("features", task_id="build_features")
     score_batch = spark_job("score", task_id="score_batch")
-    check_drift = drift_check(task_id="check_drift", asset=drift_asset(MODEL))
+    check_drift = drift_check(task_id="check_drift", asset=DRIFT)
 
     validate_raw >> build_features >> score_batch >> check_drift

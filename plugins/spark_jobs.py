@@ -98,10 +98,9 @@ def spark_job(job: str, *, task_id: str, args: list[str] | None = None, **kwargs
     )
 
 
-def drift_asset(model_name: str) -> Asset:
-    """The Asset a scoring run updates when its day drifted from ``model_name``'s training window;
-    a training DAG can schedule on it (``schedule=[drift_asset(name)]``)."""
-    return Asset(name=f"{model_name}_drift", uri=f"lakeflow://drift/{model_name}")
+# Updated by a scoring run whose day drifted from the champion's training window; a training DAG
+# can schedule on it (``schedule=[DRIFT]``). The event's extra says which day and why.
+DRIFT = Asset(name="scoring_drift", uri="lakeflow://reports/drift")
 
 
 def drift_check(*, task_id: str, asset: Asset) -> Any:

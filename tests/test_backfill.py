@@ -29,6 +29,7 @@ DAG_ID = "score_pipeline"
 TRAIN_DATE = dt.date(2013, 1, 7)  # trains on 01-01..01-05, evaluates on 01-06..01-07
 DAYS = [dt.date(2013, 1, 8), dt.date(2013, 1, 9), dt.date(2013, 1, 10)]
 KEYS = ["carrier", "flight", "origin", "sched_dep_time"]
+STAGES = ["validate_raw", "build_features", "score_batch"]  # every run must have done these
 
 
 @pytest.fixture(scope="module")
@@ -91,12 +92,15 @@ def test_a_backfill_over_three_days_writes_three_prediction_partitions(backfill_
 
         backfill = airflow.backfill(DAG_ID, DAYS[0], DAYS[-1], max_active_runs=len(DAYS))
         assert (backfill["dag_id"], backfill["max_active_runs"]) == (DAG_ID, len(DAYS)), backfill
-        runs = airflow.wait_for_runs(DAG_ID, count=len(DAYS), timeout=600)
+        # Bounded, with room for a shared 2-core machine: failed tries end the wait at once anyway.
+        runs = airflow.wait_for_runs(DAG_ID, count=len(DAYS), timeout=900)
 
         assert [r["logical_date"][:10] for r in runs] == [d.isoformat() for d in DAYS]
         assert {(r["run_type"], r["state"]) for r in runs} == {("backfill", "success")}
-        task_states = {(ti["dag_run_id"], ti["task_id"]): ti["state"] for ti in airflow.task_instances(DAG_ID)}
-        assert set(task_states.values()) == {"success"} and len(task_states) == 3 * len(DAYS), task_states
+        states = {(ti["dag_run_id"], ti["task_id"]): ti["state"] for ti in airflow.task_instances(DAG_ID)}
+        for run in runs:
+            assert all(states[run["dag_run_id"], task] == "success" for task in STAGES), states
+        assert set(states.values()) <= {"success", "skipped"}, states  # e.g. a check with nothing to report
 
     for day, run in zip(DAYS, runs, strict=True):
         # the day was validated by this backfill's run (its run id is in the report), not by anything earlier

@@ -14,7 +14,7 @@ EXPECTED_EDGES = {
                        ("score_batch", "check_drift")},
 }
 # Tasks that run in the Airflow worker rather than as Spark jobs: (dag, task) -> the Assets they update.
-WORKER_TASKS = {("score_pipeline", "check_drift"): {"flight_delay_drift"}}
+WORKER_TASKS = {("score_pipeline", "check_drift"): {"scoring_drift"}}
 
 
 @pytest.fixture(scope="module")
