@@ -1,0 +1,387 @@
+"""Benchmark: training throughput and fixed start-up cost of TorchDistributor against a plain PyTorch loop.
+
+Usage::
+
+    python -m benchmarks.training [--out DIR] [--days N] [--epochs E] [--repeat 2] [--use-gpu]
+
+Lands the real 2013 example data for a window of days into a throw-away lake, validates it (without
+GX), builds the features and fits the preprocessor once, in one local[2] session; rank 0 logs to a
+throw-away MLflow store. The window is the training job's (``train.train_days`` + ``train.holdout_days``
+days ending 2013-01-28); ``--days N`` sets its length instead: the holdout keeps its share of the days
+(at least one) and a window longer than January ends N - 1 days after 2013-01-01. Every contender
+trains the same model (``build_net``) on the same labelled training rows, with the seed, batch size,
+learning rate, hyperparameters and epochs of ``jobs/pipeline.yaml``'s train section (``--epochs``
+overrides the epochs):
+
+- ``plain loop``: one process, no torch.distributed: pyarrow reads the training row groups (in
+  :func:`jobs.train.shard_units` order), the preprocessor encodes them, and train_fn's loop runs
+  without DDP (Adam, summed BCEWithLogitsLoss, batches shuffled as rank 0 shuffles them, the loss
+  totalled per batch), with one torch thread like each rank, and again with torch's default threads.
+  Its fixed cost is the read, the encoding and building the model.
+- ``train_fn in-process``: :func:`jobs.train.train_fn` called in this process as a world of one
+  (gloo), without TorchDistributor: the pipeline's own fixed cost without starting any process.
+- ``TorchDistributor, N processes`` (``local_mode=True``, ``use_gpu=False``, N = 1 and 2):
+  ``TorchDistributor(...).run(train_fn, job)``. Its fixed cost is its wall time minus the epochs'
+  training loops (train_fn's ``epoch_seconds``, the all-reduce included): starting torchrun and the
+  rank processes (Python, torch and ``jobs`` imports), the process-group init, each rank reading and
+  encoding its share, rank 0 reading the holdout, evaluating it after every epoch and at the end and
+  logging metrics, plots and the model to MLflow, and the final broadcast and teardown. Creating the MLflow run (the
+  driver's work in the training job) is not timed.
+- with ``--use-gpu`` (on a GPU machine): the plain loop on ``cuda`` and TorchDistributor with
+  ``use_gpu=True`` (NCCL, one process per GPU, at most 2). Local mode gives the ranks the GPUs the
+  driver discovered, so the session is started with ``spark.driver.resource.gpu.amount`` and
+  ``scripts/gpu_discovery.sh`` as the discovery script; without CUDA or without that script the GPU
+  rows are skipped with a message.
+
+Throughput is labelled training rows x epochs / seconds in the training loops; with several processes,
+rank 0's loop, which waits for the slowest rank in the all-reduce. Every contender runs once as a
+warm-up and then ``--repeat`` times, the contenders taking turns; its run with the smallest wall time
+counts. Ratios are against the plain loop with one thread: throughput (higher is faster) and wall time.
+Prints the machine and a Markdown table and writes ``training.json`` (settings, setup times, every
+run's timings) to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import json
+import logging
+import os
+import platform
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jobs.config import Lake, days_ending, load_config
+from jobs.land import FIRST_DAY, land
+
+DEFAULT_RUN_DATE = dt.date(2013, 1, 28)  # the training job's example run date
+GPU_DISCOVERY_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_discovery.sh"
+LOSS_TOLERANCE = 1e-4  # plain loop vs one rank: the same rows, batches and initial weights
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """One training run: what it trained on and where its time went."""
+
+    train_rows: int
+    epoch_seconds: list[float]
+    wall_s: float
+    train_loss: float
+
+    @property
+    def loop_s(self) -> float:
+        return sum(self.epoch_seconds)
+
+    @property
+    def fixed_s(self) -> float:
+        return self.wall_s - self.loop_s
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.train_rows * len(self.epoch_seconds) / self.loop_s
+
+
+@dataclasses.dataclass(frozen=True)
+class Contender:
+    name: str
+    processes: int
+    device: str
+    run: Callable[[], Timing]
+
+
+def window(days: int | None, train_days: int, holdout_days: int) -> tuple[list[dt.date], list[dt.date]]:
+    """(training days, holdout days) of the benchmark's window; the holdout keeps its share of ``days``."""
+    if days is None:
+        days = train_days + holdout_days
+    if not 2 <= days <= 365:
+        raise SystemExit(f"--days must be between 2 and 365, got {days}")
+    holdout = max(1, round(days * holdout_days / (train_days + holdout_days)))
+    run_date = max(DEFAULT_RUN_DATE, FIRST_DAY + dt.timedelta(days=days - 1))
+    all_days = days_ending(run_date, days)
+    return all_days[:-holdout], all_days[-holdout:]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def plain_loop(job: dict[str, Any], device: str, threads: int) -> Timing:
+    """train_fn's data path and training loop in this process, without torch.distributed."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow.parquet as pq
+    import torch
+
+    from jobs.model import Preprocessor, build_net
+    from jobs.train import shard_units
+
+    started = time.perf_counter()
+    torch.set_num_threads(threads)
+    pre = Preprocessor.from_json(job["preprocessor"])
+    label = job["label"]
+    wanted = [*pre.categorical, *pre.numeric, label]
+    tables = [pq.ParquetFile(path).read_row_group(group, columns=wanted) for path, group in shard_units(
+        job["train_dirs"], 0, 1)]
+    frame = pd.concat([table.to_pandas() for table in tables], ignore_index=True)
+    frame = frame[frame[label].notna()].reset_index(drop=True)
+    cats, nums = (torch.from_numpy(a) for a in pre.encode(frame))
+    labels = torch.from_numpy(frame[label].to_numpy(np.float32))
+    torch.manual_seed(job["seed"])  # the initial weights of every rank
+    net = build_net(pre, job["hyper"]).to(device)
+    optimizer = torch.optim.Adam(net.parameters(), lr=job["learning_rate"])
+    loss_fn = torch.nn.BCEWithLogitsLoss(reduction="sum")
+
+    epoch_seconds = []
+    for epoch in range(job["epochs"]):
+        epoch_started = time.perf_counter()
+        net.train()
+        totals = torch.zeros(2, dtype=torch.float64, device=device)
+        shuffle = torch.Generator().manual_seed(job["seed"] * 1_000_003 + epoch * 1009)  # rank 0's order
+        order = torch.randperm(len(labels), generator=shuffle)
+        for start in range(0, len(order), job["batch_size"]):
+            batch = order[start : start + job["batch_size"]]
+            c, n, y = cats[batch].to(device), nums[batch].to(device), labels[batch].to(device)
+            optimizer.zero_grad()
+            loss = loss_fn(net(c, n), y)
+            loss.backward()
+            optimizer.step()
+            totals += torch.tensor([loss.item(), len(y)], dtype=torch.float64, device=device)
+        epoch_seconds.append(time.perf_counter() - epoch_started)
+    return Timing(int(totals[1]), epoch_seconds, time.perf_counter() - started, float(totals[0] / totals[1]))
+
+
+def new_job(job: dict[str, Any], experiment_id: str, use_gpu: bool) -> dict[str, Any]:
+    """The job with a fresh MLflow run for rank 0 to log to."""
+    from jobs.tracking import client
+
+    return {**job, "run_id": client().create_run(experiment_id).info.run_id, "use_gpu": use_gpu}
+
+
+def finish(result: dict[str, Any] | None, wall_s: float) -> Timing:
+    if not result:
+        raise RuntimeError("training returned no result from rank 0")
+    if result.get("resumed_from_epoch", 0):
+        raise RuntimeError(f"training resumed after epoch {result['resumed_from_epoch']}: not a whole run")
+    return Timing(result["train_rows"], list(result["epoch_seconds"]), wall_s, result["train_loss"])
+
+
+def distributed(job: dict[str, Any], experiment_id: str, processes: int, use_gpu: bool) -> Timing:
+    """``TorchDistributor(...).run(train_fn, job)`` in local mode, timed from the outside."""
+    from pyspark.ml.torch.distributor import TorchDistributor
+
+    from jobs.train import train_fn
+
+    job = new_job(job, experiment_id, use_gpu)
+    started = time.perf_counter()
+    result = TorchDistributor(num_processes=processes, local_mode=True, use_gpu=use_gpu).run(train_fn, job)
+    return finish(result, time.perf_counter() - started)
+
+
+def in_process(job: dict[str, Any], experiment_id: str) -> Timing:
+    """train_fn in this process as the only rank of a gloo group: no processes started."""
+    import torch
+
+    from jobs.train import train_fn
+
+    job = new_job(job, experiment_id, use_gpu=False)
+    rank_env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
+                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    saved, threads, excepthook = {k: os.environ.get(k) for k in rank_env}, torch.get_num_threads(), sys.excepthook
+    os.environ.update(rank_env)
+    try:
+        started = time.perf_counter()
+        result = train_fn(job)
+        wall_s = time.perf_counter() - started
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        torch.set_num_threads(threads)
+        sys.excepthook = excepthook  # the process group's prefixes every traceback with "[rank0]"
+    return finish(result, wall_s)
+
+
+def gpu_conf(use_gpu: bool) -> tuple[int, dict[str, str]]:
+    """(GPUs TorchDistributor may use, the session conf that lets the driver discover them)."""
+    if not use_gpu:
+        return 0, {}
+    import torch
+
+    if not torch.cuda.is_available():
+        print("--use-gpu: CUDA is not available to torch here: skipping the GPU rows")
+        return 0, {}
+    if not os.access(GPU_DISCOVERY_SCRIPT, os.X_OK):
+        print(f"--use-gpu: no executable {GPU_DISCOVERY_SCRIPT}, so Spark's driver cannot discover its GPUs: "
+              "skipping TorchDistributor with use_gpu=True (the plain loop on cuda still runs)")
+        return 0, {}
+    count = torch.cuda.device_count()
+    return count, {"spark.driver.resource.gpu.amount": str(count),
+                   "spark.driver.resource.gpu.discoveryScript": str(GPU_DISCOVERY_SCRIPT)}
+
+
+def machine() -> dict[str, Any]:
+    import pyspark
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return {
+        "cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+        "torch": torch.__version__, "pyspark": pyspark.__version__, "torch_default_threads": torch.get_num_threads(),
+        "device": torch.cuda.get_device_name(0) if cuda else "CPU only",
+        "gpus": torch.cuda.device_count() if cuda else 0,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--days", type=int, default=None, help="window length (default: train + holdout days)")
+    parser.add_argument("--epochs", type=int, default=None, help="default: train.epochs")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--use-gpu", action="store_true", help="also train on the GPU (on a GPU machine)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    home = Path(tempfile.mkdtemp(prefix="bench-training-"))
+    # Rank processes inherit the environment: they log to the same throw-away store.
+    os.environ.update({
+        "PIPELINE_HOME": str(home), "MLFLOW_TRACKING_URI": f"sqlite:///{home}/mlflow.db",
+        "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts"), "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+        "GX_ANALYTICS_ENABLED": "False",
+    })
+    import torch
+
+    from jobs.config import tracking_uri
+    from jobs.features import build_features, read_inputs, write_features
+    from jobs.spark import get_spark
+    from jobs.tracking import ensure_experiment
+    from jobs.train import feature_dirs, fit_preprocessor
+    from jobs.validate import validate
+
+    host = machine()
+    default_threads = host["torch_default_threads"]
+    config = load_config()
+    cfg = config.train
+    no_gx = dataclasses.replace(config, validation=dataclasses.replace(config.validation, great_expectations=False))
+    train_days, holdout_days = window(args.days, cfg.train_days, cfg.holdout_days)
+    days = train_days + holdout_days
+    epochs = args.epochs or cfg.epochs
+    gpus, spark_gpu_conf = gpu_conf(args.use_gpu)
+
+    setup: dict[str, float] = {}
+    started = time.perf_counter()
+    lake = Lake(str(home / "lake"))
+    # The days before the window too, so the row-count band of its first days has trailing days.
+    land(lake, max(FIRST_DAY, days[0] - dt.timedelta(days=config.validation.defaults.band_days)), days[-1])
+    setup["land_s"] = time.perf_counter() - started
+    spark = get_spark("bench-training", {"spark.master": "local[2]", "spark.ui.enabled": "false", **spark_gpu_conf})
+    started = time.perf_counter()
+    report = validate(spark, lake, no_gx, days, days[0], "benchmark")
+    assert report.success and report.written, report.summary()
+    setup["validate_s"] = time.perf_counter() - started
+    started = time.perf_counter()
+    write_features(build_features(read_inputs(spark, lake, config, days), config), lake.features)
+    setup["features_s"] = time.perf_counter() - started
+    started = time.perf_counter()
+    train_dirs, holdout_dirs = feature_dirs(spark, lake, train_days), feature_dirs(spark, lake, holdout_days)
+    features = spark.read.option("basePath", lake.features).parquet(*train_dirs)
+    pre = fit_preprocessor(features, config.features, cfg.min_category_count)
+    setup["fit_preprocessor_s"] = time.perf_counter() - started
+    experiment_id = ensure_experiment("bench-training")
+
+    job = {
+        "tracking_uri": tracking_uri(), "preprocessor": pre.to_json(), "train_dirs": train_dirs,
+        "holdout_dirs": holdout_dirs, "label": config.features.label,
+        "hyper": {"embedding_dim": cfg.embedding_dim, "hidden_units": list(cfg.hidden_units)}, "epochs": epochs,
+        "batch_size": cfg.batch_size, "learning_rate": cfg.learning_rate, "seed": cfg.seed, "use_gpu": False,
+        "threads_per_process": 1,
+    }
+    contenders = [Contender("plain loop, 1 thread", 1, "cpu", lambda: plain_loop(job, "cpu", 1))]
+    if default_threads > 1:
+        contenders.append(Contender(f"plain loop, {default_threads} threads", 1, "cpu",
+                                    lambda: plain_loop(job, "cpu", default_threads)))
+    contenders += [
+        Contender("train_fn in-process (no TorchDistributor)", 1, "cpu", lambda: in_process(job, experiment_id)),
+        *[Contender(f"TorchDistributor, {n} process{'es' if n > 1 else ''}", n, "cpu",
+                    lambda n=n: distributed(job, experiment_id, n, use_gpu=False)) for n in (1, 2)],
+    ]
+    if args.use_gpu and torch.cuda.is_available():
+        contenders.append(Contender("plain loop, 1 thread", 1, "cuda", lambda: plain_loop(job, "cuda", 1)))
+        contenders += [
+            Contender(f"TorchDistributor, {n} process{'es' if n > 1 else ''}", n, "cuda",
+                      lambda n=n: distributed(job, experiment_id, n, use_gpu=True))
+            for n in (1, 2) if n <= gpus
+        ]
+
+    for contender in contenders:  # warm-up: imports, page cache, Python and JIT caches
+        contender.run()
+    runs: dict[int, list[Timing]] = {i: [] for i in range(len(contenders))}
+    for _ in range(args.repeat):
+        for i, contender in enumerate(contenders):  # taking turns, so drift on a shared machine hits all
+            runs[i].append(contender.run())
+    spark.stop()
+
+    rows_seen = {t.train_rows for timings in runs.values() for t in timings}
+    assert len(rows_seen) == 1, f"the contenders trained on different numbers of rows: {sorted(rows_seen)}"
+    best = {i: min(timings, key=lambda t: t.wall_s) for i, timings in runs.items()}
+    baseline = best[0]
+    # One rank on CPU sees the same rows, batches and initial weights as the plain loop, so the same
+    # losses, as long as the plain loop still shuffles like train_fn; the work is the same either way.
+    for i, contender in enumerate(contenders):
+        if contender.processes == 1 and contender.device == "cpu" and not contender.name.startswith("plain"):
+            if abs(best[i].train_loss - baseline.train_loss) > LOSS_TOLERANCE:
+                print(f"note: {contender.name} ended with train loss {best[i].train_loss:.6f}, the plain loop with "
+                      f"{baseline.train_loss:.6f}: their shuffling (or model) differs")
+    results = []
+    for i, contender in enumerate(contenders):
+        t = best[i]
+        results.append({
+            "contender": contender.name, "processes": contender.processes, "device": contender.device,
+            "train_rows": t.train_rows, "epochs": len(t.epoch_seconds),
+            "samples_per_s": round(t.samples_per_s), "loop_s": round(t.loop_s, 3), "fixed_s": round(t.fixed_s, 2),
+            "wall_s": round(t.wall_s, 2), "train_loss": round(t.train_loss, 6),
+            "throughput_ratio": round(t.samples_per_s / baseline.samples_per_s, 2),
+            "wall_ratio": round(t.wall_s / baseline.wall_s, 1),
+            "runs": [{"wall_s": r.wall_s, "epoch_seconds": r.epoch_seconds, "train_loss": r.train_loss}
+                     for r in runs[i]],
+        })
+    settings = {
+        "train_days": [str(train_days[0]), str(train_days[-1]), len(train_days)],
+        "holdout_days": [str(holdout_days[0]), str(holdout_days[-1]), len(holdout_days)],
+        "epochs": epochs, "batch_size": cfg.batch_size, "learning_rate": cfg.learning_rate,
+        "hyper": job["hyper"], "repeat": args.repeat, "use_gpu": args.use_gpu,
+    }
+
+    print(f"machine: {host['cpu_count']} CPUs, {host['device']}, torch {host['torch']} "
+          f"({default_threads} default threads), pyspark {host['pyspark']}")
+    print(f"window: train {train_days[0]}..{train_days[-1]} ({len(train_days)} days), holdout {holdout_days[0]}.."
+          f"{holdout_days[-1]}; {baseline.train_rows:,} labelled training rows, {epochs} epoch{'s' * (epochs != 1)}, "
+          f"batch {cfg.batch_size}; best of {args.repeat} after a warm-up")
+    print()
+    print("| contender | device | samples/s (loop) | throughput vs plain | fixed cost | total wall | wall vs plain |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['contender']} | {r['device']} | {r['samples_per_s']:,} | {r['throughput_ratio']}x | "
+              f"{r['fixed_s']} s | {r['wall_s']} s | {r['wall_ratio']}x |")
+    (out / "training.json").write_text(json.dumps(
+        {"machine": host, "settings": settings, "setup_s": {k: round(v, 2) for k, v in setup.items()},
+         "timings": results}, indent=2))
+    shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
