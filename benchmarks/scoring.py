@@ -83,6 +83,7 @@ import numpy as np
 
 from jobs.config import FeatureSpec, Lake, days_ending, load_config
 from jobs.land import FIRST_DAY, LAST_DAY, land
+from jobs.score import prediction_columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -221,23 +222,6 @@ def numeric_udf(pre: Preprocessor, load_uri: str, batch_size: int) -> Column:
     return predict(*encoded_inputs(pre))
 
 
-def output_columns(spec: FeatureSpec, model: ModelRef, probability: Column, run_date: dt.date) -> list[Any]:
-    """The score job's output columns around ``probability`` (as :func:`jobs.score.score_features`;
-    :func:`same_columns` checks that they still are)."""
-    from pyspark.sql import functions as F
-
-    return [
-        *dict.fromkeys(spec.id_columns),
-        probability.alias("probability"),
-        F.lit(model.name).alias("model_name"),
-        F.lit(model.version).alias("model_version"),
-        F.lit(model.run_id).alias("model_run_id"),
-        F.lit(run_date).alias("run_date"),
-        F.current_timestamp().alias("scored_at"),
-        "date",
-    ]
-
-
 def same_columns(job: DataFrame, other: DataFrame, name: str) -> None:
     """The benchmark's copies of the score job's output must write what the job writes."""
     if job.dtypes != other.dtypes:
@@ -249,7 +233,7 @@ def score_features_numeric(
     run_date: dt.date,
 ) -> DataFrame:
     """:func:`jobs.score.score_features` with numeric UDF inputs: the experiment."""
-    return features.select(*output_columns(spec, model, numeric_udf(pre, load_uri, batch_size), run_date))
+    return features.select(*prediction_columns(spec, model, numeric_udf(pre, load_uri, batch_size), run_date))
 
 
 def score_features_arrow(
@@ -287,14 +271,14 @@ def score_features_arrow(
             probability = pa.array(np.concatenate(parts) if parts else np.zeros(0), pa.float64())
             yield pa.RecordBatch.from_arrays([*batch.columns[:n_kept], probability], names=names)
 
-    return encoded.mapInArrow(score, schema).select(*output_columns(spec, model, F.col("probability"), run_date))
+    return encoded.mapInArrow(score, schema).select(*prediction_columns(spec, model, F.col("probability"), run_date))
 
 
 def read_write_only(features: DataFrame, spec: FeatureSpec, model: ModelRef, run_date: dt.date) -> DataFrame:
     """The score job's read and output without the model: a constant probability."""
     from pyspark.sql import functions as F
 
-    return features.select(*output_columns(spec, model, F.lit(0.5), run_date))
+    return features.select(*prediction_columns(spec, model, F.lit(0.5), run_date))
 
 
 def write_predictions(predictions: DataFrame, path: str) -> None:

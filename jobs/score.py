@@ -74,17 +74,24 @@ def score_features(
     predict = predict_batch_udf(
         make_predict_fn(load_uri, spec.inputs), return_type=DoubleType(), batch_size=batch_size
     )
-    ids = list(dict.fromkeys(spec.id_columns))
-    return features.select(
-        *ids,
-        predict(*[F.col(c) for c in spec.inputs]).alias("probability"),
+    probability = predict(*[F.col(c) for c in spec.inputs])
+    return features.select(*prediction_columns(spec, model, probability, run_date))
+
+
+def prediction_columns(spec: FeatureSpec, model: ModelRef, probability: Any, run_date: dt.date) -> list[Any]:
+    """A prediction row's columns around the ``probability`` column expression."""
+    from pyspark.sql import functions as F
+
+    return [
+        *dict.fromkeys(spec.id_columns),
+        probability.alias("probability"),
         F.lit(model.name).alias("model_name"),
         F.lit(model.version).alias("model_version"),
         F.lit(model.run_id).alias("model_run_id"),
         F.lit(run_date).alias("run_date"),
         F.current_timestamp().alias("scored_at"),
         "date",
-    )
+    ]
 
 
 def resolve_model(name: str, version: str | None) -> tuple[ModelRef, str]:
