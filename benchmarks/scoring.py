@@ -69,11 +69,9 @@ import inspect
 import json
 import logging
 import os
-import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -81,8 +79,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from benchmarks.common import feature_lake, machine, throwaway_home
 from jobs.config import FeatureSpec, Lake, days_ending, load_config
-from jobs.land import FIRST_DAY, LAST_DAY, land
+from jobs.land import FIRST_DAY, LAST_DAY
 from jobs.score import prediction_columns
 
 if TYPE_CHECKING:
@@ -572,18 +571,6 @@ def log_model(net: Any, pre: Preprocessor, hyper: dict[str, Any], frame: Any, na
     return resolve_model(name, str(version))
 
 
-def machine() -> dict[str, Any]:
-    import pyarrow
-    import pyspark
-    import torch
-
-    return {
-        "cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-        "torch": torch.__version__, "pyspark": pyspark.__version__, "pyarrow": pyarrow.__version__,
-        "torch_default_threads": torch.get_num_threads(),
-    }
-
-
 def parse_scales(text: str) -> list[str]:
     scales = [s.strip() for s in text.split(",") if s.strip()]
     for s in scales:
@@ -669,12 +656,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    home = Path(tempfile.mkdtemp(prefix="bench-scoring-"))
-    os.environ.update({
-        "PIPELINE_HOME": str(home), "MLFLOW_TRACKING_URI": f"sqlite:///{home}/mlflow.db",
-        "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts"), "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
-        "GX_ANALYTICS_ENABLED": "False",
-    })
+    home = throwaway_home("bench-scoring-")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers need this venv (torch, mlflow)
     try:
         run_benchmark(home, out, scales, tune_scale, args.repeat)
@@ -686,31 +668,18 @@ def run_benchmark(home: Path, out: Path, scales: list[str], tune_scale: str | No
     import mlflow.pyfunc
     import torch
 
-    from jobs.features import build_features, read_inputs, write_features
     from jobs.score import score_features
     from jobs.spark import get_spark
-    from jobs.validate import validate
 
     host = machine()
     config = load_config()
     spec, batch_size = config.features, config.score.batch_size
-    no_gx = dataclasses.replace(config, validation=dataclasses.replace(config.validation, great_expectations=False))
     year = days_ending(LAST_DAY, (LAST_DAY - FIRST_DAY).days + 1)
     factors = {s: float(s[:-1]) for s in {*scales, tune_scale} if s and s.endswith("x")}
 
     setup: dict[str, float] = {}
-    started = time.perf_counter()
-    lake = Lake(str(home / "lake"))
-    land(lake, FIRST_DAY, LAST_DAY)
-    setup["land_s"] = time.perf_counter() - started
     spark = get_spark("bench-scoring", SESSION)
-    started = time.perf_counter()
-    report = validate(spark, lake, no_gx, year, FIRST_DAY, "benchmark")
-    assert report.success and report.written, report.summary()
-    setup["validate_s"] = time.perf_counter() - started
-    started = time.perf_counter()
-    write_features(build_features(read_inputs(spark, lake, config, year), config), lake.features)
-    setup["features_s"] = time.perf_counter() - started
+    lake = feature_lake(spark, home, config, FIRST_DAY, year, setup)
     started = time.perf_counter()
     net, pre, hyper, frame = train_model(spark, lake, config)
     ref, load_uri = log_model(net, pre, hyper, frame, config.train.model_name)

@@ -49,18 +49,17 @@ import datetime as dt
 import json
 import logging
 import os
-import platform
 import shutil
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jobs.config import Lake, days_ending, load_config
-from jobs.land import FIRST_DAY, land
+from benchmarks.common import feature_lake, machine, throwaway_home
+from jobs.config import days_ending, load_config
+from jobs.land import FIRST_DAY
 
 DEFAULT_RUN_DATE = dt.date(2013, 1, 28)  # the training job's example run date
 GPU_DISCOVERY_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_discovery.sh"
@@ -231,19 +230,6 @@ def gpu_conf(use_gpu: bool) -> tuple[int, dict[str, str]]:
                    "spark.driver.resource.gpu.discoveryScript": str(GPU_DISCOVERY_SCRIPT)}
 
 
-def machine() -> dict[str, Any]:
-    import pyspark
-    import torch
-
-    cuda = torch.cuda.is_available()
-    return {
-        "cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-        "torch": torch.__version__, "pyspark": pyspark.__version__, "torch_default_threads": torch.get_num_threads(),
-        "device": torch.cuda.get_device_name(0) if cuda else "CPU only",
-        "gpus": torch.cuda.device_count() if cuda else 0,
-    }
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--out", default="benchmarks/results")
@@ -256,46 +242,29 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    home = Path(tempfile.mkdtemp(prefix="bench-training-"))
     # Rank processes inherit the environment: they log to the same throw-away store.
-    os.environ.update({
-        "PIPELINE_HOME": str(home), "MLFLOW_TRACKING_URI": f"sqlite:///{home}/mlflow.db",
-        "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts"), "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
-        "GX_ANALYTICS_ENABLED": "False",
-    })
+    home = throwaway_home("bench-training-")
     import torch
 
     from jobs.config import tracking_uri
-    from jobs.features import build_features, read_inputs, write_features
     from jobs.spark import get_spark
     from jobs.tracking import ensure_experiment
     from jobs.train import feature_dirs, fit_preprocessor
-    from jobs.validate import validate
 
     host = machine()
     default_threads = host["torch_default_threads"]
     config = load_config()
     cfg = config.train
-    no_gx = dataclasses.replace(config, validation=dataclasses.replace(config.validation, great_expectations=False))
     train_days, holdout_days = window(args.days, cfg.train_days, cfg.holdout_days)
     days = train_days + holdout_days
     epochs = args.epochs or cfg.epochs
     gpus, spark_gpu_conf = gpu_conf(args.use_gpu)
 
     setup: dict[str, float] = {}
-    started = time.perf_counter()
-    lake = Lake(str(home / "lake"))
-    # The days before the window too, so the row-count band of its first days has trailing days.
-    land(lake, max(FIRST_DAY, days[0] - dt.timedelta(days=config.validation.defaults.band_days)), days[-1])
-    setup["land_s"] = time.perf_counter() - started
     spark = get_spark("bench-training", {"spark.master": "local[2]", "spark.ui.enabled": "false", **spark_gpu_conf})
-    started = time.perf_counter()
-    report = validate(spark, lake, no_gx, days, days[0], "benchmark")
-    assert report.success and report.written, report.summary()
-    setup["validate_s"] = time.perf_counter() - started
-    started = time.perf_counter()
-    write_features(build_features(read_inputs(spark, lake, config, days), config), lake.features)
-    setup["features_s"] = time.perf_counter() - started
+    # The days before the window too, so the row-count band of its first days has trailing days.
+    first = max(FIRST_DAY, days[0] - dt.timedelta(days=config.validation.defaults.band_days))
+    lake = feature_lake(spark, home, config, first, days, setup)
     started = time.perf_counter()
     train_dirs, holdout_dirs = feature_dirs(spark, lake, train_days), feature_dirs(spark, lake, holdout_days)
     features = spark.read.option("basePath", lake.features).parquet(*train_dirs)

@@ -161,7 +161,8 @@ def report_drift(
         return None
     report = {"run_date": run_date.isoformat(), "model_name": model.name, "model_version": model.version,
               "model_run_id": model.run_id, **measure(baseline, features, predictions, spec)}
-    write_text(spark, lake.report("drift", run_date, "drift.json"), json.dumps(report, indent=2))
+    path = lake.report("drift", run_date, "drift.json")
+    write_text(spark, path, json.dumps(report, indent=2))
     image = io.BytesIO()
     drift_figure(report).savefig(image, format="png")
     write_bytes(lake.report("drift", run_date, "drift.png"), image.getvalue())
@@ -169,8 +170,7 @@ def report_drift(
     log.info("drift against the training window: %s; highest PSI: %s; predictions PSI %.3f",
              "DRIFTED (" + "; ".join(report["reasons"]) + ")" if report["drifted"] else "none over the thresholds",
              ", ".join(f"{c} {e['psi']:.3f}" for c, e in top), report["prediction"]["psi"])
-    return {"drifted": report["drifted"], "reasons": report["reasons"],
-            "report": lake.report("drift", run_date, "drift.json")}
+    return {"drifted": report["drifted"], "reasons": report["reasons"], "report": path}
 
 
 if __name__ == "__main__":

@@ -232,14 +232,12 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
 
     import numpy as np
     import pandas as pd
-    import pyarrow.parquet as pq
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
     from jobs.metrics import evaluate
     from jobs.model import Preprocessor, build_net, log_pyfunc, predict_proba
-    from jobs.storage import filesystem
     from jobs.train import exit_with_parent, load_checkpoint, read_units, save_checkpoint, shard_units
 
     exit_with_parent()
@@ -297,11 +295,7 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
 
         mlflow.set_tracking_uri(job["tracking_uri"])
         mlflow.start_run(run_id=job["run_id"])
-        tables = []
-        for folder in job["holdout_dirs"]:
-            fs, path = filesystem(folder)
-            tables.append(pq.read_table(path, columns=wanted, filesystem=fs))
-        holdout = labelled(tables)
+        holdout = labelled(read_units(shard_units(job["holdout_dirs"], 0, 1), wanted))  # all of it
         if state is None:
             mlflow.log_metrics({"holdout_rows": float(len(holdout))})
         else:

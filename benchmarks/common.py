@@ -1,0 +1,74 @@
+"""What the training and scoring benchmarks share: a throw-away pipeline home, a lake with the
+real example data landed, validated and turned into features, and a description of the machine."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jobs.config import Lake
+from jobs.land import land
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from jobs.config import PipelineConfig
+
+
+def throwaway_home(prefix: str) -> Path:
+    """A fresh PIPELINE_HOME with its own MLflow store, set in this process's environment (which
+    rank and worker processes inherit)."""
+    home = Path(tempfile.mkdtemp(prefix=prefix))
+    os.environ.update({
+        "PIPELINE_HOME": str(home), "MLFLOW_TRACKING_URI": f"sqlite:///{home}/mlflow.db",
+        "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts"), "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+        "GX_ANALYTICS_ENABLED": "False",
+    })
+    return home
+
+
+def feature_lake(
+    spark: SparkSession, home: Path, config: PipelineConfig, first: dt.date, days: list[dt.date],
+    setup: dict[str, float],
+) -> Lake:
+    """A lake under ``home`` with the raw data of ``first``..the last of ``days`` landed, and
+    ``days`` validated (without GX) and turned into features; the seconds of each step go into
+    ``setup`` (``land_s``, ``validate_s``, ``features_s``)."""
+    from jobs.features import build_features, read_inputs, write_features
+    from jobs.validate import validate
+
+    no_gx = dataclasses.replace(config, validation=dataclasses.replace(config.validation, great_expectations=False))
+    lake = Lake(str(home / "lake"))
+    started = time.perf_counter()
+    land(lake, first, days[-1])
+    setup["land_s"] = time.perf_counter() - started
+    started = time.perf_counter()
+    report = validate(spark, lake, no_gx, days, days[0], "benchmark")
+    assert report.success and report.written, report.summary()
+    setup["validate_s"] = time.perf_counter() - started
+    started = time.perf_counter()
+    write_features(build_features(read_inputs(spark, lake, config, days), config), lake.features)
+    setup["features_s"] = time.perf_counter() - started
+    return lake
+
+
+def machine() -> dict[str, Any]:
+    """Cores, platform, versions and the accelerator, for the benchmark's report."""
+    import pyarrow
+    import pyspark
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return {
+        "cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+        "torch": torch.__version__, "pyspark": pyspark.__version__, "pyarrow": pyarrow.__version__,
+        "torch_default_threads": torch.get_num_threads(),
+        "device": torch.cuda.get_device_name(0) if cuda else "CPU only",
+        "gpus": torch.cuda.device_count() if cuda else 0,
+    }
