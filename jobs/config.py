@@ -106,6 +106,7 @@ class TrainSpec:
 @dataclass(frozen=True)
 class ScoreSpec:
     batch_size: int
+    use_gpu: bool = False
     drift: DriftSpec = field(default_factory=DriftSpec)
 
 
@@ -248,6 +249,15 @@ def _date(text: str) -> dt.date:
         return dt.date.fromisoformat(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from exc
+
+
+def parse_bool(text: str) -> bool:
+    """A command-line true/false."""
+    if text.lower() in ("1", "true", "yes"):
+        return True
+    if text.lower() in ("0", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"not true or false: {text!r}")
 
 
 def job_parser(description: str | None) -> argparse.ArgumentParser:

@@ -139,6 +139,7 @@ def log_pyfunc(net: TabularNet, pre: Preprocessor, hyper: dict[str, Any], exampl
             artifacts=save_artifacts(net, pre, hyper, Path(tmp)),
             signature=infer_signature(example, predict_proba(net, pre, example)),
             input_example=example,
+            model_config={"device": "cpu"},  # scoring may override it: load_model(..., model_config=...)
             code_paths=[str(Path(jobs.__file__).parent)],
             pip_requirements=[
                 f"torch=={torch.__version__.split('+')[0]}",
@@ -153,12 +154,15 @@ class TabularClassifier(mlflow.pyfunc.PythonModel):
     """MLflow pyfunc: a DataFrame of feature columns in, the positive-class probability out."""
 
     def load_context(self, context: mlflow.pyfunc.PythonModelContext) -> None:
+        """Loads onto ``model_config["device"]`` (``mlflow.pyfunc.load_model(..., model_config=...)``),
+        the CPU by default."""
         torch.set_num_threads(1)  # one thread per Python worker; Spark runs one worker per core
+        device = torch.device((context.model_config or {}).get("device", "cpu"))
         self.pre = Preprocessor.from_json(Path(context.artifacts[PREPROCESSOR_FILE]).read_text())
         hyper = json.loads(Path(context.artifacts[HYPER_FILE]).read_text())
         self.net = build_net(self.pre, hyper)
-        self.net.load_state_dict(torch.load(context.artifacts[MODEL_FILE], weights_only=True))
-        self.net.eval()
+        self.net.load_state_dict(torch.load(context.artifacts[MODEL_FILE], map_location="cpu", weights_only=True))
+        self.net.to(device).eval()
 
     def predict(
         self, context: mlflow.pyfunc.PythonModelContext, model_input: pd.DataFrame, params: dict | None = None

@@ -2,7 +2,8 @@
 
 Usage::
 
-    spark-submit jobs/score.py --run-date 2013-01-29 [--model-version N] [--config PATH] [--lake-root PATH]
+    spark-submit jobs/score.py --run-date 2013-01-29 [--model-version N] [--use-gpu true|false]
+                               [--config PATH] [--lake-root PATH]
 
 Resolves the model version once, on the driver (the version the ``champion`` alias of
 ``train.model_name`` points at, unless ``--model-version`` names one), then scores ``features/date=<run-date>``
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jobs.config import FeatureSpec, job_parser, parse_job_args
+from jobs.config import FeatureSpec, job_parser, parse_bool, parse_job_args
 from jobs.spark import MissingPartitionError, configure_logging, get_spark, path_exists, write_text
 
 if TYPE_CHECKING:
@@ -37,18 +38,33 @@ if TYPE_CHECKING:
 log = logging.getLogger("jobs.score")
 
 
-def make_predict_fn(model_uri: str, columns: list[str]) -> Callable[[], Callable[..., np.ndarray]]:
+def make_predict_fn(
+    model_uri: str, columns: list[str], use_gpu: bool = False
+) -> Callable[[], Callable[..., np.ndarray]]:
     """A factory for ``predict_batch_udf``: loads the pyfunc once, returns numpy-in, numpy-out.
 
     The returned function takes one array per input column, in ``columns`` order (its signature
     says so, which is how ``predict_batch_udf`` decides to pass the columns separately).
+    ``use_gpu``: the model loads on :func:`worker_device`, passed as ``model_config["device"]``; the
+    model must have been logged with a ``device`` key in its model_config (:func:`jobs.model.log_pyfunc`
+    logs ``cpu``) and honour it (:class:`jobs.model.TabularClassifier` does).
     """
 
     def make() -> Callable[..., np.ndarray]:
         import mlflow.pyfunc
         import pandas as pd
 
-        model = mlflow.pyfunc.load_model(model_uri)
+        device = worker_device(use_gpu)
+        if device == "cpu":
+            model = mlflow.pyfunc.load_model(model_uri)
+        else:
+            model = mlflow.pyfunc.load_model(model_uri, model_config={"device": device})
+            if "device" not in model.model_config:  # MLflow drops load-time keys the logged model lacks
+                raise RuntimeError(
+                    f"{model_uri} was logged without a 'device' in its model_config, so it cannot be put on "
+                    f"{device}: log it with model_config={{'device': 'cpu'}} (jobs.model.log_pyfunc does) or "
+                    "score with --use-gpu false"
+                )
 
         def predict(*arrays: np.ndarray) -> np.ndarray:
             frame = pd.DataFrame(dict(zip(columns, arrays, strict=True)))
@@ -62,8 +78,29 @@ def make_predict_fn(model_uri: str, columns: list[str]) -> Callable[[], Callable
     return make
 
 
+def worker_device(use_gpu: bool) -> str:
+    """Where a Python worker puts the model: ``cpu``, or with ``use_gpu`` the GPU Spark gave the task
+    (``spark.task.resource.gpu.amount`` on a cluster), else ``cuda:0`` (local mode, where Spark
+    schedules no GPUs). No GPU visible is an error, not a silent fall back to the CPU."""
+    if not use_gpu:
+        return "cpu"
+    import torch
+    from pyspark import TaskContext
+
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "GPU scoring was asked for (score.use_gpu / --use-gpu true) but torch sees no CUDA device in this "
+            f"Python worker (torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); "
+            "score on the CPU with --use-gpu false or run the job where the executors have GPUs"
+        )
+    task = TaskContext.get()
+    gpus = task.resources().get("gpu") if task is not None else None
+    return f"cuda:{gpus.addresses[0]}" if gpus is not None and gpus.addresses else "cuda:0"
+
+
 def score_features(
-    features: DataFrame, spec: FeatureSpec, model: ModelRef, load_uri: str, batch_size: int, run_date: dt.date
+    features: DataFrame, spec: FeatureSpec, model: ModelRef, load_uri: str, batch_size: int, run_date: dt.date,
+    use_gpu: bool = False,
 ) -> DataFrame:
     """Prediction rows: the id columns, ``probability``, the model's identity, the run date, the
     scoring time and the partition ``date``."""
@@ -72,7 +109,7 @@ def score_features(
     from pyspark.sql.types import DoubleType
 
     predict = predict_batch_udf(
-        make_predict_fn(load_uri, spec.inputs), return_type=DoubleType(), batch_size=batch_size
+        make_predict_fn(load_uri, spec.inputs, use_gpu), return_type=DoubleType(), batch_size=batch_size
     )
     probability = predict(*[F.col(c) for c in spec.inputs])
     return features.select(*prediction_columns(spec, model, probability, run_date))
@@ -110,6 +147,7 @@ def main(argv: list[str] | None = None) -> None:
     configure_logging()
     parser = job_parser(__doc__)
     parser.add_argument("--model-version", default=None, help="a registered version (default: the champion)")
+    parser.add_argument("--use-gpu", type=parse_bool, default=None, help="true/false (default: score.use_gpu)")
     args = parse_job_args(parser, argv)
     if args.days != 1:
         parser.error("scoring works on one day at a time; backfill a range with one run per day")
@@ -119,10 +157,13 @@ def main(argv: list[str] | None = None) -> None:
     if not path_exists(spark, source):
         raise MissingPartitionError(f"no features for {args.run_date}: expected {source}; run the features job first")
     model, load_uri = resolve_model(config.train.model_name, args.extra["model_version"])
-    log.info("scoring %s with %s version %s (run %s)", args.run_date, model.name, model.version, model.run_id)
+    use_gpu = config.score.use_gpu if args.extra["use_gpu"] is None else args.extra["use_gpu"]
+    log.info("scoring %s with %s version %s (run %s) on %s", args.run_date, model.name, model.version, model.run_id,
+             "GPUs" if use_gpu else "the CPU")
 
     features = spark.read.option("basePath", lake.features).parquet(source)
-    predictions = score_features(features, config.features, model, load_uri, config.score.batch_size, args.run_date)
+    predictions = score_features(features, config.features, model, load_uri, config.score.batch_size, args.run_date,
+                                 use_gpu)
     predictions.write.mode("overwrite").partitionBy("date").parquet(lake.predictions)
 
     target = lake.partition(lake.predictions, args.run_date)

@@ -30,7 +30,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from jobs.config import FeatureSpec, Lake, job_parser, parse_job_args
+from jobs.config import FeatureSpec, Lake, job_parser, parse_bool, parse_job_args
 from jobs.spark import MissingPartitionError, configure_logging, get_spark, path_exists, write_text
 
 if TYPE_CHECKING:
@@ -402,17 +402,13 @@ def gpu_resources(local_mode: bool, num_processes: int) -> dict[str, str]:
             if not submitted.contains(k)}
 
 
-def _bool(text: str) -> bool:
-    return text.lower() in ("1", "true", "yes")
-
-
 def main(argv: list[str] | None = None) -> None:
     configure_logging()
     parser = job_parser(__doc__)
     parser.add_argument("--num-processes", type=int, default=None, help="ranks (default: train.num_processes)")
-    parser.add_argument("--use-gpu", type=_bool, default=None, help="true/false (default: train.use_gpu)")
+    parser.add_argument("--use-gpu", type=parse_bool, default=None, help="true/false (default: train.use_gpu)")
     parser.add_argument(
-        "--local-mode", type=_bool, default=None,
+        "--local-mode", type=parse_bool, default=None,
         help="true: ranks run on the driver; false: as a barrier stage on the cluster (default: train.local_mode)",
     )
     args = parse_job_args(parser, argv)

@@ -55,6 +55,36 @@ def test_make_predict_fn_is_numpy_in_numpy_out_and_matches_the_model(scored_mode
     assert frame[inputs].isna().any().any(), "the real rows include missing values the model must handle"
 
 
+def test_the_model_loads_on_the_device_its_model_config_names(scored_model):
+    import mlflow.pyfunc
+
+    # "meta" is a device every torch build has: proof the weights go where model_config says.
+    model = mlflow.pyfunc.load_model(scored_model["uri"], model_config={"device": "meta"}).unwrap_python_model()
+    assert {p.device.type for p in model.net.parameters()} == {"meta"}
+    default = mlflow.pyfunc.load_model(scored_model["uri"]).unwrap_python_model()
+    assert {p.device.type for p in default.net.parameters()} == {"cpu"}
+
+
+def test_gpu_scoring_scores_on_a_gpu_or_says_there_is_none(scored_model, config):
+    """On a GPU machine: the same probabilities as on the CPU. Without one: a clear error, never a
+    silent fall back to the CPU."""
+    import torch
+
+    from jobs.score import make_predict_fn, worker_device
+
+    frame, inputs = scored_model["frame"], config.features.inputs
+    arrays = [frame[c].to_numpy() for c in inputs]
+    on_cpu = make_predict_fn(scored_model["uri"], inputs, use_gpu=False)()(*arrays)
+    assert worker_device(False) == "cpu"
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="no CUDA device.*--use-gpu false"):
+            make_predict_fn(scored_model["uri"], inputs, use_gpu=True)()
+        return
+    assert worker_device(True) == "cuda:0"  # outside a Spark task: no GPU assigned, the first one
+    on_gpu = make_predict_fn(scored_model["uri"], inputs, use_gpu=True)()(*arrays)
+    np.testing.assert_allclose(on_gpu, on_cpu, rtol=0, atol=1e-5)
+
+
 def test_spark_predictions_equal_single_process_predictions(scored_model, config):
     from jobs.model import predict_proba
     from jobs.score import score_features
