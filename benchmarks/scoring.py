@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks.scoring [--out DIR] [--scales day,month,year,10x] [--repeat 2] [--tune-scale year]
+    python -m benchmarks.scoring [--out DIR] [--scales day,month,year,3x-day,10x] [--repeat 2] [--tune-scale year]
 
 Setup (timed, reported apart): the whole 2013 example year is landed into a throw-away lake, validated
 (without GX) and turned into features (one Parquet file per day, as the features job writes them); a
@@ -12,7 +12,11 @@ throw-away MLflow store, registered and resolved with :func:`jobs.score.resolve_
 job does. Scales are feature partitions of 1 day (2013-07-01), 1 month (July) and the full year, and
 ``Nx`` (e.g. ``10x``): N times the year, generated from the real rows (:func:`scale_up`: each day's
 file holds its own rows, then N - 1 bootstrap resamples of them with the continuous numeric inputs
-jittered by 5% of the day's standard deviation; one file per date partition, the same schema).
+jittered by 5% of the day's standard deviation; one file per date partition, the same schema), and
+``Nx-day`` (e.g. ``3x-day``, about 1M rows): the same N times the year's rows as one day's partition
+(one file, :func:`one_partition`), the shape of the nightly job's input at lake scale: the score
+job scores one day per run, so the year scales measure 365 files in and 365 partitions out, a
+shape it never runs.
 
 Contenders, per scale, side by side in one local[2] session (one for all), each writing its own
 throw-away predictions folder, partitioned by date:
@@ -419,6 +423,19 @@ def scale_up(source: str, target: str, factor: float, numeric: list[str], seed: 
     return written
 
 
+def one_partition(source: str, target: str, day: dt.date) -> int:
+    """Write every date partition under ``source`` as the single partition ``day`` under ``target``
+    (one file); returns the rows."""
+    import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
+
+    table = pads.dataset(source, format="parquet", partitioning="hive", exclude_invalid_files=True).to_table()
+    folder = Path(target) / f"date={day.isoformat()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table.drop_columns(["date"]), folder / "part-00000.parquet", compression="snappy")
+    return table.num_rows
+
+
 def jitter(sample: pa.Table, day: pa.Table, numeric: list[str], rng: np.random.Generator) -> pa.Table:
     import pyarrow as pa
 
@@ -574,8 +591,10 @@ def log_model(net: Any, pre: Preprocessor, hyper: dict[str, Any], frame: Any, na
 def parse_scales(text: str) -> list[str]:
     scales = [s.strip() for s in text.split(",") if s.strip()]
     for s in scales:
-        if s not in ("day", "month", "year") and not (s.endswith("x") and is_number(s[:-1])):
-            raise SystemExit(f"unknown scale {s!r}: expected day, month, year or Nx (e.g. 10x)")
+        if s not in ("day", "month", "year") and not (s.endswith("x") and is_number(s[:-1])) and not (
+            s.endswith("x-day") and is_number(s[:-5])
+        ):
+            raise SystemExit(f"unknown scale {s!r}: expected day, month, year, Nx (e.g. 10x) or Nx-day (e.g. 3x-day)")
     return scales
 
 
@@ -640,9 +659,9 @@ def read_outputs(path: str) -> tuple[int, np.ndarray, list[str]]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--out", default="benchmarks/results")
-    parser.add_argument("--scales", default="day,month,year,10x",
+    parser.add_argument("--scales", default="day,month,year,3x-day,10x",
                         help="comma-separated: day, month, year, Nx (N times the year; a fraction such as "
-                        "0.05x checks the generator quickly)")
+                        "0.05x checks the generator quickly), Nx-day (N times the year as one day)")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--tune-scale", default="year", help="a scale to tune batch sizes at, or none")
     parser.add_argument("--probe", default=None, help=argparse.SUPPRESS)  # a fresh process's fixed costs
@@ -676,6 +695,7 @@ def run_benchmark(home: Path, out: Path, scales: list[str], tune_scale: str | No
     spec, batch_size = config.features, config.score.batch_size
     year = days_ending(LAST_DAY, (LAST_DAY - FIRST_DAY).days + 1)
     factors = {s: float(s[:-1]) for s in {*scales, tune_scale} if s and s.endswith("x")}
+    one_day = {s: float(s[:-5]) for s in {*scales, tune_scale} if s and s.endswith("x-day")}
 
     setup: dict[str, float] = {}
     spark = get_spark("bench-scoring", SESSION)
@@ -701,6 +721,17 @@ def run_benchmark(home: Path, out: Path, scales: list[str], tune_scale: str | No
         scale_up(lake.features, root, factor, spec.numeric, seed=config.train.seed)
         setup[f"generate_{key}_s"] = time.perf_counter() - started
         defined[key] = Scale(key, f"{key} year", root, None)
+    for key, factor in one_day.items():
+        started = time.perf_counter()
+        spread = str(home / f"features-{factor:g}x")
+        if f"{factor:g}x" not in factors:
+            scale_up(lake.features, spread, factor, spec.numeric, seed=config.train.seed)
+        root = str(home / f"features-{key}")
+        one_partition(spread, root, DAY)
+        if f"{factor:g}x" not in factors:
+            shutil.rmtree(spread)
+        setup[f"generate_{key}_s"] = time.perf_counter() - started
+        defined[key] = Scale(key, f"{factor:g}x the year as 1 day", root, [DAY])
 
     # Fixed costs, in fresh processes, before this process loads anything into torch.
     job = {"root": lake.features, "day": DAY.isoformat(), "load_uri": load_uri, "batch_size": batch_size,

@@ -86,10 +86,18 @@ def current_champion(client: Any, name: str) -> Any | None:
 
 def apply_gate(
     client: Any, name: str, version: str, holdout: pd.DataFrame, inputs: list[str], label: str,
-    metric: str, margin: float,
+    metric: str, margin: float, probabilities: Any = None,
 ) -> GateDecision:
-    """Compare ``version`` with the champion on ``holdout``, move the alias if it wins, tag it."""
-    challenger = score_version(f"models:/{name}/{version}", holdout, inputs, label)[metric]
+    """Compare ``version`` with the champion on ``holdout``, move the alias if it wins, tag it.
+
+    ``probabilities``: ``version``'s pyfunc predictions on ``holdout`` when the caller has them
+    (otherwise the version is loaded and scored here)."""
+    from jobs.metrics import evaluate
+
+    if probabilities is None:
+        challenger = score_version(f"models:/{name}/{version}", holdout, inputs, label)[metric]
+    else:
+        challenger = evaluate(holdout[label], probabilities)[metric]
     champion = current_champion(client, name)
     champion_score = None
     if champion is not None:

@@ -169,6 +169,15 @@ def measure(
     }
 
 
+def headline(report: dict[str, Any], top: int = 3) -> str:
+    """One line on a drift report: the verdict, the highest PSIs among monitored features, the
+    predictions' PSI."""
+    monitored = sorted(((c, e["psi"]) for c, e in report["features"].items() if e["monitored"]), key=lambda x: -x[1])
+    verdict = "DRIFTED (" + "; ".join(report["reasons"]) + ")" if report["drifted"] else "none over the thresholds"
+    highest = ", ".join(f"{c} {v:.3f}" for c, v in monitored[:top]) or "no monitored features"
+    return f"{verdict}; highest monitored PSI: {highest}; predictions PSI {report['prediction']['psi']:.3f}"
+
+
 def load_baseline(run_id: str) -> dict[str, Any] | None:
     """The drift baseline the training run logged, or None for a model trained without one."""
     import json

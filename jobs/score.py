@@ -192,7 +192,7 @@ def report_drift(
     (``drift.json``, ``drift.png``). Returns the headline (drifted, reasons), None without a baseline."""
     import io
 
-    from jobs.drift import drift_figure, load_baseline, measure
+    from jobs.drift import drift_figure, headline, load_baseline, measure
     from jobs.storage import write_bytes
 
     baseline = load_baseline(model.run_id)
@@ -207,11 +207,9 @@ def report_drift(
     image = io.BytesIO()
     drift_figure(report).savefig(image, format="png")
     write_bytes(lake.report("drift", run_date, "drift.png"), image.getvalue())
-    top = sorted(report["features"].items(), key=lambda item: -item[1]["psi"])[:3]
-    log.info("drift against the training window: %s; highest PSI: %s; predictions PSI %.3f",
-             "DRIFTED (" + "; ".join(report["reasons"]) + ")" if report["drifted"] else "none over the thresholds",
-             ", ".join(f"{c} {e['psi']:.3f}" for c, e in top), report["prediction"]["psi"])
-    return {"drifted": report["drifted"], "reasons": report["reasons"], "report": path}
+    line = headline(report)
+    log.info("drift against the training window: %s (report: %s)", line, path)
+    return {"drifted": report["drifted"], "reasons": report["reasons"], "headline": line, "report": path}
 
 
 if __name__ == "__main__":

@@ -49,10 +49,17 @@ def render(summary: dict[str, Any]) -> str:
         ("holdout metrics", metrics or "none recorded"),
         ("predictions", f"{scoring['rows']} rows for {scoring['run_date']} at {scoring['path']}"),
         ("mean probability", f"{scoring['mean_probability']:.3f} of arriving more than 15 minutes late"),
+        ("drift", drift_line(scoring.get("drift"))),
         ("MLflow store", f"{tracking_uri()} (browse: mlflow ui --backend-store-uri {tracking_uri()})"),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
+
+
+def drift_line(drift: dict[str, Any] | None) -> str:
+    if not drift:
+        return "not measured (the model has no drift baseline)"
+    return f"{drift.get('headline') or drift['reasons'] or 'none over the thresholds'}; report at {drift['report']}"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -352,7 +352,10 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
             mlflow.log_figure(roc_figure(holdout[label], probabilities), "plots/roc_curve.png")
         mlflow.log_figure(calibration_figure(holdout[label], probabilities), "plots/calibration_curve.png")
         info = log_pyfunc(net.cpu(), pre, job["hyper"], holdout.head(5))
-        mlflow.end_run()
+        # Detach, leaving the run RUNNING: the driver finishes it once the model is registered, so a
+        # driver that dies in between leaves a run that a retry resumes (no epochs left: it logs and
+        # registers the model) instead of a FINISHED run without a version.
+        mlflow.end_run(status="RUNNING")
         result = {
             "model_uri": info.model_uri, "metrics": metrics, "train_loss": history["train"][-1],
             "train_rows": train_rows, "epoch_seconds": epoch_seconds, "resumed_from_epoch": start_epoch,
@@ -495,13 +498,14 @@ def main(argv: list[str] | None = None) -> None:
         .where(f"`{label}` IS NOT NULL")
         .toPandas()
     )
-    # The drift baseline travels with the run before the version can become champion.
+    # The registered version's own pyfunc on the holdout: the drift baseline's prediction bins (which
+    # travel with the run before the version can become champion) and the gate's challenger score.
     predictions = mlflow.pyfunc.load_model(result["model_uri"]).predict(holdout[args.config.features.inputs])
     baseline = build_baseline(features, pre, predictions, args.config.score.drift.bins)
     mlflow_client.log_dict(run_id, baseline, BASELINE_ARTIFACT)
     decision = apply_gate(
         mlflow_client, cfg.model_name, str(version.version), holdout, args.config.features.inputs, label,
-        cfg.promotion_metric, cfg.promotion_margin,
+        cfg.promotion_metric, cfg.promotion_margin, predictions,
     )
     train_window, holdout_window = f"{train_days[0]}..{train_days[-1]}", f"{holdout_days[0]}..{holdout_days[-1]}"
     for key, value in {

@@ -139,3 +139,10 @@ def test_train_then_score_through_airflow(dags, airflow_env, config):
     assert [p.name for p in Path(lake.predictions).iterdir() if p.name.startswith("date=")] == [
         f"date={SCORE_DATE}"
     ]
+    # what `make demo` prints: the scoring model, its metrics and the day's drift verdict
+    from jobs.summary import collect, render
+
+    text = render(collect(lake, SCORE_DATE))
+    assert f"version {version.version} (MLflow run {version.run_id})" in text
+    assert "none over the thresholds; highest monitored PSI: " in text
+    assert lake.report("drift", SCORE_DATE, "drift.json") in text

@@ -76,7 +76,8 @@ def holdout_and_nets(spark, lake, config):
 def test_gate_promotes_better_versions_only(holdout_and_nets, config, tmp_path):
     import mlflow
 
-    from jobs.model import log_pyfunc
+    from jobs.champion import score_version
+    from jobs.model import log_pyfunc, predict_proba
 
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
     mlflow.set_experiment(experiment_name="gate-tests")
@@ -103,7 +104,11 @@ def test_gate_promotes_better_versions_only(holdout_and_nets, config, tmp_path):
     assert client.get_model_version(name, worse).tags["gate_decision"] == "rejected"
 
     better = register(data["trained"])
-    decision = gate(better)
+    # The training driver hands the gate the new version's holdout predictions it already has.
+    probabilities = predict_proba(data["trained"], data["pre"], data["holdout"])
+    decision = apply_gate(client, name, better, data["holdout"], features, label, "roc_auc", 0.002, probabilities)
+    own = score_version(f"models:/{name}/{better}", data["holdout"], features, label)["roc_auc"]
+    assert abs(decision.challenger_score - own) < 1e-9
     assert decision.promote, decision.reason
     assert decision.challenger_score > decision.champion_score + 0.002
     assert str(client.get_model_version_by_alias(name, CHAMPION).version) == better

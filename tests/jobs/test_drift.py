@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from jobs.drift import PREDICTION, DriftSpec, bucket_counts, build_baseline, measure, psi
+from jobs.drift import PREDICTION, DriftSpec, bucket_counts, build_baseline, headline, measure, psi
 
 TRAIN_DAYS = [dt.date(2013, 1, d) for d in range(2, 8)]
 HOLDOUT_DAY, SCORED_DAY = dt.date(2013, 1, 8), dt.date(2013, 1, 9)
@@ -80,6 +80,11 @@ def test_a_normal_day_does_not_drift(spark, reference, config):
     assert max(monitored.values()) < config.score.drift.psi_threshold
     # day-level context is reported even though it is not alerted on
     assert report["features"]["day_of_week"]["psi"] > 1.0 and not report["features"]["day_of_week"]["monitored"]
+    # the one-line verdict names the highest monitored features, not the higher day-level context
+    line = headline(report)
+    assert line.startswith("none over the thresholds; highest monitored PSI: ")
+    highest = max(monitored, key=monitored.get)
+    assert f"{highest} {monitored[highest]:.3f}" in line and "day_of_week" not in line
 
 
 def test_a_day_with_shifted_inputs_drifts(spark, reference, config):
@@ -93,6 +98,7 @@ def test_a_day_with_shifted_inputs_drifts(spark, reference, config):
     flagged = {reason.split(":")[0] for reason in report["reasons"]}
     assert {"dep_hour", "dep_minute_of_day", "distance"} <= flagged
     assert report["features"]["distance"]["psi"] > 1.0
+    assert headline(report).startswith("DRIFTED (") and "distance: PSI" in headline(report)
     # the predictions moved too; with a threshold on them, that is a reason of its own
     strict = dataclasses.replace(config.score.drift, prediction_psi_threshold=report["prediction"]["psi"] / 2)
     assert "predictions" in {r.split(":")[0] for r in _measure(spark, reference, day, strict)["reasons"]}
