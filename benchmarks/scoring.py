@@ -33,6 +33,9 @@ throw-away predictions folder, partitioned by date:
   ``mapInArrow`` instead of predict_batch_udf (numpy arrays straight from Arrow, no pandas at all);
 - ``spark read+write``: the same read and write without the model (a constant probability): the floor
   of Spark's I/O;
+- ``spark read+write + no-op pandas UDF``: the same, with the model's input columns handed to the
+  Python workers and a constant handed back through a pandas UDF: the floor of any Python scoring
+  in Spark (Arrow out of the JVM, pandas, Arrow back) before a model runs;
 - ``baseline (pyarrow + torch)``: one process (this one, torch on one thread as the pyfunc sets it):
   a ``pyarrow.dataset`` scan of the same Parquet, the pyfunc's ``predict`` on raw columns in batches of
   ``score.batch_size`` (like the UDF), the same output columns, ``pyarrow.dataset.write_dataset``
@@ -282,6 +285,20 @@ def read_write_only(features: DataFrame, spec: FeatureSpec, model: ModelRef, run
     from pyspark.sql import functions as F
 
     return features.select(*prediction_columns(spec, model, F.lit(0.5), run_date))
+
+
+def handoff_only(features: DataFrame, spec: FeatureSpec, model: ModelRef, run_date: dt.date) -> DataFrame:
+    """The score job's read, hand-off of the model's inputs to the Python workers and back (Arrow,
+    pandas) and output, without a model: a pandas UDF over the same columns returning a constant."""
+    import pandas as pd
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import pandas_udf
+
+    @pandas_udf("double")  # type: ignore[call-overload]
+    def constant(*columns):  # noqa: ANN002, ANN202 - varargs of pd.Series; hints would change the UDF type
+        return pd.Series(0.5, index=columns[0].index)
+
+    return features.select(*prediction_columns(spec, model, constant(*[F.col(c) for c in spec.inputs]), run_date))
 
 
 def write_predictions(predictions: DataFrame, path: str) -> None:
@@ -775,6 +792,9 @@ def run_benchmark(home: Path, out: Path, scales: list[str], tune_scale: str | No
             Contender("read_write", "spark read+write (no model)", False, spark_action(
                 lambda: read_write_only(features(), spec, ref, scale.run_date), folder / "read_write"),
                 str(folder / "read_write")),
+            Contender("handoff", "spark read+write + no-op pandas UDF (no model)", True, spark_action(
+                lambda: handoff_only(features(), spec, ref, scale.run_date), folder / "handoff"),
+                str(folder / "handoff")),
             Contender("baseline", "baseline (pyarrow + torch)", False, baseline_action(folder / "baseline", False),
                       str(folder / "baseline")),
             Contender("direct", "baseline, torch direct", False, baseline_action(folder / "direct", True),
@@ -787,6 +807,7 @@ def run_benchmark(home: Path, out: Path, scales: list[str], tune_scale: str | No
     same_columns(job_output, score_features_numeric(day, spec, pre, ref, load_uri, batch_size, DAY), "the experiment")
     same_columns(job_output, score_features_arrow(day, spec, pre, ref, load_uri, batch_size, DAY), "mapInArrow")
     same_columns(job_output, read_write_only(day, spec, ref, DAY), "read+write")
+    same_columns(job_output, handoff_only(day, spec, ref, DAY), "the no-op UDF")
     results = []
     for key in scales:
         scale = defined[key]
@@ -802,7 +823,7 @@ def run_benchmark(home: Path, out: Path, scales: list[str], tune_scale: str | No
             if n != rows or columns != names:
                 raise RuntimeError(f"{c.name} wrote {n} rows of {columns} at {scale.label}, the score job {rows} "
                                    f"of {names}")
-            if c.key != "read_write":
+            if c.key not in ("read_write", "handoff"):
                 checks[f"{c.key}_vs_job_sorted_max_abs_diff"] = float(np.max(np.abs(probs - reference), initial=0.0))
         for name, value in checks.items():
             if name.endswith("max_abs_diff") and value > EQUAL_TOLERANCE:
@@ -861,13 +882,15 @@ def report_tables(host: dict[str, Any], settings: dict[str, Any], setup: dict[st
                   f"{c['rows_per_s']:,} | {c['vs_baseline']}x |")
     print()
     print("| scale | rows | score job / baseline | numeric UDF / baseline | numeric UDF / score job | "
-          "mapInArrow / baseline | read+write / baseline | max abs diff vs job: numeric UDF, mapInArrow, baseline |")
-    print("|---|---|---|---|---|---|---|---|")
+          "mapInArrow / baseline | read+write / baseline | no-op UDF / baseline | "
+          "max abs diff vs job: numeric UDF, mapInArrow, baseline |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         c, k = {x["key"]: x for x in r["contenders"]}, r["checks"]
         print(f"| {r['scale']} | {r['rows']:,} | {c['spark']['vs_baseline']}x | {c['numeric']['vs_baseline']}x | "
               f"{c['numeric']['stage_s'] / c['spark']['stage_s']:.2f}x | {c['arrow']['vs_baseline']}x | "
-              f"{c['read_write']['vs_baseline']}x | {k['numeric_vs_job_max_abs_diff']:.1e}, "
+              f"{c['read_write']['vs_baseline']}x | {c['handoff']['vs_baseline']}x | "
+              f"{k['numeric_vs_job_max_abs_diff']:.1e}, "
               f"{k['arrow_vs_job_sorted_max_abs_diff']:.1e} (sorted), {k['baseline_vs_job_sorted_max_abs_diff']:.1e} "
               "(sorted) |")
     if tuning:

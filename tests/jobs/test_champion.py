@@ -78,9 +78,10 @@ def test_gate_promotes_better_versions_only(holdout_and_nets, config, tmp_path):
 
     from jobs.champion import score_version
     from jobs.model import log_pyfunc, predict_proba
+    from jobs.tracking import ensure_experiment
 
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
-    mlflow.set_experiment(experiment_name="gate-tests")
+    mlflow.set_experiment(experiment_id=ensure_experiment("gate-tests"))  # artifacts under the test home
     client = mlflow.MlflowClient()
     name, data = "gate_model", holdout_and_nets
     features, label = config.features.inputs, config.features.label

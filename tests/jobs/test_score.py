@@ -18,6 +18,7 @@ def scored_model(spark, lake, config, tmp_path_factory):
 
     from jobs.features import build_features, read_inputs
     from jobs.model import build_net, log_pyfunc
+    from jobs.tracking import ensure_experiment
     from jobs.train import fit_preprocessor
 
     features = build_features(read_inputs(spark, lake, config, [DAY]), config).cache()
@@ -27,7 +28,7 @@ def scored_model(spark, lake, config, tmp_path_factory):
     net = build_net(pre, hyper)
     home = tmp_path_factory.mktemp("mlflow")
     mlflow.set_tracking_uri(f"sqlite:///{home}/mlflow.db")
-    mlflow.set_experiment(experiment_name="score-tests")
+    mlflow.set_experiment(experiment_id=ensure_experiment("score-tests"))  # artifacts under the test home
     frame = features.toPandas()
     with mlflow.start_run():
         info = log_pyfunc(net, pre, hyper, frame.head(5))

@@ -53,6 +53,7 @@ def test_distributed_training_is_deterministic_and_sees_every_row_once(spark, la
     from pyspark.ml.torch.distributor import TorchDistributor
 
     from jobs.features import build_features, read_inputs, write_features
+    from jobs.tracking import ensure_experiment
     from jobs.train import train_fn
 
     days = [dt.date(2013, 1, d) for d in (2, 3, 4, 5)]
@@ -63,7 +64,7 @@ def test_distributed_training_is_deterministic_and_sees_every_row_once(spark, la
     pre = fit_preprocessor(spark.read.parquet(*dirs[:3]), config.features, min_count=1)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     mlflow.set_tracking_uri(uri)
-    experiment = mlflow.set_experiment(experiment_name="train-tests").experiment_id
+    experiment = ensure_experiment("train-tests")  # artifacts under the test home, not ./mlruns
 
     def train() -> tuple[dict, str]:
         run_id = mlflow.MlflowClient().create_run(experiment).info.run_id
