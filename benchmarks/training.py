@@ -117,22 +117,17 @@ def free_port() -> int:
 def plain_loop(job: dict[str, Any], device: str, threads: int) -> Timing:
     """train_fn's data path and training loop in this process, without torch.distributed."""
     import numpy as np
-    import pandas as pd
-    import pyarrow.parquet as pq
     import torch
 
     from jobs.model import Preprocessor, build_net
-    from jobs.train import shard_units
+    from jobs.train import epoch_order, labelled_rows, read_units, shard_units, train_steps
 
     started = time.perf_counter()
     torch.set_num_threads(threads)
     pre = Preprocessor.from_json(job["preprocessor"])
     label = job["label"]
     wanted = [*pre.categorical, *pre.numeric, label]
-    tables = [pq.ParquetFile(path).read_row_group(group, columns=wanted) for path, group in shard_units(
-        job["train_dirs"], 0, 1)]
-    frame = pd.concat([table.to_pandas() for table in tables], ignore_index=True)
-    frame = frame[frame[label].notna()].reset_index(drop=True)
+    frame = labelled_rows(read_units(shard_units(job["train_dirs"], 0, 1), wanted), wanted, label)
     cats, nums = (torch.from_numpy(a) for a in pre.encode(frame))
     labels = torch.from_numpy(frame[label].to_numpy(np.float32))
     torch.manual_seed(job["seed"])  # the initial weights of every rank
@@ -144,17 +139,9 @@ def plain_loop(job: dict[str, Any], device: str, threads: int) -> Timing:
     for epoch in range(job["epochs"]):
         epoch_started = time.perf_counter()
         net.train()
-        totals = torch.zeros(2, dtype=torch.float64, device=device)
-        shuffle = torch.Generator().manual_seed(job["seed"] * 1_000_003 + epoch * 1009)  # rank 0's order
-        order = torch.randperm(len(labels), generator=shuffle)
-        for start in range(0, len(order), job["batch_size"]):
-            batch = order[start : start + job["batch_size"]]
-            c, n, y = cats[batch].to(device), nums[batch].to(device), labels[batch].to(device)
-            optimizer.zero_grad()
-            loss = loss_fn(net(c, n), y)
-            loss.backward()
-            optimizer.step()
-            totals += torch.tensor([loss.item(), len(y)], dtype=torch.float64, device=device)
+        order = epoch_order(job["seed"], epoch, 0, len(labels))  # rank 0's order
+        batches = torch.split(order, job["batch_size"])
+        totals = train_steps(net, optimizer, loss_fn, batches, cats, nums, labels, device)
         epoch_seconds.append(time.perf_counter() - epoch_started)
     return Timing(int(totals[1]), epoch_seconds, time.perf_counter() - started, float(totals[0] / totals[1]))
 

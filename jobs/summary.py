@@ -57,9 +57,11 @@ def render(summary: dict[str, Any]) -> str:
 
 
 def drift_line(drift: dict[str, Any] | None) -> str:
+    """The scoring summary's drift verdict (summaries written before the headline existed: the reasons)."""
     if not drift:
         return "not measured (the model has no drift baseline)"
-    return f"{drift.get('headline') or drift['reasons'] or 'none over the thresholds'}; report at {drift['report']}"
+    verdict = drift.get("headline") or "; ".join(drift["reasons"]) or "none over the thresholds"
+    return f"{verdict}; report at {drift['report']}"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -34,6 +34,8 @@ from jobs.config import FeatureSpec, Lake, job_parser, parse_bool, parse_job_arg
 from jobs.spark import MissingPartitionError, configure_logging, get_spark, path_exists, write_text
 
 if TYPE_CHECKING:
+    import pandas as pd
+    import torch
     from pyspark.sql import DataFrame, SparkSession
 
     from jobs.model import Preprocessor
@@ -122,6 +124,43 @@ def read_units(units: list[tuple[str, int]], columns: list[str]) -> list[Any]:
         with fs.open_input_file(path) as handle:
             tables.append(pq.ParquetFile(handle).read_row_group(group, columns=columns))
     return tables
+
+
+def labelled_rows(tables: list[Any], columns: list[str], label: str) -> pd.DataFrame:
+    """The rows of these Arrow tables (of ``columns``) that have a ``label``, as one DataFrame."""
+    import pandas as pd
+
+    if not tables:
+        return pd.DataFrame(columns=columns)
+    frame = pd.concat([table.to_pandas() for table in tables], ignore_index=True)
+    return frame[frame[label].notna()].reset_index(drop=True)
+
+
+def epoch_order(seed: int, epoch: int, rank: int, rows: int) -> torch.Tensor:
+    """A rank's shuffle of its rows for an epoch, seeded by (seed, epoch, rank): a resumed training
+    repeats the order of one that never stopped."""
+    import torch
+
+    return torch.randperm(rows, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch * 1009 + rank))
+
+
+def train_steps(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Any, batches: Any,
+    cats: torch.Tensor, nums: torch.Tensor, labels: torch.Tensor, device: Any,
+) -> torch.Tensor:
+    """One optimizer step per batch (index tensors into the rows); returns [summed loss, rows] as
+    float64 on ``device``."""
+    import torch
+
+    totals = torch.zeros(2, dtype=torch.float64, device=device)
+    for batch in batches:
+        c, n, y = cats[batch].to(device), nums[batch].to(device), labels[batch].to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(c, n), y)
+        loss.backward()
+        optimizer.step()
+        totals += torch.tensor([loss.item(), len(y)], dtype=torch.float64, device=device)
+    return totals
 
 
 CHECKPOINT_RUN = "run.json"  # the MLflow run the training logs to, written by the driver
@@ -231,14 +270,22 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
     import time
 
     import numpy as np
-    import pandas as pd
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
     from jobs.metrics import evaluate
     from jobs.model import Preprocessor, build_net, log_pyfunc, predict_proba
-    from jobs.train import exit_with_parent, load_checkpoint, read_units, save_checkpoint, shard_units
+    from jobs.train import (
+        epoch_order,
+        exit_with_parent,
+        labelled_rows,
+        load_checkpoint,
+        read_units,
+        save_checkpoint,
+        shard_units,
+        train_steps,
+    )
 
     exit_with_parent()
     torch.set_num_threads(job["threads_per_process"])
@@ -251,15 +298,8 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
     wanted = [*pre.categorical, *pre.numeric, label]
     checkpoint_dir = job.get("checkpoint_dir")
 
-    def labelled(tables: list[Any]) -> pd.DataFrame:
-        """The rows of these Arrow tables that have a label, as one DataFrame."""
-        if not tables:
-            return pd.DataFrame(columns=wanted)
-        frame = pd.concat([table.to_pandas() for table in tables], ignore_index=True)
-        return frame[frame[label].notna()].reset_index(drop=True)
-
     units = shard_units(job["train_dirs"], rank, world)
-    shard = labelled(read_units(units, wanted))
+    shard = labelled_rows(read_units(units, wanted), wanted, label)
     cats, nums = (torch.from_numpy(a) for a in pre.encode(shard))
     labels = torch.from_numpy(shard[label].to_numpy(np.float32))
     print(f"rank {rank}/{world}: {len(units)} row groups, {len(shard)} labelled rows", flush=True)
@@ -295,7 +335,8 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
 
         mlflow.set_tracking_uri(job["tracking_uri"])
         mlflow.start_run(run_id=job["run_id"])
-        holdout = labelled(read_units(shard_units(job["holdout_dirs"], 0, 1), wanted))  # all of it
+        holdout_units = shard_units(job["holdout_dirs"], 0, 1)  # all of it
+        holdout = labelled_rows(read_units(holdout_units, wanted), wanted, label)
         if state is None:
             mlflow.log_metrics({"holdout_rows": float(len(holdout))})
         else:
@@ -309,16 +350,8 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
     for epoch in range(start_epoch, epochs):
         started = time.perf_counter()
         model.train()
-        totals = torch.zeros(2, dtype=torch.float64, device=device)
-        shuffle = torch.Generator().manual_seed(seed * 1_000_003 + epoch * 1009 + rank)
-        order = torch.randperm(len(labels), generator=shuffle)
-        for batch in torch.tensor_split(order, steps):
-            c, n, y = cats[batch].to(device), nums[batch].to(device), labels[batch].to(device)
-            optimizer.zero_grad()
-            loss = loss_fn(model(c, n), y)
-            loss.backward()
-            optimizer.step()
-            totals += torch.tensor([loss.item(), len(y)], dtype=torch.float64, device=device)
+        batches = torch.tensor_split(epoch_order(seed, epoch, rank, len(labels)), steps)
+        totals = train_steps(model, optimizer, loss_fn, batches, cats, nums, labels, device)
         dist.all_reduce(totals)
         epoch_seconds.append(time.perf_counter() - started)
         train_rows = int(totals[1])  # every labelled row, once
