@@ -50,8 +50,6 @@ import json
 import logging
 import os
 import shutil
-import socket
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -106,12 +104,6 @@ def window(days: int | None, train_days: int, holdout_days: int) -> tuple[list[d
     run_date = max(DEFAULT_RUN_DATE, FIRST_DAY + dt.timedelta(days=days - 1))
     all_days = days_ending(run_date, days)
     return all_days[:-holdout], all_days[-holdout:]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def plain_loop(job: dict[str, Any], device: str, threads: int) -> Timing:
@@ -175,28 +167,12 @@ def distributed(job: dict[str, Any], experiment_id: str, processes: int, use_gpu
 
 def in_process(job: dict[str, Any], experiment_id: str) -> Timing:
     """train_fn in this process as the only rank of a gloo group: no processes started."""
-    import torch
-
-    from jobs.train import train_fn
+    from jobs.train import train_in_process
 
     job = new_job(job, experiment_id, use_gpu=False)
-    rank_env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
-                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
-    saved, threads, excepthook = {k: os.environ.get(k) for k in rank_env}, torch.get_num_threads(), sys.excepthook
-    os.environ.update(rank_env)
-    try:
-        started = time.perf_counter()
-        result = train_fn(job)
-        wall_s = time.perf_counter() - started
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        torch.set_num_threads(threads)
-        sys.excepthook = excepthook  # the process group's prefixes every traceback with "[rank0]"
-    return finish(result, wall_s)
+    started = time.perf_counter()
+    result = train_in_process(job)
+    return finish(result, time.perf_counter() - started)
 
 
 def gpu_conf(use_gpu: bool) -> tuple[int, dict[str, str]]:

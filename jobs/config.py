@@ -25,6 +25,7 @@ from jobs.drift import DriftSpec
 DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
 DEFAULT_HOME = Path.cwd() / ".pipeline"
 TRAINING_WINDOW = "train"
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # of training steps: see jobs.train.resolve_precision
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,12 @@ class TrainSpec:
     use_gpu: bool
     promotion_metric: str
     promotion_margin: float
+    gpu_batch_size: int = 2048
+    precision: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
     @property
     def window_days(self) -> int:
@@ -107,6 +114,7 @@ class TrainSpec:
 class ScoreSpec:
     batch_size: int
     use_gpu: bool = False
+    gpu_batch_size: int = 262144
     drift: DriftSpec = field(default_factory=DriftSpec)
 
 
@@ -146,7 +154,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
             csv_options={k: str(v) for k, v in (raw.get("csv_options") or {}).items()},
             source=str(path),
         )
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"invalid pipeline config {path}: {exc}") from exc
 
 
@@ -258,6 +266,20 @@ def parse_bool(text: str) -> bool:
     if text.lower() in ("0", "false", "no"):
         return False
     raise argparse.ArgumentTypeError(f"not true or false: {text!r}")
+
+
+def optional_choice(choices: tuple[str, ...]) -> Callable[[str], str | None]:
+    """A command-line value from ``choices``, or the empty string for "the config's" (what an
+    Airflow template renders for a param left empty)."""
+
+    def parse(text: str) -> str | None:
+        if not text:
+            return None
+        if text not in choices:
+            raise argparse.ArgumentTypeError(f"not one of {', '.join(choices)}: {text!r}")
+        return text
+
+    return parse
 
 
 def job_parser(description: str | None) -> argparse.ArgumentParser:

@@ -99,10 +99,15 @@ def predict_proba(net: TabularNet, pre: Preprocessor, frame: pd.DataFrame) -> np
     """Probabilities for the rows of ``frame``, in order, as float64, on whatever device ``net`` is."""
     cats, nums = pre.encode(frame)
     device = next(net.parameters()).device
+    return predict_encoded(net, torch.from_numpy(cats).to(device), torch.from_numpy(nums).to(device))
+
+
+def predict_encoded(net: TabularNet, cats: torch.Tensor, nums: torch.Tensor) -> np.ndarray:
+    """Probabilities for encoded rows (:meth:`Preprocessor.encode`'s two arrays as tensors on the
+    net's device), as float64 on the host; always in float32, whatever precision trained the net."""
     net.eval()
     with torch.inference_mode():
-        logits = net(torch.from_numpy(cats).to(device), torch.from_numpy(nums).to(device))
-    return torch.sigmoid(logits).double().cpu().numpy()
+        return torch.sigmoid(net(cats, nums)).double().cpu().numpy()
 
 
 MODEL_FILE, PREPROCESSOR_FILE, HYPER_FILE = "model_state.pt", "preprocessor.json", "hyperparameters.json"
@@ -163,8 +168,31 @@ class TabularClassifier(mlflow.pyfunc.PythonModel):
         self.net = build_net(self.pre, hyper)
         self.net.load_state_dict(torch.load(context.artifacts[MODEL_FILE], map_location="cpu", weights_only=True))
         self.net.to(device).eval()
+        self.device = device
+        self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._buffer_rows = 0
 
     def predict(
         self, context: mlflow.pyfunc.PythonModelContext, model_input: pd.DataFrame, params: dict | None = None
     ) -> np.ndarray:
         return predict_proba(self.net, self.pre, model_input)
+
+    def input_buffers(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """Host arrays for ``rows`` encoded rows, to fill before :meth:`predict_codes`: category codes
+        [k, rows] int32 and z-scores [m, rows] float32, one row per feature so that each input column
+        is one contiguous copy. Page-locked when the model is on a GPU (the copy to the device is then
+        one DMA transfer); reused from call to call, so fill and predict before asking again."""
+        k, m = len(self.pre.categorical), len(self.pre.numeric)
+        if self._buffers is None or self._buffer_rows < rows:
+            pin = self.device.type == "cuda"
+            self._buffers = (torch.empty(k * rows, dtype=torch.int32, pin_memory=pin),
+                             torch.empty(m * rows, dtype=torch.float32, pin_memory=pin))
+            self._buffer_rows = rows
+        cats, nums = self._buffers  # flat, so that the first rows of each feature stay one block
+        return cats[: k * rows].view(k, rows).numpy(), nums[: m * rows].view(m, rows).numpy()
+
+    def predict_codes(self, cats: np.ndarray, nums: np.ndarray) -> np.ndarray:
+        """Probabilities for rows encoded elsewhere (for example by Spark, ``jobs.score.encoded_columns``),
+        as :meth:`input_buffers` lays them out; equal to :meth:`predict` on the raw rows."""
+        to = {"device": self.device, "non_blocking": True}
+        return predict_encoded(self.net, torch.from_numpy(cats).to(**to).T, torch.from_numpy(nums).to(**to).T)

@@ -29,7 +29,7 @@ from jobs.config import FeatureSpec, job_parser, parse_bool, parse_job_args
 from jobs.spark import MissingPartitionError, configure_logging, get_spark, path_exists, write_text
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from jobs.config import Lake
     from jobs.drift import DriftSpec
@@ -51,31 +51,109 @@ def make_predict_fn(
     """
 
     def make() -> Callable[..., np.ndarray]:
-        import mlflow.pyfunc
         import pandas as pd
 
-        device = worker_device(use_gpu)
-        if device == "cpu":
-            model = mlflow.pyfunc.load_model(model_uri)
-        else:
-            model = mlflow.pyfunc.load_model(model_uri, model_config={"device": device})
-            if "device" not in model.model_config:  # MLflow drops load-time keys the logged model lacks
-                raise RuntimeError(
-                    f"{model_uri} was logged without a 'device' in its model_config, so it cannot be put on "
-                    f"{device}: log it with model_config={{'device': 'cpu'}} (jobs.model.log_pyfunc does) or "
-                    "score with --use-gpu false"
-                )
+        model = load_model(model_uri, use_gpu)
 
         def predict(*arrays: np.ndarray) -> np.ndarray:
             frame = pd.DataFrame(dict(zip(columns, arrays, strict=True)))
             return np.asarray(model.predict(frame), dtype=np.float64)
 
-        predict.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-            [inspect.Parameter(f"col{i}", inspect.Parameter.POSITIONAL_ONLY) for i in range(len(columns))]
-        )
-        return predict
+        return with_positional_signature(predict, len(columns))
 
     return make
+
+
+def make_encoded_predict_fn(
+    model_uri: str, n_categorical: int, n_numeric: int, use_gpu: bool = False
+) -> Callable[[], Callable[..., np.ndarray]]:
+    """A factory for ``predict_batch_udf`` over inputs Spark has encoded (:func:`encoded_columns`):
+    ``n_categorical`` arrays of category codes, then ``n_numeric`` arrays of z-scores.
+
+    No pandas in the loop: each array is copied once into the model's (page-locked, on a GPU) input
+    buffers and the net runs on them (:meth:`jobs.model.TabularClassifier.predict_codes`).
+    """
+
+    def make() -> Callable[..., np.ndarray]:
+        model = load_model(model_uri, use_gpu).unwrap_python_model()
+
+        def predict(*arrays: np.ndarray) -> np.ndarray:
+            cats, nums = model.input_buffers(len(arrays[0]))
+            for j in range(n_categorical):
+                cats[j] = arrays[j]
+            for j in range(n_numeric):
+                nums[j] = arrays[n_categorical + j]
+            return model.predict_codes(cats, nums)
+
+        return with_positional_signature(predict, n_categorical + n_numeric)
+
+    return make
+
+
+def with_positional_signature(predict: Callable[..., np.ndarray], inputs: int) -> Callable[..., np.ndarray]:
+    """Give ``predict(*arrays)`` a signature of ``inputs`` positional parameters: that is how
+    ``predict_batch_udf`` decides to pass the columns separately."""
+    predict.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(f"col{i}", inspect.Parameter.POSITIONAL_ONLY) for i in range(inputs)]
+    )
+    return predict
+
+
+def load_model(model_uri: str, use_gpu: bool) -> Any:
+    """The pyfunc, on :func:`worker_device`: once per Python worker (``predict_batch_udf`` caches
+    the predict function, and with it the model and its CUDA context, across batches)."""
+    import mlflow.pyfunc
+
+    device = worker_device(use_gpu)
+    if device == "cpu":
+        return mlflow.pyfunc.load_model(model_uri)
+    model = mlflow.pyfunc.load_model(model_uri, model_config={"device": device})
+    if "device" not in model.model_config:  # MLflow drops load-time keys the logged model lacks
+        raise RuntimeError(
+            f"{model_uri} was logged without a 'device' in its model_config, so it cannot be put on "
+            f"{device}: log it with model_config={{'device': 'cpu'}} (jobs.model.log_pyfunc does) or "
+            "score with --use-gpu false"
+        )
+    return model
+
+
+# jobs.model.PREPROCESSOR_FILE inside a pyfunc's artifacts (read here without importing torch)
+PREPROCESSOR_ARTIFACT = "artifacts/preprocessor.json"
+
+
+def model_preprocessor(model_uri: str) -> dict[str, Any] | None:
+    """The preprocessor a model logged by :func:`jobs.model.log_pyfunc` carries (vocabularies and
+    normalisation statistics, as JSON), or None for any other model."""
+    import mlflow.artifacts
+    from mlflow.exceptions import MlflowException
+
+    try:
+        path = mlflow.artifacts.download_artifacts(artifact_uri=f"{model_uri.rstrip('/')}/{PREPROCESSOR_ARTIFACT}")
+    except (MlflowException, OSError):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def encoded_columns(pre: dict[str, Any]) -> list[Column]:
+    """The model's inputs encoded by Spark as :meth:`jobs.model.Preprocessor.encode` encodes them:
+    a category's vocabulary index + 1 (0 for an unseen value or a null) as int, then each number's
+    z-score in double (nulls, NaN and infinities at 0), cast to float."""
+    from pyspark.sql import functions as F
+
+    unknown = F.lit(0)  # jobs.model.UNKNOWN_INDEX
+    codes = []
+    for col in pre["categorical"]:
+        vocab = pre["vocab"][col]
+        lookup = F.create_map(*[x for i, value in enumerate(vocab) for x in (F.lit(value), F.lit(i + 1))])
+        code = F.coalesce(F.try_element_at(lookup, F.col(col).cast("string")), unknown) if vocab else unknown
+        codes.append(code.cast("int").alias(f"{col}_code"))
+    zscores = []
+    for col in pre["numeric"]:
+        z = (F.col(col).cast("double") - F.lit(pre["mean"][col])) / F.lit(pre["std"][col])
+        finite = z.isNotNull() & ~F.isnan(z) & (F.abs(z) != F.lit(float("inf")))
+        zscores.append(F.when(finite, z).otherwise(F.lit(0.0)).cast("float").alias(f"{col}_z"))
+    return [*codes, *zscores]
 
 
 def worker_device(use_gpu: bool) -> str:
@@ -100,19 +178,26 @@ def worker_device(use_gpu: bool) -> str:
 
 def score_features(
     features: DataFrame, spec: FeatureSpec, model: ModelRef, load_uri: str, batch_size: int, run_date: dt.date,
-    use_gpu: bool = False,
+    use_gpu: bool = False, preprocessor: dict[str, Any] | None = None,
 ) -> DataFrame:
     """Prediction rows: the id columns, ``probability``, the model's identity, the run date, the
-    scoring time and the partition ``date``."""
+    scoring time and the partition ``date``.
+
+    With the model's ``preprocessor`` (:func:`model_preprocessor`), Spark encodes the inputs and the
+    Python workers only run the net; without, the workers get the raw feature columns and call the
+    pyfunc's ``predict`` (any MLflow pyfunc that takes them works)."""
     from pyspark.ml.functions import predict_batch_udf
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType
 
-    predict = predict_batch_udf(
-        make_predict_fn(load_uri, spec.inputs, use_gpu), return_type=DoubleType(), batch_size=batch_size
-    )
-    probability = predict(*[F.col(c) for c in spec.inputs])
-    return features.select(*prediction_columns(spec, model, probability, run_date))
+    if preprocessor is None:
+        make, inputs = make_predict_fn(load_uri, spec.inputs, use_gpu), [F.col(c) for c in spec.inputs]
+    else:
+        n_categorical, n_numeric = len(preprocessor["categorical"]), len(preprocessor["numeric"])
+        make = make_encoded_predict_fn(load_uri, n_categorical, n_numeric, use_gpu)
+        inputs = encoded_columns(preprocessor)
+    predict = predict_batch_udf(make, return_type=DoubleType(), batch_size=batch_size)
+    return features.select(*prediction_columns(spec, model, predict(*inputs), run_date))
 
 
 def prediction_columns(spec: FeatureSpec, model: ModelRef, probability: Any, run_date: dt.date) -> list[Any]:
@@ -158,12 +243,17 @@ def main(argv: list[str] | None = None) -> None:
         raise MissingPartitionError(f"no features for {args.run_date}: expected {source}; run the features job first")
     model, load_uri = resolve_model(config.train.model_name, args.extra["model_version"])
     use_gpu = config.score.use_gpu if args.extra["use_gpu"] is None else args.extra["use_gpu"]
-    log.info("scoring %s with %s version %s (run %s) on %s", args.run_date, model.name, model.version, model.run_id,
-             "GPUs" if use_gpu else "the CPU")
+    preprocessor = model_preprocessor(load_uri)
+    batch_size = config.score.gpu_batch_size if use_gpu else config.score.batch_size
+    if use_gpu:  # one Arrow batch per model call, not Arrow's default of 10,000 rows
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(batch_size))
+    log.info("scoring %s with %s version %s (run %s) on %s, %s, in batches of %d", args.run_date, model.name,
+             model.version, model.run_id, "GPUs" if use_gpu else "the CPU",
+             "inputs encoded by Spark" if preprocessor else "raw inputs to the pyfunc", batch_size)
 
     features = spark.read.option("basePath", lake.features).parquet(source)
-    predictions = score_features(features, config.features, model, load_uri, config.score.batch_size, args.run_date,
-                                 use_gpu)
+    predictions = score_features(features, config.features, model, load_uri, batch_size, args.run_date,
+                                 use_gpu, preprocessor)
     predictions.write.mode("overwrite").partitionBy("date").parquet(lake.predictions)
 
     target = lake.partition(lake.predictions, args.run_date)

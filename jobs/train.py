@@ -4,12 +4,15 @@ Usage::
 
     spark-submit jobs/train.py --run-date 2013-01-28 [--config PATH] [--lake-root PATH]
                                [--num-processes N] [--use-gpu true|false] [--local-mode true|false]
+                               [--precision auto|bf16|fp16|fp32]
 
 The window is ``train.train_days + train.holdout_days`` days ending with the run date: the model is
 fitted on the first ``train_days`` and evaluated on the last ``holdout_days``. The driver fits the
 preprocessing (vocabularies, normalisation statistics) with Spark, opens an MLflow run and logs the
-parameters; TorchDistributor starts ``num_processes`` ranks (gloo on CPU, NCCL on GPU), each
-reading the feature Parquet itself; rank 0 logs per-epoch metrics, plots (loss curves, ROC and
+parameters; TorchDistributor starts ``num_processes`` ranks (gloo on CPU; NCCL on GPU, one rank per
+GPU, by default every GPU of the machine in local mode), each reading the feature Parquet itself and
+keeping its rows on its device; steps run in ``train.precision`` (bf16 autocast by default on a GPU
+that has it, fp16 with a loss scaler, fp32); rank 0 logs per-epoch metrics, plots (loss curves, ROC and
 calibration curves on the holdout) and the model (pyfunc with signature, input example and the
 preprocessing). The driver then registers a new model version
 and tags it with the run date, the window and the holdout metrics, applies the champion gate, and
@@ -30,7 +33,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from jobs.config import FeatureSpec, Lake, job_parser, parse_bool, parse_job_args
+from jobs.config import PRECISIONS, FeatureSpec, Lake, job_parser, optional_choice, parse_bool, parse_job_args
 from jobs.spark import MissingPartitionError, configure_logging, get_spark, path_exists, write_text
 
 if TYPE_CHECKING:
@@ -144,23 +147,94 @@ def epoch_order(seed: int, epoch: int, rank: int, rows: int) -> torch.Tensor:
     return torch.randperm(rows, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch * 1009 + rank))
 
 
-def train_steps(
-    model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Any, batches: Any,
-    cats: torch.Tensor, nums: torch.Tensor, labels: torch.Tensor, device: Any,
-) -> torch.Tensor:
-    """One optimizer step per batch (index tensors into the rows); returns [summed loss, rows] as
-    float64 on ``device``."""
+def rank_device(use_gpu: bool) -> torch.device:
+    """The rank's device: ``cuda:<LOCAL_RANK>`` among the GPUs Spark made visible to the rank
+    (TorchDistributor sets ``CUDA_VISIBLE_DEVICES``), else the CPU. No GPU is an error, never a
+    silent fall back to the CPU."""
+    import os
+
     import torch
 
-    totals = torch.zeros(2, dtype=torch.float64, device=device)
+    if not use_gpu:
+        return torch.device("cpu")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "(not set)")
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "GPU training was asked for (train.use_gpu / --use-gpu true) but torch sees no CUDA device in this "
+            f"rank (torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}, "
+            f"CUDA_VISIBLE_DEVICES={visible}); train on the CPU with --use-gpu false or give the job GPUs"
+        )
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if local_rank >= torch.cuda.device_count():
+        raise RuntimeError(
+            f"local rank {local_rank} has no GPU of its own: {torch.cuda.device_count()} visible "
+            f"(CUDA_VISIBLE_DEVICES={visible}); run at most one process per GPU (--num-processes)"
+        )
+    return torch.device("cuda", local_rank)
+
+
+def resolve_precision(requested: str, device: torch.device) -> str:
+    """The arithmetic of the training steps: ``auto`` is bf16 on a GPU that supports it and fp32
+    otherwise (the CPU's results stay as they were); bf16, fp16 and fp32 are taken as asked."""
+    import torch
+
+    if requested == "auto":
+        return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+    if requested == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise RuntimeError(f"{torch.cuda.get_device_name(device)} does not support bf16: use precision fp16 or fp32")
+    return requested
+
+
+def autocast(device: torch.device, precision: str) -> Any:
+    """The autocast context of a training step in ``precision`` (fp32: none)."""
+    import torch
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
+
+
+def place_shard(tensors: tuple[torch.Tensor, ...], device: torch.device) -> tuple[torch.Tensor, ...]:
+    """The rank's rows on its device, copied there once; on a GPU where they would take more than
+    half of the free memory, in page-locked host memory instead (each step then copies its batch)."""
+    import torch
+
+    if device.type != "cuda":
+        return tensors
+    size = sum(t.numel() * t.element_size() for t in tensors)
+    if size > torch.cuda.mem_get_info(device)[0] // 2:
+        return tuple(t.pin_memory() for t in tensors)
+    return tuple(t.to(device) for t in tensors)
+
+
+def train_steps(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Any, batches: Any,
+    cats: torch.Tensor, nums: torch.Tensor, labels: torch.Tensor, device: torch.device,
+    precision: str = "fp32", scaler: Any = None,
+) -> torch.Tensor:
+    """One optimizer step per batch (index tensors into the rows, on the rows' device); returns
+    [summed loss, rows] as float64 on ``device``.
+
+    Nothing in the loop waits for the device: the loss is summed on it and read once, by the
+    caller, at the end of the epoch. ``scaler``: a loss scaler (fp16)."""
+    import torch
+
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    rows = 0
     for batch in batches:
-        c, n, y = cats[batch].to(device), nums[batch].to(device), labels[batch].to(device)
+        c, n, y = (t[batch].to(device, non_blocking=True) for t in (cats, nums, labels))
         optimizer.zero_grad()
-        loss = loss_fn(model(c, n), y)
-        loss.backward()
-        optimizer.step()
-        totals += torch.tensor([loss.item(), len(y)], dtype=torch.float64, device=device)
-    return totals
+        with autocast(device, precision):
+            loss = loss_fn(model(c, n), y)
+        if scaler is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        loss_sum += loss.detach()
+        rows += len(batch)
+    return torch.stack([loss_sum, torch.tensor(float(rows), dtype=torch.float64, device=device)])
 
 
 CHECKPOINT_RUN = "run.json"  # the MLflow run the training logs to, written by the driver
@@ -207,7 +281,7 @@ def load_checkpoint(folder: str) -> dict[str, Any] | None:
 
     done = checkpointed_epochs(folder)
     data = read_bytes(f"{folder}/{_epoch_file(done)}") if done else None
-    return None if data is None else torch.load(io.BytesIO(data), weights_only=False)
+    return None if data is None else torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
 
 
 def exit_with_parent() -> None:
@@ -264,9 +338,37 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
         raise
 
 
+def train_in_process(job: dict[str, Any]) -> dict[str, Any] | None:
+    """:func:`train_fn` in this process as the only rank of a world of one, without TorchDistributor
+    (no process started): for debugging a training and for measuring it from outside. Leaves this
+    process's environment, torch threads and exception hook as they were."""
+    import os
+    import socket
+    import sys
+
+    import torch
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    rank_env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
+                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    saved, threads, excepthook = {k: os.environ.get(k) for k in rank_env}, torch.get_num_threads(), sys.excepthook
+    os.environ.update(rank_env)
+    try:
+        return train_fn(job)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        torch.set_num_threads(threads)
+        sys.excepthook = excepthook  # the process group prefixes every traceback with "[rank0]"
+
+
 def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
     """The body of :func:`train_fn`."""
-    import os
     import time
 
     import numpy as np
@@ -275,13 +377,16 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
     from torch.nn.parallel import DistributedDataParallel
 
     from jobs.metrics import evaluate
-    from jobs.model import Preprocessor, build_net, log_pyfunc, predict_proba
+    from jobs.model import Preprocessor, build_net, log_pyfunc, predict_encoded
     from jobs.train import (
         epoch_order,
         exit_with_parent,
         labelled_rows,
         load_checkpoint,
+        place_shard,
+        rank_device,
         read_units,
+        resolve_precision,
         save_checkpoint,
         shard_units,
         train_steps,
@@ -289,10 +394,16 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
 
     exit_with_parent()
     torch.set_num_threads(job["threads_per_process"])
-    use_gpu = job["use_gpu"]
-    dist.init_process_group("nccl" if use_gpu else "gloo")
+    # Every tensor this rank hands to a collective is created on ``device``: NCCL has no CPU
+    # backend, so a CPU tensor that gloo takes without a word fails on a GPU.
+    device = rank_device(job["use_gpu"])
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # the object collectives (broadcast_object_list) use the current device
+        dist.init_process_group("nccl", device_id=device)
+    else:
+        dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if use_gpu else "cpu")
+    precision = resolve_precision(job.get("precision", "fp32"), device)
     pre = Preprocessor.from_json(job["preprocessor"])
     label, epochs, seed = job["label"], job["epochs"], job["seed"]
     wanted = [*pre.categorical, *pre.numeric, label]
@@ -301,30 +412,34 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
     units = shard_units(job["train_dirs"], rank, world)
     shard = labelled_rows(read_units(units, wanted), wanted, label)
     cats, nums = (torch.from_numpy(a) for a in pre.encode(shard))
-    labels = torch.from_numpy(shard[label].to_numpy(np.float32))
-    print(f"rank {rank}/{world}: {len(units)} row groups, {len(shard)} labelled rows", flush=True)
-    torch.manual_seed(seed)  # the same initial weights on every rank
+    cats, nums, labels = place_shard((cats, nums, torch.from_numpy(shard[label].to_numpy(np.float32))), device)
+    print(f"rank {rank}/{world}: {len(units)} row groups, {len(shard)} labelled rows on {device} ({precision})",
+          flush=True)
+    torch.manual_seed(seed)  # the same initial weights on every rank, built on the CPU whatever the device
     net = build_net(pre, job["hyper"])
-    optimizer_state = None
+    optimizer_state = scaler_state = None
     saved = [load_checkpoint(checkpoint_dir) if checkpoint_dir and rank == 0 else None]
     dist.broadcast_object_list(saved, src=0)
     state = saved[0]
     start_epoch = 0
     if state is not None:
         net.load_state_dict(state["model"])
-        optimizer_state, start_epoch = state["optimizer"], state["epochs_done"]
+        optimizer_state, scaler_state, start_epoch = state["optimizer"], state.get("scaler"), state["epochs_done"]
         print(f"rank {rank}: resuming after epoch {start_epoch} of {epochs} from {checkpoint_dir}", flush=True)
     net = net.to(device)
-    model = DistributedDataParallel(net, device_ids=[device.index] if use_gpu else None)
-    optimizer = torch.optim.Adam(model.parameters(), lr=job["learning_rate"])
+    model = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
+    optimizer = torch.optim.Adam(model.parameters(), lr=job["learning_rate"], fused=device.type == "cuda" or None)
     if optimizer_state is not None:
         optimizer.load_state_dict(optimizer_state)
+    scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
+    if scaler is not None and scaler_state is not None:
+        scaler.load_state_dict(scaler_state)
     loss_fn = torch.nn.BCEWithLogitsLoss(reduction="sum")
     # Every rank takes the same number of steps: the largest share cut into batches of at most
     # batch_size, smaller shares into as many slightly smaller batches. (With DDP's Join instead,
     # a rank that runs out skips the last optimizer steps, its Adam moments fall behind the
     # others' and the ranks' weights drift apart.)
-    largest = torch.tensor([len(labels)], dtype=torch.int64)
+    largest = torch.tensor([len(labels)], dtype=torch.int64, device=device)
     dist.all_reduce(largest, op=dist.ReduceOp.MAX)
     steps = max(1, -(-int(largest) // job["batch_size"]))
 
@@ -335,8 +450,13 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
 
         mlflow.set_tracking_uri(job["tracking_uri"])
         mlflow.start_run(run_id=job["run_id"])
+        mlflow.log_params({
+            "training_precision": precision,
+            "training_device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        })
         holdout_units = shard_units(job["holdout_dirs"], 0, 1)  # all of it
         holdout = labelled_rows(read_units(holdout_units, wanted), wanted, label)
+        holdout_inputs = [torch.from_numpy(a).to(device) for a in pre.encode(holdout)]  # encoded once
         if state is None:
             mlflow.log_metrics({"holdout_rows": float(len(holdout))})
         else:
@@ -350,14 +470,15 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
     for epoch in range(start_epoch, epochs):
         started = time.perf_counter()
         model.train()
-        batches = torch.tensor_split(epoch_order(seed, epoch, rank, len(labels)), steps)
-        totals = train_steps(model, optimizer, loss_fn, batches, cats, nums, labels, device)
+        batches = torch.tensor_split(epoch_order(seed, epoch, rank, len(labels)).to(labels.device), steps)
+        totals = train_steps(model, optimizer, loss_fn, batches, cats, nums, labels, device, precision, scaler)
         dist.all_reduce(totals)
+        loss_sum, rows = totals.tolist()  # the epoch's one wait for the device
         epoch_seconds.append(time.perf_counter() - started)
-        train_rows = int(totals[1])  # every labelled row, once
+        train_rows = int(rows)  # every labelled row, once
         if rank == 0:
-            train_loss = float(totals[0] / totals[1])
-            metrics = evaluate(holdout[label], predict_proba(net, pre, holdout))
+            train_loss = loss_sum / rows
+            metrics = evaluate(holdout[label], predict_encoded(net, *holdout_inputs))
             history["train"].append(train_loss)
             history["holdout"].append(metrics["log_loss"])
             logged = {"train_loss": train_loss, **{f"holdout_{k}": v for k, v in metrics.items() if k != "rows"}}
@@ -366,6 +487,7 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
             if checkpoint_dir:
                 save_checkpoint(checkpoint_dir, {
                     "epochs_done": epoch + 1, "model": net.state_dict(), "optimizer": optimizer.state_dict(),
+                    "scaler": scaler.state_dict() if scaler is not None else None,
                     "history": history, "metrics": logged, "train_rows": train_rows,
                 })
             mlflow.log_metrics(logged, step=epoch)
@@ -378,7 +500,7 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
     if rank == 0:
         from jobs.plots import calibration_figure, loss_figure, roc_figure
 
-        probabilities = predict_proba(net, pre, holdout)
+        probabilities = predict_encoded(net, *holdout_inputs)
         metrics = evaluate(holdout[label], probabilities)
         mlflow.log_figure(loss_figure(history), "plots/loss_curves.png")
         if len(np.unique(holdout[label])) == 2:
@@ -427,6 +549,35 @@ def resumable_run(mlflow_client: Any, checkpoint_dir: str) -> str | None:
     return saved["run_id"]
 
 
+def discovered_gpus(script: str | None = None) -> list[str]:
+    """The GPU addresses Spark will see on this machine: what the one discovery script
+    (``jobs/gpu_discovery.sh``) reports, read before the session starts."""
+    import subprocess
+
+    from jobs.spark import GPU_DISCOVERY_SCRIPT
+
+    out = subprocess.run([script or GPU_DISCOVERY_SCRIPT], check=True, capture_output=True, text=True).stdout
+    return [str(address) for address in json.loads(out)["addresses"]]
+
+
+def training_processes(use_gpu: bool, local_mode: bool, asked: int | None, configured: int) -> int:
+    """How many ranks: ``--num-processes`` when given; on the CPU ``train.num_processes``; on GPUs
+    in local mode one per GPU of this machine, on a cluster ``train.num_processes`` (one per GPU
+    task slot)."""
+    if asked is not None:
+        return asked
+    if not (use_gpu and local_mode):
+        return configured
+    gpus = discovered_gpus()
+    if not gpus:
+        raise RuntimeError(
+            "GPU training was asked for (train.use_gpu / --use-gpu true) but jobs/gpu_discovery.sh finds no GPU "
+            "on this machine (nvidia-smi lists none, or is missing): train with --use-gpu false, or on a machine "
+            "with GPUs"
+        )
+    return len(gpus)
+
+
 def gpu_resources(local_mode: bool, num_processes: int) -> dict[str, str]:
     """:func:`jobs.spark.gpu_conf` for this training, less what spark-submit already set."""
     from pyspark import SparkConf
@@ -447,11 +598,17 @@ def main(argv: list[str] | None = None) -> None:
         "--local-mode", type=parse_bool, default=None,
         help="true: ranks run on the driver; false: as a barrier stage on the cluster (default: train.local_mode)",
     )
+    parser.add_argument(
+        "--precision", type=optional_choice(PRECISIONS), default=None,
+        help=f"{' | '.join(PRECISIONS)} (default: train.precision; empty: the default)",
+    )
     args = parse_job_args(parser, argv)
     cfg = args.config.train
-    num_processes = args.extra["num_processes"] or cfg.num_processes
     use_gpu = cfg.use_gpu if args.extra["use_gpu"] is None else args.extra["use_gpu"]
     local_mode = cfg.local_mode if args.extra["local_mode"] is None else args.extra["local_mode"]
+    num_processes = training_processes(use_gpu, local_mode, args.extra["num_processes"], cfg.num_processes)
+    precision = args.extra["precision"] or cfg.precision
+    batch_size = cfg.gpu_batch_size if use_gpu else cfg.batch_size
     train_days, holdout_days = split_window(args.run_date, cfg.train_days, cfg.holdout_days)
 
     # GPU resources must be known when the session starts; spark-submit --conf settings win.
@@ -481,7 +638,7 @@ def main(argv: list[str] | None = None) -> None:
     params = {
         "run_date": args.run_date, "train_start": train_days[0], "train_end": train_days[-1],
         "holdout_start": holdout_days[0], "holdout_end": holdout_days[-1], "features_path": args.lake.features,
-        "epochs": cfg.epochs, "batch_size": cfg.batch_size, "learning_rate": cfg.learning_rate,
+        "epochs": cfg.epochs, "batch_size": batch_size, "learning_rate": cfg.learning_rate, "precision": precision,
         "seed": cfg.seed, "num_processes": num_processes, "use_gpu": use_gpu, "local_mode": local_mode,
         "min_category_count": cfg.min_category_count, "config": args.config.source, **hyper, **code_version(),
     }
@@ -508,8 +665,9 @@ def main(argv: list[str] | None = None) -> None:
     job = {
         "run_id": run_id, "tracking_uri": tracking_uri(), "preprocessor": pre.to_json(),
         "train_dirs": train_dirs, "holdout_dirs": holdout_dirs, "label": args.config.features.label,
-        "hyper": hyper, "epochs": cfg.epochs, "batch_size": cfg.batch_size, "learning_rate": cfg.learning_rate,
-        "seed": cfg.seed, "use_gpu": use_gpu, "threads_per_process": 1, "checkpoint_dir": checkpoint_dir,
+        "hyper": hyper, "epochs": cfg.epochs, "batch_size": batch_size, "learning_rate": cfg.learning_rate,
+        "precision": precision, "seed": cfg.seed, "use_gpu": use_gpu, "threads_per_process": 1,
+        "checkpoint_dir": checkpoint_dir,
     }
     from pyspark.ml.torch.distributor import TorchDistributor
 

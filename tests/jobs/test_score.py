@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import numpy as np
 import pytest
@@ -84,16 +85,73 @@ def test_gpu_scoring_scores_on_a_gpu_or_says_there_is_none(scored_model, config)
     assert worker_device(True) == "cuda:0"  # outside a Spark task: no GPU assigned, the first one
     on_gpu = make_predict_fn(scored_model["uri"], inputs, use_gpu=True)()(*arrays)
     np.testing.assert_allclose(on_gpu, on_cpu, rtol=0, atol=1e-5)
+    encoded = encoded_arrays(scored_model["pre"], frame)
+    on_gpu_encoded = make_encoded_predict_fn_for(scored_model, use_gpu=True)(*encoded)
+    np.testing.assert_allclose(on_gpu_encoded, on_cpu, rtol=0, atol=1e-5)
 
 
-def test_spark_predictions_equal_single_process_predictions(scored_model, config):
+def encoded_arrays(pre, frame) -> list[np.ndarray]:
+    """What Spark hands the encoded predict function: one array per code, then per z-score."""
+    cats, nums = pre.encode(frame)
+    return [*(cats[:, j].astype(np.int32) for j in range(cats.shape[1])), *(nums[:, j] for j in range(nums.shape[1]))]
+
+
+def make_encoded_predict_fn_for(scored_model, use_gpu: bool = False):
+    from jobs.score import make_encoded_predict_fn
+
+    pre = scored_model["pre"]
+    return make_encoded_predict_fn(scored_model["uri"], len(pre.categorical), len(pre.numeric), use_gpu)()
+
+
+def test_the_encoded_predict_function_equals_the_pyfunc_on_raw_rows(scored_model, config):
+    from jobs.model import predict_proba
+
+    frame, pre = scored_model["frame"], scored_model["pre"]
+    predict = make_encoded_predict_fn_for(scored_model)
+    expected = predict_proba(scored_model["net"], pre, frame)
+    np.testing.assert_array_equal(predict(*encoded_arrays(pre, frame)), expected)
+    # the input buffers are reused: a smaller batch after a bigger one gets its own rows' answers
+    small = frame.iloc[:7]
+    np.testing.assert_array_equal(predict(*encoded_arrays(pre, small)), predict_proba(scored_model["net"], pre, small))
+
+
+def test_spark_encodes_inputs_exactly_as_the_preprocessor_does(spark):
+    from jobs.model import Preprocessor
+    from jobs.score import encoded_columns
+
+    pre = Preprocessor(categorical=["carrier", "tailnum"], numeric=["distance", "seats"],
+                       vocab={"carrier": ["AA", "UA"], "tailnum": []}, mean={"distance": 1000.0 / 3, "seats": 2.0},
+                       std={"distance": 7.0, "seats": 1.0})
+    rows = [("UA", "N1", 150.0, 3), ("ZZ", None, float("nan"), None), (None, "N2", float("inf"), 1),
+            ("AA", "N3", -float("inf"), 0), ("AA", "N4", 1e300, 2), ("UA", None, None, 5)]
+    df = spark.createDataFrame(rows, "carrier string, tailnum string, distance double, seats int")
+    got = df.select(*encoded_columns(json.loads(pre.to_json()))).toPandas()
+    frame = df.toPandas()
+    cats, nums = pre.encode(frame)
+    np.testing.assert_array_equal(got.iloc[:, :2].to_numpy(), cats)
+    np.testing.assert_array_equal(got.iloc[:, 2:].to_numpy(), nums)  # bit for bit: float64 z, then float32
+    assert got.dtypes.tolist() == [np.int32, np.int32, np.float32, np.float32]
+
+
+def test_the_score_job_finds_the_preprocessor_a_logged_model_carries(scored_model, tmp_path):
+    from jobs.model import PREPROCESSOR_FILE
+    from jobs.score import PREPROCESSOR_ARTIFACT, model_preprocessor
+
+    assert PREPROCESSOR_ARTIFACT.endswith(f"/{PREPROCESSOR_FILE}")
+    assert model_preprocessor(scored_model["uri"]) == json.loads(scored_model["pre"].to_json())
+    assert model_preprocessor(str(tmp_path)) is None  # any other pyfunc: scored on raw columns
+
+
+@pytest.mark.parametrize("encoded", [False, True], ids=["raw-columns", "encoded-by-spark"])
+def test_spark_predictions_equal_single_process_predictions(scored_model, config, encoded):
     from jobs.model import predict_proba
     from jobs.score import score_features
     from jobs.tracking import ModelRef
 
     ref = ModelRef(name="flight_delay", version="7", run_id="abc")
+    preprocessor = json.loads(scored_model["pre"].to_json()) if encoded else None
     out = score_features(scored_model["features"], config.features, ref, scored_model["uri"], batch_size=100,
-                         run_date=DAY)
+                         run_date=DAY, preprocessor=preprocessor)
     keys = ["carrier", "flight", "origin", "sched_dep_time"]
     spark_rows = out.toPandas().sort_values(keys).reset_index(drop=True)
     frame = scored_model["frame"].sort_values(keys).reset_index(drop=True)
