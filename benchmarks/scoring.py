@@ -21,15 +21,16 @@ shape it never runs.
 Contenders, per scale, side by side in one local[2] session (one for all), each writing its own
 throw-away predictions folder, partitioned by date:
 
-- ``spark (score job)``: :func:`jobs.score.score_features` on the scale's partitions, written as the
-  score job writes (``.write.mode("overwrite").partitionBy("date").parquet``), with ``score.batch_size``
-  and Arrow's default ``maxRecordsPerBatch`` (10000);
-- ``spark, numeric inputs (experiment)``: the same output, but the categoricals are encoded to
-  integer codes in Spark (a map literal of the model's vocabularies: 0 = unknown or null, vocabulary
-  index + 1 otherwise, as :meth:`jobs.model.Preprocessor.encode` does) and the predict function builds
-  the tensors from numeric arrays (no pandas DataFrame of strings); its probabilities are checked
-  against the score job's on the same rows;
-- ``spark mapInArrow, numeric inputs (experiment)``: the same encoding and predict function through
+- ``spark (score job)``: :func:`jobs.score.score_features` on the scale's partitions with the model's
+  preprocessor, as the job runs it (Spark encodes the inputs: category codes and z-scores; the
+  workers copy them into the model's input buffers and run the net), written as the score job
+  writes (``.write.mode("overwrite").partitionBy("date").parquet``), with ``score.batch_size`` and
+  Arrow's default ``maxRecordsPerBatch`` (10000);
+- ``spark, raw columns to the pyfunc``: the same output with the raw feature columns handed to the
+  pyfunc's ``predict`` (a pandas DataFrame of strings and numbers, encoded in the worker): the
+  job's path for a model without a preprocessor; its probabilities are checked against the score
+  job's on the same rows;
+- ``spark mapInArrow, encoded inputs (experiment)``: the same encoding and predict function through
   ``mapInArrow`` instead of predict_batch_udf (numpy arrays straight from Arrow, no pandas at all);
 - ``spark read+write``: the same read and write without the model (a constant probability): the floor
   of Spark's I/O;
@@ -54,7 +55,7 @@ Tuning (``--tune-scale``, default ``year``; ``none`` skips it): the three Spark 
 ``score.batch_size`` in (1024, 4096, 16384) x ``spark.sql.execution.arrow.maxRecordsPerBatch`` in
 (10000, 50000). Each splits the Arrow batches, so a model call sees at most the smaller of the two.
 
-Checks, per scale: every contender writes the score job's columns and rows; the numeric UDF's
+Checks, per scale: every contender writes the score job's columns and rows; the raw-column UDF's
 probabilities equal the score job's on the same rows (both UDFs in one select, max abs diff < 1e-6
 expected), the others' sorted probabilities equal the score job's sorted ones.
 
@@ -72,7 +73,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
-import inspect
 import json
 import logging
 import os
@@ -110,7 +110,7 @@ MONTH = days_ending(dt.date(2013, 7, 31), 31)
 TRAIN_DAYS = days_ending(dt.date(2013, 1, 31), 31)
 TRAIN_STEPS = 300
 JITTER = 0.05  # the scaled-up set's noise on continuous inputs, in standard deviations of the day
-TUNED = ("spark", "numeric", "arrow")
+TUNED = ("spark", "raw", "arrow")
 REWARM_AFTER_S = 45  # Spark stops Python workers idle for 60 s, and their cached models with them
 EQUAL_TOLERANCE = 1e-6
 PROBE_MARK = "PROBE-RESULT "
@@ -154,78 +154,33 @@ class Contender:
 
 
 # --------------------------------------------------------------------------------------------------
-# The experiment: categoricals encoded in Spark, numeric arrays into the UDF.
+# Spark contenders beside the score job.
 
 
-def encoded_inputs(pre: Preprocessor) -> list[Column]:
-    """The model's inputs as numbers: category codes computed in Spark, then the raw numeric columns.
-
-    A code is the category's vocabulary index + 1, and 0 (the unknown index) for an unseen value
-    or a null, as :meth:`jobs.model.Preprocessor.encode` does.
-    """
+def raw_udf(spec: FeatureSpec, load_uri: str, batch_size: int) -> Column:
+    """The pyfunc on the raw feature columns (what any MLflow pyfunc takes): the score job's path for a
+    model without a Preprocessor."""
+    from pyspark.ml.functions import predict_batch_udf
     from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType
 
-    from jobs.model import UNKNOWN_INDEX
+    from jobs.score import make_predict_fn
 
-    codes = []
-    for col in pre.categorical:
-        vocab = pre.vocab[col]
-        if not vocab:
-            codes.append(F.lit(UNKNOWN_INDEX).alias(f"{col}_code"))
-            continue
-        lookup = F.create_map(*[x for i, value in enumerate(vocab) for x in (F.lit(value), F.lit(i + 1))])
-        code = F.coalesce(F.try_element_at(lookup, F.col(col).cast("string")), F.lit(UNKNOWN_INDEX))
-        codes.append(code.alias(f"{col}_code"))
-    return [*codes, *[F.col(c).cast("double") for c in pre.numeric]]
+    predict = predict_batch_udf(make_predict_fn(load_uri, spec.inputs), return_type=DoubleType(),
+                                batch_size=batch_size)
+    return predict(*[F.col(c) for c in spec.inputs])
 
 
-def make_numeric_predict_fn(model_uri: str, n_categorical: int, n_numeric: int) -> Callable[[], Callable[..., Any]]:
-    """A ``predict_batch_udf`` factory over numeric arrays: category codes, then raw numbers.
-
-    Builds the tensors with numpy as :meth:`Preprocessor.encode` does (float64 z-scores, nulls and
-    infinities to 0, then float32) and calls the pyfunc's net directly.
-    """
-
-    def make() -> Callable[..., Any]:
-        import mlflow.pyfunc
-        import numpy as np
-        import torch
-
-        model = mlflow.pyfunc.load_model(model_uri).unwrap_python_model()  # sets torch to one thread
-        pre, net = model.pre, model.net
-        mean = np.array([pre.mean[c] for c in pre.numeric], dtype=np.float64)
-        std = np.array([pre.std[c] for c in pre.numeric], dtype=np.float64)
-
-        def predict(*arrays: Any) -> Any:
-            rows = len(arrays[0])
-            cats = np.zeros((rows, n_categorical), dtype=np.int64)
-            for j in range(n_categorical):
-                cats[:, j] = arrays[j]
-            raw = np.empty((rows, n_numeric), dtype=np.float64)
-            for j in range(n_numeric):
-                raw[:, j] = arrays[n_categorical + j]
-            nums = np.nan_to_num((raw - mean) / std, nan=0.0, posinf=0.0, neginf=0.0).astype(np.float32)
-            with torch.inference_mode():
-                logits = net(torch.from_numpy(cats), torch.from_numpy(nums))
-            return torch.sigmoid(logits).double().numpy()
-
-        predict.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-            [inspect.Parameter(f"col{i}", inspect.Parameter.POSITIONAL_ONLY) for i in range(n_categorical + n_numeric)]
-        )
-        return predict
-
-    return make
-
-
-def numeric_udf(pre: Preprocessor, load_uri: str, batch_size: int) -> Column:
+def encoded_udf(pre: dict[str, Any], load_uri: str, batch_size: int) -> Column:
+    """The score job's UDF over inputs Spark encoded."""
     from pyspark.ml.functions import predict_batch_udf
     from pyspark.sql.types import DoubleType
 
-    predict = predict_batch_udf(
-        make_numeric_predict_fn(load_uri, len(pre.categorical), len(pre.numeric)),
-        return_type=DoubleType(), batch_size=batch_size,
-    )
-    return predict(*encoded_inputs(pre))
+    from jobs.score import encoded_columns, make_encoded_predict_fn
+
+    predict = predict_batch_udf(make_encoded_predict_fn(load_uri, len(pre["categorical"]), len(pre["numeric"])),
+                                return_type=DoubleType(), batch_size=batch_size)
+    return predict(*encoded_columns(pre))
 
 
 def same_columns(job: DataFrame, other: DataFrame, name: str) -> None:
@@ -234,19 +189,18 @@ def same_columns(job: DataFrame, other: DataFrame, name: str) -> None:
         raise RuntimeError(f"{name} writes {other.dtypes}, the score job {job.dtypes}: update benchmarks/scoring.py")
 
 
-def score_features_numeric(
-    features: DataFrame, spec: FeatureSpec, pre: Preprocessor, model: ModelRef, load_uri: str, batch_size: int,
-    run_date: dt.date,
+def score_features_raw(
+    features: DataFrame, spec: FeatureSpec, model: ModelRef, load_uri: str, batch_size: int, run_date: dt.date,
 ) -> DataFrame:
-    """:func:`jobs.score.score_features` with numeric UDF inputs: the experiment."""
-    return features.select(*prediction_columns(spec, model, numeric_udf(pre, load_uri, batch_size), run_date))
+    """:func:`jobs.score.score_features` on raw columns (the pyfunc's own contract)."""
+    return features.select(*prediction_columns(spec, model, raw_udf(spec, load_uri, batch_size), run_date))
 
 
 def score_features_arrow(
-    features: DataFrame, spec: FeatureSpec, pre: Preprocessor, model: ModelRef, load_uri: str, batch_size: int,
+    features: DataFrame, spec: FeatureSpec, pre: dict[str, Any], model: ModelRef, load_uri: str, batch_size: int,
     run_date: dt.date,
 ) -> DataFrame:
-    """The experiment's numeric inputs and predict function through ``mapInArrow``, without
+    """The score job's encoded inputs and predict function through ``mapInArrow``, without
     predict_batch_udf's pandas: each Arrow batch's columns go to the predict function as numpy arrays,
     in slices of ``batch_size``; the model is cached per Python worker as predict_batch_udf caches it."""
     import uuid
@@ -254,12 +208,14 @@ def score_features_arrow(
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, StructField, StructType
 
+    from jobs.score import encoded_columns, make_encoded_predict_fn
+
     ids = list(dict.fromkeys(spec.id_columns))
-    inputs = [c.alias(f"_input{i}") for i, c in enumerate(encoded_inputs(pre))]
+    inputs = [c.alias(f"_input{i}") for i, c in enumerate(encoded_columns(pre))]
     encoded = features.select(*ids, "date", *inputs)
     kept = encoded.schema.fields[: len(ids) + 1]
     schema = StructType([*kept, StructField("probability", DoubleType())])
-    make = make_numeric_predict_fn(load_uri, len(pre.categorical), len(pre.numeric))
+    make = make_encoded_predict_fn(load_uri, len(pre["categorical"]), len(pre["numeric"]))
     key, n_kept, names = uuid.uuid4(), len(kept), [*(f.name for f in kept), "probability"]
 
     def score(batches: Any) -> Any:
@@ -306,20 +262,14 @@ def write_predictions(predictions: DataFrame, path: str) -> None:
     predictions.write.mode("overwrite").partitionBy("date").parquet(path)
 
 
-def max_abs_difference(features: DataFrame, spec: FeatureSpec, pre: Preprocessor, load_uri: str,
+def max_abs_difference(features: DataFrame, spec: FeatureSpec, pre: dict[str, Any], load_uri: str,
                        batch_size: int) -> tuple[float, int]:
-    """(max |score job - experiment|, rows) over the same rows, both UDFs in one select."""
-    from pyspark.ml.functions import predict_batch_udf
+    """(max |score job (encoded inputs) - raw columns|, rows) over the same rows, both UDFs in one select."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import DoubleType
 
-    from jobs.score import make_predict_fn
-
-    job = predict_batch_udf(make_predict_fn(load_uri, spec.inputs), return_type=DoubleType(),
-                            batch_size=batch_size)
-    both = features.select(job(*[F.col(c) for c in spec.inputs]).alias("job"),
-                           numeric_udf(pre, load_uri, batch_size).alias("numeric"))
-    row = both.agg(F.max(F.abs(F.col("job") - F.col("numeric"))).alias("diff"), F.count("*").alias("n")).first()
+    both = features.select(encoded_udf(pre, load_uri, batch_size).alias("job"),
+                           raw_udf(spec, load_uri, batch_size).alias("raw"))
+    row = both.agg(F.max(F.abs(F.col("job") - F.col("raw"))).alias("diff"), F.count("*").alias("n")).first()
     return float(row["diff"] or 0.0), int(row["n"])
 
 
@@ -704,7 +654,7 @@ def run_benchmark(home: Path, out: Path, scales: list[str], tune_scale: str | No
     import mlflow.pyfunc
     import torch
 
-    from jobs.score import score_features
+    from jobs.score import model_preprocessor, score_features
     from jobs.spark import get_spark
 
     host = machine()
@@ -718,8 +668,9 @@ def run_benchmark(home: Path, out: Path, scales: list[str], tune_scale: str | No
     spark = get_spark("bench-scoring", SESSION)
     lake = feature_lake(spark, home, config, FIRST_DAY, year, setup)
     started = time.perf_counter()
-    net, pre, hyper, frame = train_model(spark, lake, config)
-    ref, load_uri = log_model(net, pre, hyper, frame, config.train.model_name)
+    net, preprocessor, hyper, frame = train_model(spark, lake, config)
+    ref, load_uri = log_model(net, preprocessor, hyper, frame, config.train.model_name)
+    pre = model_preprocessor(load_uri)  # as the score job reads it
     setup["train_and_log_s"] = time.perf_counter() - started
 
     defined = {
@@ -780,13 +731,13 @@ def run_benchmark(home: Path, out: Path, scales: list[str], tune_scale: str | No
             return prepare
 
         return [
-            Contender("spark", "spark (score job)", True, spark_action(
-                lambda: score_features(features(), spec, ref, load_uri, bs, scale.run_date), folder / "spark"),
-                str(folder / "spark")),
-            Contender("numeric", "spark, numeric inputs (experiment)", True, spark_action(
-                lambda: score_features_numeric(features(), spec, pre, ref, load_uri, bs, scale.run_date),
-                folder / "numeric"), str(folder / "numeric")),
-            Contender("arrow", "spark mapInArrow, numeric inputs (experiment)", True, spark_action(
+            Contender("spark", "spark (score job: inputs encoded by Spark)", True, spark_action(
+                lambda: score_features(features(), spec, ref, load_uri, bs, scale.run_date, preprocessor=pre),
+                folder / "spark"), str(folder / "spark")),
+            Contender("raw", "spark, raw columns to the pyfunc", True, spark_action(
+                lambda: score_features_raw(features(), spec, ref, load_uri, bs, scale.run_date),
+                folder / "raw"), str(folder / "raw")),
+            Contender("arrow", "spark mapInArrow, encoded inputs (experiment)", True, spark_action(
                 lambda: score_features_arrow(features(), spec, pre, ref, load_uri, bs, scale.run_date),
                 folder / "arrow"), str(folder / "arrow")),
             Contender("read_write", "spark read+write (no model)", False, spark_action(
@@ -803,8 +754,8 @@ def run_benchmark(home: Path, out: Path, scales: list[str], tune_scale: str | No
 
     spark.conf.set(ARROW_BATCH, str(DEFAULT_ARROW_BATCH))
     day = spark.read.option("basePath", lake.features).parquet(lake.partition(lake.features, DAY))
-    job_output = score_features(day, spec, ref, load_uri, batch_size, DAY)
-    same_columns(job_output, score_features_numeric(day, spec, pre, ref, load_uri, batch_size, DAY), "the experiment")
+    job_output = score_features(day, spec, ref, load_uri, batch_size, DAY, preprocessor=pre)
+    same_columns(job_output, score_features_raw(day, spec, ref, load_uri, batch_size, DAY), "raw columns")
     same_columns(job_output, score_features_arrow(day, spec, pre, ref, load_uri, batch_size, DAY), "mapInArrow")
     same_columns(job_output, read_write_only(day, spec, ref, DAY), "read+write")
     same_columns(job_output, handoff_only(day, spec, ref, DAY), "the no-op UDF")
@@ -817,7 +768,7 @@ def run_benchmark(home: Path, out: Path, scales: list[str], tune_scale: str | No
         diff, diff_rows = max_abs_difference(features, spec, pre, load_uri, batch_size)
         bench.last_udf = time.perf_counter()
         rows, reference, names = read_outputs(entrants[0].output)
-        checks = {"numeric_vs_job_max_abs_diff": diff, "numeric_vs_job_rows": diff_rows}
+        checks = {"raw_vs_job_max_abs_diff": diff, "raw_vs_job_rows": diff_rows}
         for c in entrants[1:]:
             n, probs, columns = read_outputs(c.output)
             if n != rows or columns != names:
@@ -881,16 +832,16 @@ def report_tables(host: dict[str, Any], settings: dict[str, Any], setup: dict[st
             print(f"| {r['scale']} | {r['rows']:,} | {r['files']} | {c['contender']} | {c['stage_s']:.2f} s | "
                   f"{c['rows_per_s']:,} | {c['vs_baseline']}x |")
     print()
-    print("| scale | rows | score job / baseline | numeric UDF / baseline | numeric UDF / score job | "
+    print("| scale | rows | score job / baseline | raw-column UDF / baseline | raw-column UDF / score job | "
           "mapInArrow / baseline | read+write / baseline | no-op UDF / baseline | "
-          "max abs diff vs job: numeric UDF, mapInArrow, baseline |")
+          "max abs diff vs job: raw-column UDF, mapInArrow, baseline |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         c, k = {x["key"]: x for x in r["contenders"]}, r["checks"]
-        print(f"| {r['scale']} | {r['rows']:,} | {c['spark']['vs_baseline']}x | {c['numeric']['vs_baseline']}x | "
-              f"{c['numeric']['stage_s'] / c['spark']['stage_s']:.2f}x | {c['arrow']['vs_baseline']}x | "
+        print(f"| {r['scale']} | {r['rows']:,} | {c['spark']['vs_baseline']}x | {c['raw']['vs_baseline']}x | "
+              f"{c['raw']['stage_s'] / c['spark']['stage_s']:.2f}x | {c['arrow']['vs_baseline']}x | "
               f"{c['read_write']['vs_baseline']}x | {c['handoff']['vs_baseline']}x | "
-              f"{k['numeric_vs_job_max_abs_diff']:.1e}, "
+              f"{k['raw_vs_job_max_abs_diff']:.1e}, "
               f"{k['arrow_vs_job_sorted_max_abs_diff']:.1e} (sorted), {k['baseline_vs_job_sorted_max_abs_diff']:.1e} "
               "(sorted) |")
     if tuning:

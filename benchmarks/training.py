@@ -48,7 +48,6 @@ import dataclasses
 import datetime as dt
 import json
 import logging
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -60,7 +59,6 @@ from jobs.config import days_ending, load_config
 from jobs.land import FIRST_DAY
 
 DEFAULT_RUN_DATE = dt.date(2013, 1, 28)  # the training job's example run date
-GPU_DISCOVERY_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_discovery.sh"
 LOSS_TOLERANCE = 1e-4  # plain loop vs one rank: the same rows, batches and initial weights
 
 
@@ -72,6 +70,7 @@ class Timing:
     epoch_seconds: list[float]
     wall_s: float
     train_loss: float
+    roc_auc: float | None  # the holdout's, where the contender evaluates (train_fn does)
 
     @property
     def loop_s(self) -> float:
@@ -91,6 +90,8 @@ class Contender:
     name: str
     processes: int
     device: str
+    batch_size: int
+    precision: str
     run: Callable[[], Timing]
 
 
@@ -107,35 +108,48 @@ def window(days: int | None, train_days: int, holdout_days: int) -> tuple[list[d
 
 
 def plain_loop(job: dict[str, Any], device: str, threads: int) -> Timing:
-    """train_fn's data path and training loop in this process, without torch.distributed."""
+    """train_fn's data path and training loop in this process, without torch.distributed: the rows
+    on the device once, ``job["precision"]`` (resolved as a rank resolves it), fused Adam on a GPU."""
     import numpy as np
     import torch
 
     from jobs.model import Preprocessor, build_net
-    from jobs.train import epoch_order, labelled_rows, read_units, shard_units, train_steps
+    from jobs.train import (
+        epoch_order,
+        labelled_rows,
+        place_shard,
+        read_units,
+        resolve_precision,
+        shard_units,
+        train_steps,
+    )
 
     started = time.perf_counter()
     torch.set_num_threads(threads)
+    target = torch.device(device)
+    precision = resolve_precision(job.get("precision", "fp32"), target)
     pre = Preprocessor.from_json(job["preprocessor"])
     label = job["label"]
     wanted = [*pre.categorical, *pre.numeric, label]
     frame = labelled_rows(read_units(shard_units(job["train_dirs"], 0, 1), wanted), wanted, label)
     cats, nums = (torch.from_numpy(a) for a in pre.encode(frame))
-    labels = torch.from_numpy(frame[label].to_numpy(np.float32))
+    cats, nums, labels = place_shard((cats, nums, torch.from_numpy(frame[label].to_numpy(np.float32))), target)
     torch.manual_seed(job["seed"])  # the initial weights of every rank
-    net = build_net(pre, job["hyper"]).to(device)
-    optimizer = torch.optim.Adam(net.parameters(), lr=job["learning_rate"])
+    net = build_net(pre, job["hyper"]).to(target)
+    optimizer = torch.optim.Adam(net.parameters(), lr=job["learning_rate"], fused=target.type == "cuda" or None)
+    scaler = torch.amp.GradScaler(target.type) if precision == "fp16" else None
     loss_fn = torch.nn.BCEWithLogitsLoss(reduction="sum")
 
     epoch_seconds = []
     for epoch in range(job["epochs"]):
         epoch_started = time.perf_counter()
         net.train()
-        order = epoch_order(job["seed"], epoch, 0, len(labels))  # rank 0's order
-        batches = torch.split(order, job["batch_size"])
-        totals = train_steps(net, optimizer, loss_fn, batches, cats, nums, labels, device)
+        order = epoch_order(job["seed"], epoch, 0, len(labels)).to(labels.device)  # rank 0's order
+        batches = torch.tensor_split(order, max(1, -(-len(labels) // job["batch_size"])))  # as a rank cuts
+        totals = train_steps(net, optimizer, loss_fn, batches, cats, nums, labels, target, precision, scaler)
+        loss_sum, rows = totals.tolist()  # waits for the device, as a rank does at the epoch's end
         epoch_seconds.append(time.perf_counter() - epoch_started)
-    return Timing(int(totals[1]), epoch_seconds, time.perf_counter() - started, float(totals[0] / totals[1]))
+    return Timing(int(rows), epoch_seconds, time.perf_counter() - started, loss_sum / rows, None)
 
 
 def new_job(job: dict[str, Any], experiment_id: str, use_gpu: bool) -> dict[str, Any]:
@@ -150,7 +164,8 @@ def finish(result: dict[str, Any] | None, wall_s: float) -> Timing:
         raise RuntimeError("training returned no result from rank 0")
     if result.get("resumed_from_epoch", 0):
         raise RuntimeError(f"training resumed after epoch {result['resumed_from_epoch']}: not a whole run")
-    return Timing(result["train_rows"], list(result["epoch_seconds"]), wall_s, result["train_loss"])
+    return Timing(result["train_rows"], list(result["epoch_seconds"]), wall_s, result["train_loss"],
+                  result["metrics"]["roc_auc"])
 
 
 def distributed(job: dict[str, Any], experiment_id: str, processes: int, use_gpu: bool) -> Timing:
@@ -176,21 +191,24 @@ def in_process(job: dict[str, Any], experiment_id: str) -> Timing:
 
 
 def gpu_conf(use_gpu: bool) -> tuple[int, dict[str, str]]:
-    """(GPUs TorchDistributor may use, the session conf that lets the driver discover them)."""
+    """(GPUs TorchDistributor may use, the session conf that lets the driver discover them: the
+    training job's own, :func:`jobs.train.gpu_resources`, with the one discovery script)."""
     if not use_gpu:
         return 0, {}
     import torch
 
+    from jobs.spark import gpu_conf as job_gpu_conf
+    from jobs.train import discovered_gpus
+
     if not torch.cuda.is_available():
         print("--use-gpu: CUDA is not available to torch here: skipping the GPU rows")
         return 0, {}
-    if not os.access(GPU_DISCOVERY_SCRIPT, os.X_OK):
-        print(f"--use-gpu: no executable {GPU_DISCOVERY_SCRIPT}, so Spark's driver cannot discover its GPUs: "
-              "skipping TorchDistributor with use_gpu=True (the plain loop on cuda still runs)")
+    count = len(discovered_gpus())
+    if not count:
+        print("--use-gpu: jobs/gpu_discovery.sh finds no GPU, so Spark's driver cannot own one: skipping "
+              "TorchDistributor with use_gpu=True (the plain loop on cuda still runs)")
         return 0, {}
-    count = torch.cuda.device_count()
-    return count, {"spark.driver.resource.gpu.amount": str(count),
-                   "spark.driver.resource.gpu.discoveryScript": str(GPU_DISCOVERY_SCRIPT)}
+    return count, job_gpu_conf(local_mode=True, gpus=count)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -242,22 +260,35 @@ def main(argv: list[str] | None = None) -> None:
         "batch_size": cfg.batch_size, "learning_rate": cfg.learning_rate, "seed": cfg.seed, "use_gpu": False,
         "threads_per_process": 1,
     }
-    contenders = [Contender("plain loop, 1 thread", 1, "cpu", lambda: plain_loop(job, "cpu", 1))]
+    cpu_batch, gpu_batch = cfg.batch_size, cfg.gpu_batch_size
+
+    def on(batch_size: int, precision: str) -> dict[str, Any]:
+        return {**job, "batch_size": batch_size, "precision": precision}
+
+    cpu = on(cpu_batch, "fp32")
+    contenders = [Contender("plain loop, 1 thread", 1, "cpu", cpu_batch, "fp32", lambda: plain_loop(cpu, "cpu", 1))]
     if default_threads > 1:
-        contenders.append(Contender(f"plain loop, {default_threads} threads", 1, "cpu",
-                                    lambda: plain_loop(job, "cpu", default_threads)))
+        contenders.append(Contender(f"plain loop, {default_threads} threads", 1, "cpu", cpu_batch, "fp32",
+                                    lambda: plain_loop(cpu, "cpu", default_threads)))
     contenders += [
-        Contender("train_fn in-process (no TorchDistributor)", 1, "cpu", lambda: in_process(job, experiment_id)),
-        *[Contender(f"TorchDistributor, {n} process{'es' if n > 1 else ''}", n, "cpu",
-                    lambda n=n: distributed(job, experiment_id, n, use_gpu=False)) for n in (1, 2)],
+        Contender("train_fn in-process (no TorchDistributor)", 1, "cpu", cpu_batch, "fp32",
+                  lambda: in_process(cpu, experiment_id)),
+        *[Contender(f"TorchDistributor, {n} process{'es' if n > 1 else ''}", n, "cpu", cpu_batch, "fp32",
+                    lambda n=n: distributed(cpu, experiment_id, n, use_gpu=False)) for n in (1, 2)],
     ]
     if args.use_gpu and torch.cuda.is_available():
-        contenders.append(Contender("plain loop, 1 thread", 1, "cuda", lambda: plain_loop(job, "cuda", 1)))
-        contenders += [
-            Contender(f"TorchDistributor, {n} process{'es' if n > 1 else ''}", n, "cuda",
-                      lambda n=n: distributed(job, experiment_id, n, use_gpu=True))
-            for n in (1, 2) if n <= gpus
-        ]
+        for batch_size, precision in ((cpu_batch, "fp32"), (gpu_batch, "fp32"), (gpu_batch, "bf16")):
+            gpu_job = on(batch_size, precision)
+            contenders.append(Contender("plain loop", 1, "cuda", batch_size, precision,
+                                        lambda j=gpu_job: plain_loop(j, "cuda", 1)))
+        for n in (1, 2):
+            if n > gpus:
+                continue
+            for precision in ("fp32", "bf16"):
+                gpu_job = on(gpu_batch, precision)
+                contenders.append(Contender(
+                    f"TorchDistributor, {n} GPU{'s' if n > 1 else ''}", n, "cuda", gpu_batch, precision,
+                    lambda n=n, j=gpu_job: distributed(j, experiment_id, n, use_gpu=True)))
 
     for contender in contenders:  # warm-up: imports, page cache, Python and JIT caches
         contender.run()
@@ -283,6 +314,8 @@ def main(argv: list[str] | None = None) -> None:
         t = best[i]
         results.append({
             "contender": contender.name, "processes": contender.processes, "device": contender.device,
+            "batch_size": contender.batch_size, "precision": contender.precision,
+            "roc_auc": None if t.roc_auc is None else round(t.roc_auc, 4),
             "train_rows": t.train_rows, "epochs": len(t.epoch_seconds),
             "samples_per_s": round(t.samples_per_s), "loop_s": round(t.loop_s, 3), "fixed_s": round(t.fixed_s, 2),
             "wall_s": round(t.wall_s, 2), "train_loss": round(t.train_loss, 6),
@@ -294,7 +327,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = {
         "train_days": [str(train_days[0]), str(train_days[-1]), len(train_days)],
         "holdout_days": [str(holdout_days[0]), str(holdout_days[-1]), len(holdout_days)],
-        "epochs": epochs, "batch_size": cfg.batch_size, "learning_rate": cfg.learning_rate,
+        "epochs": epochs, "batch_size": cpu_batch, "gpu_batch_size": gpu_batch, "learning_rate": cfg.learning_rate,
         "hyper": job["hyper"], "repeat": args.repeat, "use_gpu": args.use_gpu,
     }
 
@@ -302,13 +335,15 @@ def main(argv: list[str] | None = None) -> None:
           f"({default_threads} default threads), pyspark {host['pyspark']}")
     print(f"window: train {train_days[0]}..{train_days[-1]} ({len(train_days)} days), holdout {holdout_days[0]}.."
           f"{holdout_days[-1]}; {baseline.train_rows:,} labelled training rows, {epochs} epoch{'s' * (epochs != 1)}, "
-          f"batch {cfg.batch_size}; best of {args.repeat} after a warm-up")
+          f"batch {cpu_batch} on the CPU, {gpu_batch} on a GPU; best of {args.repeat} after a warm-up")
     print()
-    print("| contender | device | samples/s (loop) | throughput vs plain | fixed cost | total wall | wall vs plain |")
-    print("|---|---|---|---|---|---|---|")
+    print("| contender | device | batch | precision | samples/s (loop) | throughput vs plain | fixed cost | "
+          "total wall | wall vs plain | holdout ROC AUC |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['contender']} | {r['device']} | {r['samples_per_s']:,} | {r['throughput_ratio']}x | "
-              f"{r['fixed_s']} s | {r['wall_s']} s | {r['wall_ratio']}x |")
+        auc = "-" if r["roc_auc"] is None else f"{r['roc_auc']:.3f}"
+        print(f"| {r['contender']} | {r['device']} | {r['batch_size']} | {r['precision']} | {r['samples_per_s']:,} | "
+              f"{r['throughput_ratio']}x | {r['fixed_s']} s | {r['wall_s']} s | {r['wall_ratio']}x | {auc} |")
     (out / "training.json").write_text(json.dumps(
         {"machine": host, "settings": settings, "setup_s": {k: round(v, 2) for k, v in setup.items()},
          "timings": results}, indent=2))

@@ -10,7 +10,8 @@ the same holdout (`promotion_metric`, `promotion_margin`); the `train_model` log
 MLflow run and says why the version was or was not promoted.
 
 *D* is the `run_date` param when given (trigger with `{"run_date": "2013-01-28"}`), otherwise the
-run's logical date. The example data covers 2013 only.
+run's logical date. The example data covers 2013 only. `precision` (`auto`, `bf16`, `fp16`,
+`fp32`) overrides `train.precision` for the run.
 """
 
 from __future__ import annotations
@@ -29,12 +30,16 @@ with DAG(
     max_active_runs=1,
     default_args=DEFAULT_ARGS,
     params={
-        "run_date": Param(None, type=["null", "string"], format="date", description="last day of the window")
+        "run_date": Param(None, type=["null", "string"], format="date", description="last day of the window"),
+        "precision": Param(
+            None, type=["null", "string"], enum=[None, "auto", "bf16", "fp16", "fp32"],
+            description="arithmetic of the training steps (empty: train.precision; auto = bf16 on a GPU that has it)",
+        ),
     },
     tags=["mlops", "training"],
 ):
     validate_raw = spark_job("validate", task_id="validate_raw", args=["--days", "train", "--run-id", "{{ run_id }}"])
     build_features = spark_job("features", task_id="build_features", args=["--days", "train"])
-    train_model = spark_job("train", task_id="train_model")
+    train_model = spark_job("train", task_id="train_model", args=["--precision", "{{ params.precision or '' }}"])
 
     validate_raw >> build_features >> train_model

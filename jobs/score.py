@@ -8,7 +8,9 @@ Usage::
 Resolves the model version once, on the driver (the version the ``champion`` alias of
 ``train.model_name`` points at, unless ``--model-version`` names one), then scores ``features/date=<run-date>``
 with ``predict_batch_udf``: each Python worker loads the model once (on a GPU with ``score.use_gpu``)
-and calls it on batches of ``score.batch_size`` rows, the inputs passed as plain columns. Predictions go to
+and calls it on batches of ``score.batch_size`` rows (``score.gpu_batch_size`` on a GPU), the inputs
+passed as plain columns, encoded by Spark when the model carries its preprocessor (a model logged
+by :func:`jobs.model.log_pyfunc`), raw for any other pyfunc. Predictions go to
 ``predictions/date=<run-date>/``, replacing only that day's partition; every row carries the model
 name, version and run id, the run date and the scoring time. Then measures the day's drift
 against the model's training window (:mod:`jobs.drift`) into ``reports/drift/date=<run-date>/``.

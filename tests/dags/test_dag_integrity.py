@@ -80,3 +80,18 @@ def test_no_connection_access_at_parse_time(monkeypatch):
     monkeypatch.setattr(Connection, "get", refuse)
     bag = DagBag(dag_folder=str(DAGS_DIR))
     assert bag.import_errors == {}
+
+
+@pytest.mark.parametrize("precision", [None, "bf16"])
+def test_the_training_precision_param_reaches_the_job(dag_bag, precision):
+    """The param renders to an argument the train job parses: empty (the config's) or the choice."""
+    import jinja2
+
+    from jobs.config import PRECISIONS, optional_choice
+
+    dag = dag_bag.dags["train_pipeline"]
+    assert set(dag.params.get_param("precision").schema["enum"]) == {None, *PRECISIONS}
+    args = dag.get_task("train_model").application_args
+    rendered = [jinja2.Template(a).render(params={"precision": precision, "run_date": "2013-01-28"}) for a in args]
+    value = rendered[rendered.index("--precision") + 1]
+    assert optional_choice(PRECISIONS)(value) == precision
