@@ -109,10 +109,11 @@ def test_the_encoded_predict_function_equals_the_pyfunc_on_raw_rows(scored_model
     frame, pre = scored_model["frame"], scored_model["pre"]
     predict = make_encoded_predict_fn_for(scored_model)
     expected = predict_proba(scored_model["net"], pre, frame)
-    np.testing.assert_array_equal(predict(*encoded_arrays(pre, frame)), expected)
+    np.testing.assert_allclose(predict(*encoded_arrays(pre, frame)), expected, rtol=0, atol=1e-6)
     # the input buffers are reused: a smaller batch after a bigger one gets its own rows' answers
     small = frame.iloc[:7]
-    np.testing.assert_array_equal(predict(*encoded_arrays(pre, small)), predict_proba(scored_model["net"], pre, small))
+    np.testing.assert_allclose(predict(*encoded_arrays(pre, small)), predict_proba(scored_model["net"], pre, small),
+                               rtol=0, atol=1e-6)
 
 
 def test_spark_encodes_inputs_exactly_as_the_preprocessor_does(spark):
