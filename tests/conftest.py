@@ -32,8 +32,9 @@ def _pipeline_environment(home: Path) -> dict[str, str]:
     return dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
 
 
+_environment = _pipeline_environment(SESSION_HOME)  # from this process's environment: before clearing it
 os.environ.clear()
-os.environ.update(_pipeline_environment(SESSION_HOME))
+os.environ.update(_environment)
 os.environ["PIPELINE_TEST_HOME"] = str(SESSION_HOME)
 # The interpreter running the tests is the venv's: its bin (spark-submit, airflow) comes first.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
