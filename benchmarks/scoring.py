@@ -6,7 +6,7 @@ Usage::
 
 Setup (timed, reported apart): the whole 2013 example year is landed into a throw-away lake, validated
 (without GX) and turned into features (one Parquet file per day, as the features job writes them); a
-small model (``build_net`` with the train section's hyperparameters and a preprocessor fitted on
+small model (``train.model`` with the train section's hyperparameters and a preprocessor fitted on
 January) is trained for a few hundred steps in this process, logged with ``log_pyfunc`` to a
 throw-away MLflow store, registered and resolved with :func:`jobs.score.resolve_model`, as the score
 job does. Scales are feature partitions of 1 day (2013-07-01), 1 month (July) and the full year, and
@@ -515,8 +515,8 @@ def train_model(spark: SparkSession, lake: Lake, config: Any) -> tuple[Any, Prep
     import torch
     from pyspark.sql import functions as F
 
-    from jobs.model import build_net
-    from jobs.train import fit_preprocessor
+    from jobs.model import build_model
+    from jobs.training.data import fit_preprocessor
 
     spec, cfg = config.features, config.train
     features = spark.read.option("basePath", lake.features).parquet(
@@ -525,9 +525,9 @@ def train_model(spark: SparkSession, lake: Lake, config: Any) -> tuple[Any, Prep
     frame = features.where(F.col(spec.label).isNotNull()).toPandas()
     cats, nums = (torch.from_numpy(a) for a in pre.encode(frame))
     labels = torch.from_numpy(frame[spec.label].to_numpy(np.float32))
-    hyper = {"embedding_dim": cfg.embedding_dim, "hidden_units": list(cfg.hidden_units)}
+    hyper = dict(cfg.hyperparameters)
     torch.manual_seed(cfg.seed)
-    net = build_net(pre, hyper)
+    net = build_model(cfg.model, pre, hyper)
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.learning_rate)
     loss_fn = torch.nn.BCEWithLogitsLoss()
     generator = torch.Generator().manual_seed(cfg.seed)

@@ -9,16 +9,16 @@ GX), builds the features and fits the preprocessor once, in one local[2] session
 throw-away MLflow store. The window is the training job's (``train.train_days`` + ``train.holdout_days``
 days ending 2013-01-28); ``--days N`` sets its length instead: the holdout keeps its share of the days
 (at least one) and a window longer than January ends N - 1 days after 2013-01-01. Every contender
-trains the same model (``build_net``) on the same labelled training rows, with the seed, batch size,
+trains the same model (``train.model``) on the same labelled training rows, with the seed, batch size,
 learning rate, hyperparameters and epochs of ``jobs/pipeline.yaml``'s train section (``--epochs``
 overrides the epochs):
 
 - ``plain loop``: one process, no torch.distributed: pyarrow reads the training row groups (in
-  :func:`jobs.train.shard_units` order), the preprocessor encodes them, and train_fn's loop runs
+  :func:`jobs.training.data.shard_units` order), the preprocessor encodes them, and train_fn's loop runs
   without DDP (Adam, summed BCEWithLogitsLoss, batches shuffled as rank 0 shuffles them, the loss
   totalled per batch), with one torch thread like each rank, and again with torch's default threads.
   Its fixed cost is the read, the encoding and building the model.
-- ``train_fn in-process``: :func:`jobs.train.train_fn` called in this process as a world of one
+- ``train_fn in-process``: :func:`jobs.training.loop.train_fn` called in this process as a world of one
   (gloo), without TorchDistributor: the pipeline's own fixed cost without starting any process.
 - ``TorchDistributor, N processes`` (``local_mode=True``, ``use_gpu=False``, N = 1 and 2):
   ``TorchDistributor(...).run(train_fn, job)``. Its fixed cost is its wall time minus the epochs'
@@ -113,16 +113,9 @@ def plain_loop(job: dict[str, Any], device: str, threads: int) -> Timing:
     import numpy as np
     import torch
 
-    from jobs.model import Preprocessor, build_net
-    from jobs.train import (
-        epoch_order,
-        labelled_rows,
-        place_shard,
-        read_units,
-        resolve_precision,
-        shard_units,
-        train_steps,
-    )
+    from jobs.model import Preprocessor, build_model
+    from jobs.training.data import epoch_order, labelled_rows, place_shard, read_units, shard_units
+    from jobs.training.loop import resolve_precision, train_steps
 
     started = time.perf_counter()
     torch.set_num_threads(threads)
@@ -135,7 +128,7 @@ def plain_loop(job: dict[str, Any], device: str, threads: int) -> Timing:
     cats, nums = (torch.from_numpy(a) for a in pre.encode(frame))
     cats, nums, labels = place_shard((cats, nums, torch.from_numpy(frame[label].to_numpy(np.float32))), target)
     torch.manual_seed(job["seed"])  # the initial weights of every rank
-    net = build_net(pre, job["hyper"]).to(target)
+    net = build_model(job["builder"], pre, job["hyper"]).to(target)
     optimizer = torch.optim.Adam(net.parameters(), lr=job["learning_rate"], fused=target.type == "cuda" or None)
     scaler = torch.amp.GradScaler(target.type) if precision == "fp16" else None
     loss_fn = torch.nn.BCEWithLogitsLoss(reduction="sum")
@@ -159,12 +152,20 @@ def new_job(job: dict[str, Any], experiment_id: str, use_gpu: bool) -> dict[str,
     return {**job, "run_id": client().create_run(experiment_id).info.run_id, "use_gpu": use_gpu}
 
 
-def finish(result: dict[str, Any] | None, wall_s: float) -> Timing:
+def finish(job: dict[str, Any], result: dict[str, Any] | None, wall_s: float) -> Timing:
+    """The run's timing, read from outside: the wall time measured here, the rest from what rank 0
+    logged to MLflow (``epoch_seconds`` and ``train_loss`` per epoch, ``train_rows``)."""
+    from jobs.tracking import client
+
     if not result:
         raise RuntimeError("training returned no result from rank 0")
-    if result.get("resumed_from_epoch", 0):
-        raise RuntimeError(f"training resumed after epoch {result['resumed_from_epoch']}: not a whole run")
-    return Timing(result["train_rows"], list(result["epoch_seconds"]), wall_s, result["train_loss"],
+    mlflow_client = client()
+    run = mlflow_client.get_run(job["run_id"])
+    if "resumed_from_epoch" in run.data.tags:
+        raise RuntimeError(f"training resumed after epoch {run.data.tags['resumed_from_epoch']}: not a whole run")
+    epoch_seconds = [m.value for m in sorted(mlflow_client.get_metric_history(job["run_id"], "epoch_seconds"),
+                                             key=lambda m: m.step)]
+    return Timing(int(run.data.metrics["train_rows"]), epoch_seconds, wall_s, run.data.metrics["train_loss"],
                   result["metrics"]["roc_auc"])
 
 
@@ -172,33 +173,33 @@ def distributed(job: dict[str, Any], experiment_id: str, processes: int, use_gpu
     """``TorchDistributor(...).run(train_fn, job)`` in local mode, timed from the outside."""
     from pyspark.ml.torch.distributor import TorchDistributor
 
-    from jobs.train import train_fn
+    from jobs.training.loop import train_fn
 
     job = new_job(job, experiment_id, use_gpu)
     started = time.perf_counter()
     result = TorchDistributor(num_processes=processes, local_mode=True, use_gpu=use_gpu).run(train_fn, job)
-    return finish(result, time.perf_counter() - started)
+    return finish(job, result, time.perf_counter() - started)
 
 
 def in_process(job: dict[str, Any], experiment_id: str) -> Timing:
     """train_fn in this process as the only rank of a gloo group: no processes started."""
-    from jobs.train import train_in_process
+    from jobs.training.loop import train_in_process
 
     job = new_job(job, experiment_id, use_gpu=False)
     started = time.perf_counter()
     result = train_in_process(job)
-    return finish(result, time.perf_counter() - started)
+    return finish(job, result, time.perf_counter() - started)
 
 
 def gpu_conf(use_gpu: bool) -> tuple[int, dict[str, str]]:
     """(GPUs TorchDistributor may use, the session conf that lets the driver discover them: the
-    training job's own, :func:`jobs.train.gpu_resources`, with the one discovery script)."""
+    training job's own, :func:`jobs.training.resources.gpu_resources`, with the one discovery script)."""
     if not use_gpu:
         return 0, {}
     import torch
 
     from jobs.spark import gpu_conf as job_gpu_conf
-    from jobs.train import discovered_gpus
+    from jobs.training.resources import discovered_gpus
 
     if not torch.cuda.is_available():
         print("--use-gpu: CUDA is not available to torch here: skipping the GPU rows")
@@ -230,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
     from jobs.config import tracking_uri
     from jobs.spark import get_spark
     from jobs.tracking import ensure_experiment
-    from jobs.train import feature_dirs, fit_preprocessor
+    from jobs.training.data import feature_dirs, fit_preprocessor
 
     host = machine()
     default_threads = host["torch_default_threads"]
@@ -256,7 +257,7 @@ def main(argv: list[str] | None = None) -> None:
     job = {
         "tracking_uri": tracking_uri(), "preprocessor": pre.to_json(), "train_dirs": train_dirs,
         "holdout_dirs": holdout_dirs, "label": config.features.label,
-        "hyper": {"embedding_dim": cfg.embedding_dim, "hidden_units": list(cfg.hidden_units)}, "epochs": epochs,
+        "builder": cfg.model, "hyper": dict(cfg.hyperparameters), "epochs": epochs,
         "batch_size": cfg.batch_size, "learning_rate": cfg.learning_rate, "seed": cfg.seed, "use_gpu": False,
         "threads_per_process": 1,
     }

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -89,8 +89,6 @@ class TrainSpec:
     epochs: int
     batch_size: int
     learning_rate: float
-    hidden_units: list[int]
-    embedding_dim: int
     min_category_count: int
     seed: int
     num_processes: int
@@ -100,6 +98,8 @@ class TrainSpec:
     promotion_margin: float
     gpu_batch_size: int = 2048
     precision: str = "auto"
+    model: str = "jobs.model:build_net"  # module:function(preprocessor, hyperparameters) -> torch module
+    hyperparameters: dict[str, Any] = field(default_factory=lambda: {"embedding_dim": 6, "hidden_units": [64, 32]})
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -282,45 +282,61 @@ def optional_choice(choices: tuple[str, ...]) -> Callable[[str], str | None]:
     return parse
 
 
-def job_parser(description: str | None) -> argparse.ArgumentParser:
-    """The CLI contract every job shares: an explicit run date, a window, the config and the lake."""
+def job_parser(description: str | None, *, window: bool = False) -> argparse.ArgumentParser:
+    """The CLI contract every job shares: an explicit run date, the config and the lake; with
+    ``window``, the window of days ending with the run date (``--days``). A job adds its own options
+    and parses with :func:`parse_job_args` into its own :class:`JobArgs` subclass."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--run-date", type=_date, required=True, help="the day the run is for (YYYY-MM-DD)")
-    parser.add_argument(
-        "--days",
-        default="1",
-        help="window length: the DAYS days ending with --run-date (default 1);\n"
-        f"'{TRAINING_WINDOW}' means the training window of the config (train_days + holdout_days)",
-    )
+    if window:
+        parser.add_argument(
+            "--days",
+            default="1",
+            help="window length: the DAYS days ending with --run-date (default 1);\n"
+            f"'{TRAINING_WINDOW}' means the training window of the config (train_days + holdout_days)",
+        )
     parser.add_argument("--config", default=None, help="pipeline YAML (default: $PIPELINE_CONFIG or bundled)")
     parser.add_argument("--lake-root", default=None, help="lake root (default: $LAKE_ROOT)")
     return parser
 
 
+ArgsT = TypeVar("ArgsT", bound="JobArgs")
+
+
 @dataclass(frozen=True)
 class JobArgs:
-    """The parsed CLI contract of a job."""
+    """The parsed CLI contract every job shares; each job's own options are fields of a subclass."""
 
     run_date: dt.date
-    days: int
     config: PipelineConfig
     lake: Lake
-    extra: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WindowArgs(JobArgs):
+    """A job over a window of days ending with the run date (``--days``)."""
+
+    days: int
 
     @property
     def window(self) -> list[dt.date]:
         return days_ending(self.run_date, self.days)
 
 
-def parse_job_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> JobArgs:
+def parse_job_args(
+    parser: argparse.ArgumentParser, argv: list[str] | None = None, kind: type[ArgsT] = JobArgs  # type: ignore[assignment]
+) -> ArgsT:
+    """Parse ``argv`` into ``kind``: its fields are the shared ones and the job's own options (the
+    parser's destinations); an option the job did not declare is refused by the parser."""
     ns = vars(parser.parse_args(argv))
-    run_date, days_arg = ns.pop("run_date"), ns.pop("days")
     config = load_config(ns.pop("config"))
-    if days_arg == TRAINING_WINDOW:
-        days = config.train.window_days
-    elif days_arg.isdigit() and int(days_arg) >= 1:
-        days = int(days_arg)
-    else:
-        parser.error(f"--days takes a whole number of at least 1 or '{TRAINING_WINDOW}', got {days_arg!r}")
     lake = Lake((ns.pop("lake_root") or lake_root()).rstrip("/"))
-    return JobArgs(run_date=run_date, days=days, config=config, lake=lake, extra=ns)
+    if "days" in ns:
+        days_arg = ns.pop("days")
+        if days_arg == TRAINING_WINDOW:
+            ns["days"] = config.train.window_days
+        elif days_arg.isdigit() and int(days_arg) >= 1:
+            ns["days"] = int(days_arg)
+        else:
+            parser.error(f"--days takes a whole number of at least 1 or '{TRAINING_WINDOW}', got {days_arg!r}")
+    return kind(config=config, lake=lake, **ns)

@@ -19,7 +19,7 @@ import datetime as dt
 import logging
 from typing import TYPE_CHECKING
 
-from jobs.config import Lake, PipelineConfig, import_object, job_parser, parse_job_args
+from jobs.config import Lake, PipelineConfig, WindowArgs, import_object, job_parser, parse_job_args
 from jobs.spark import MissingPartitionError, configure_logging, get_spark, list_partitions
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ def write_features(features: DataFrame, path: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     configure_logging()
-    args = parse_job_args(job_parser(__doc__), argv)
+    args = parse_job_args(job_parser(__doc__, window=True), argv, WindowArgs)
     spark = get_spark(f"features-{args.run_date}")
     tables = read_inputs(spark, args.lake, args.config, args.window)
     feed = args.config.validation.feed

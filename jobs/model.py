@@ -7,8 +7,9 @@
 - :class:`TabularClassifier`: the MLflow pyfunc that bundles both; ``predict`` takes a pandas
   DataFrame of raw feature columns and returns the probability of the positive class.
 
-Swap in another architecture by changing :class:`TabularNet` (or pointing the training job at
-your own module); the pyfunc contract (feature columns in, probability out) stays the same.
+Swap in another architecture with ``train.model`` (``module:function`` called with the preprocessor
+and ``train.hyperparameters``, returning a torch module as :func:`build_model` describes); the
+pyfunc contract (feature columns in, probability out) stays the same.
 """
 
 from __future__ import annotations
@@ -92,17 +93,31 @@ class TabularNet(nn.Module):
 
 
 def build_net(pre: Preprocessor, hyper: dict[str, Any]) -> TabularNet:
+    """The default model (``train.model``): :class:`TabularNet` sized by the preprocessor, with
+    ``hyper``'s ``embedding_dim`` and ``hidden_units``."""
     return TabularNet(pre.cardinalities, len(pre.numeric), hyper["embedding_dim"], list(hyper["hidden_units"]))
 
 
-def predict_proba(net: TabularNet, pre: Preprocessor, frame: pd.DataFrame) -> np.ndarray:
+DEFAULT_BUILDER = "jobs.model:build_net"
+
+
+def build_model(builder: str, pre: Preprocessor, hyper: dict[str, Any]) -> nn.Module:
+    """The net ``builder`` (``module:function``, called with the preprocessor and the
+    hyperparameters) makes: any torch module whose ``forward(cats, nums)`` gives one logit per row,
+    ``cats`` the category indices [n, k] and ``nums`` the standardised numbers [n, m]."""
+    from jobs.config import import_object
+
+    return import_object(builder)(pre, hyper)
+
+
+def predict_proba(net: nn.Module, pre: Preprocessor, frame: pd.DataFrame) -> np.ndarray:
     """Probabilities for the rows of ``frame``, in order, as float64, on whatever device ``net`` is."""
     cats, nums = pre.encode(frame)
     device = next(net.parameters()).device
     return predict_encoded(net, torch.from_numpy(cats).to(device), torch.from_numpy(nums).to(device))
 
 
-def predict_encoded(net: TabularNet, cats: torch.Tensor, nums: torch.Tensor) -> np.ndarray:
+def predict_encoded(net: nn.Module, cats: torch.Tensor, nums: torch.Tensor) -> np.ndarray:
     """Probabilities for encoded rows (:meth:`Preprocessor.encode`'s two arrays as tensors on the
     net's device), as float64 on the host; always in float32, whatever precision trained the net."""
     net.eval()
@@ -113,16 +128,21 @@ def predict_encoded(net: TabularNet, cats: torch.Tensor, nums: torch.Tensor) -> 
 MODEL_FILE, PREPROCESSOR_FILE, HYPER_FILE = "model_state.pt", "preprocessor.json", "hyperparameters.json"
 
 
-def save_artifacts(net: TabularNet, pre: Preprocessor, hyper: dict[str, Any], folder: Path) -> dict[str, str]:
-    """Write the weights, preprocessor and hyperparameters; returns the pyfunc artifacts map."""
+def save_artifacts(
+    net: nn.Module, pre: Preprocessor, hyper: dict[str, Any], folder: Path, builder: str = DEFAULT_BUILDER
+) -> dict[str, str]:
+    """Write the weights, preprocessor, and the builder with its hyperparameters; returns the pyfunc
+    artifacts map."""
     folder.mkdir(parents=True, exist_ok=True)
     torch.save(net.state_dict(), folder / MODEL_FILE)
     (folder / PREPROCESSOR_FILE).write_text(pre.to_json())
-    (folder / HYPER_FILE).write_text(json.dumps(hyper, sort_keys=True))
+    (folder / HYPER_FILE).write_text(json.dumps({"builder": builder, "hyperparameters": hyper}, sort_keys=True))
     return {name: str(folder / name) for name in (MODEL_FILE, PREPROCESSOR_FILE, HYPER_FILE)}
 
 
-def log_pyfunc(net: TabularNet, pre: Preprocessor, hyper: dict[str, Any], example: pd.DataFrame) -> Any:
+def log_pyfunc(
+    net: nn.Module, pre: Preprocessor, hyper: dict[str, Any], example: pd.DataFrame, builder: str = DEFAULT_BUILDER
+) -> Any:
     """Log the model to the active MLflow run as a pyfunc; returns MLflow's ModelInfo.
 
     The signature and input example come from ``example`` (rows of feature columns); the
@@ -132,8 +152,6 @@ def log_pyfunc(net: TabularNet, pre: Preprocessor, hyper: dict[str, Any], exampl
 
     from mlflow.models import infer_signature
 
-    import jobs
-
     example = example[[*pre.categorical, *pre.numeric]].copy()
     for col in pre.categorical:  # plain object columns: MLflow's schema types them as strings
         example[col] = example[col].astype(object)
@@ -141,11 +159,11 @@ def log_pyfunc(net: TabularNet, pre: Preprocessor, hyper: dict[str, Any], exampl
         return mlflow.pyfunc.log_model(
             name="model",
             python_model=TabularClassifier(),
-            artifacts=save_artifacts(net, pre, hyper, Path(tmp)),
+            artifacts=save_artifacts(net, pre, hyper, Path(tmp), builder),
             signature=infer_signature(example, predict_proba(net, pre, example)),
             input_example=example,
             model_config={"device": "cpu"},  # scoring may override it: load_model(..., model_config=...)
-            code_paths=[str(Path(jobs.__file__).parent)],
+            code_paths=code_paths(builder),
             pip_requirements=[
                 f"torch=={torch.__version__.split('+')[0]}",
                 f"mlflow=={mlflow.__version__}",
@@ -153,6 +171,24 @@ def log_pyfunc(net: TabularNet, pre: Preprocessor, hyper: dict[str, Any], exampl
                 f"numpy=={np.__version__}",
             ],
         )
+
+
+def code_paths(builder: str) -> list[str]:
+    """What a logged model needs to load anywhere: the ``jobs`` package, and the builder's own
+    top-level package or module when it lives elsewhere (a user's model)."""
+    import importlib.util
+
+    import jobs
+
+    paths = [str(Path(jobs.__file__).parent)]
+    top = builder.partition(":")[0].split(".")[0]
+    if top != "jobs":
+        spec = importlib.util.find_spec(top)
+        if spec is None:
+            raise ValueError(f"train.model {builder!r}: no module {top!r} to log with the model")
+        locations = list(spec.submodule_search_locations or [])
+        paths.append(locations[0] if locations else str(spec.origin))
+    return paths
 
 
 class TabularClassifier(mlflow.pyfunc.PythonModel):
@@ -164,8 +200,10 @@ class TabularClassifier(mlflow.pyfunc.PythonModel):
         torch.set_num_threads(1)  # one thread per Python worker; Spark runs one worker per core
         device = torch.device((context.model_config or {}).get("device", "cpu"))
         self.pre = Preprocessor.from_json(Path(context.artifacts[PREPROCESSOR_FILE]).read_text())
-        hyper = json.loads(Path(context.artifacts[HYPER_FILE]).read_text())
-        self.net = build_net(self.pre, hyper)
+        saved = json.loads(Path(context.artifacts[HYPER_FILE]).read_text())
+        if "builder" not in saved:  # logged before the model was chosen by config: the default, as is
+            saved = {"builder": DEFAULT_BUILDER, "hyperparameters": saved}
+        self.net = build_model(saved["builder"], self.pre, saved["hyperparameters"])
         self.net.load_state_dict(torch.load(context.artifacts[MODEL_FILE], map_location="cpu", weights_only=True))
         self.net.to(device).eval()
         self.device = device

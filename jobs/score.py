@@ -23,11 +23,12 @@ import inspect
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jobs.config import FeatureSpec, job_parser, parse_bool, parse_job_args
+from jobs.config import FeatureSpec, JobArgs, job_parser, parse_bool, parse_job_args
 from jobs.spark import MissingPartitionError, configure_logging, get_spark, path_exists, write_text
 
 if TYPE_CHECKING:
@@ -230,21 +231,27 @@ def resolve_model(name: str, version: str | None) -> tuple[ModelRef, str]:
     return ref, mlflow_client.get_model_version_download_uri(ref.name, ref.version)
 
 
+@dataclass(frozen=True)
+class ScoreArgs(JobArgs):
+    """One day (backfill a range with one run per day)."""
+
+    model_version: str | None  # a registered version; None: the champion
+    use_gpu: bool | None  # None: score.use_gpu
+
+
 def main(argv: list[str] | None = None) -> None:
     configure_logging()
     parser = job_parser(__doc__)
     parser.add_argument("--model-version", default=None, help="a registered version (default: the champion)")
     parser.add_argument("--use-gpu", type=parse_bool, default=None, help="true/false (default: score.use_gpu)")
-    args = parse_job_args(parser, argv)
-    if args.days != 1:
-        parser.error("scoring works on one day at a time; backfill a range with one run per day")
+    args = parse_job_args(parser, argv, ScoreArgs)
     spark = get_spark(f"score-{args.run_date}")
     lake, config = args.lake, args.config
     source = lake.partition(lake.features, args.run_date)
     if not path_exists(spark, source):
         raise MissingPartitionError(f"no features for {args.run_date}: expected {source}; run the features job first")
-    model, load_uri = resolve_model(config.train.model_name, args.extra["model_version"])
-    use_gpu = config.score.use_gpu if args.extra["use_gpu"] is None else args.extra["use_gpu"]
+    model, load_uri = resolve_model(config.train.model_name, args.model_version)
+    use_gpu = config.score.use_gpu if args.use_gpu is None else args.use_gpu
     preprocessor = model_preprocessor(load_uri)
     batch_size = config.score.gpu_batch_size if use_gpu else config.score.batch_size
     if use_gpu:  # one Arrow batch per model call, not Arrow's default of 10,000 rows

@@ -41,7 +41,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from jobs.config import Lake, PipelineConfig, TableSpec, import_object, job_parser, parse_job_args
+from jobs.config import Lake, PipelineConfig, TableSpec, WindowArgs, import_object, job_parser, parse_job_args
 from jobs.rules import QUARANTINE, WARN, References, Rule, TableSuite
 from jobs.spark import (
     CORRUPT_RECORD,
@@ -624,15 +624,20 @@ def render_html(report: RunReport) -> str:
     return "\n".join(parts)
 
 
+@dataclass(frozen=True)
+class ValidateArgs(WindowArgs):
+    run_id: str | None  # the Airflow run (recorded with quarantined rows)
+
+
 def main(argv: list[str] | None = None) -> None:
     configure_logging()
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
-    parser = job_parser(__doc__)
+    parser = job_parser(__doc__, window=True)
     parser.add_argument(
         "--run-id", default=None, help="recorded with every quarantined row (default: manual__<run date>)"
     )
-    args = parse_job_args(parser, argv)
-    run_id = args.extra["run_id"] or f"manual__{args.run_date}"
+    args = parse_job_args(parser, argv, ValidateArgs)
+    run_id = args.run_id or f"manual__{args.run_date}"
     spark = get_spark(f"validate-{args.run_date}")
     report = validate(spark, args.lake, args.config, args.window, args.run_date, run_id)
     folder = args.lake.report("validation", args.run_date, f"days={len(args.window)}")

@@ -42,7 +42,7 @@ def holdout_and_nets(spark, lake, config):
 
     from jobs.features import build_features, read_inputs
     from jobs.model import build_net
-    from jobs.train import fit_preprocessor
+    from jobs.training.data import fit_preprocessor
 
     train_days, holdout_day = [dt.date(2013, 1, d) for d in (2, 3, 4)], dt.date(2013, 1, 5)
     train = build_features(read_inputs(spark, lake, config, train_days), config)

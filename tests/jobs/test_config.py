@@ -4,7 +4,7 @@ import datetime as dt
 
 import pytest
 
-from jobs.config import Lake, days_ending, job_parser, load_config, parse_job_args
+from jobs.config import Lake, WindowArgs, days_ending, job_parser, load_config, parse_job_args
 
 
 def test_days_ending_is_consecutive_and_ends_on_the_run_date():
@@ -18,7 +18,8 @@ def test_days_ending_rejects_an_empty_window():
 
 
 def test_parse_job_args_resolves_the_training_window_from_config(tmp_path):
-    args = parse_job_args(job_parser(None), ["--run-date", "2013-01-28", "--days", "train", "--lake-root", "/x/"])
+    args = parse_job_args(job_parser(None, window=True),
+                          ["--run-date", "2013-01-28", "--days", "train", "--lake-root", "/x/"], WindowArgs)
     cfg = load_config()
     assert args.days == cfg.train.train_days + cfg.train.holdout_days
     assert args.window[-1] == dt.date(2013, 1, 28) and len(args.window) == args.days
@@ -29,7 +30,7 @@ def test_parse_job_args_resolves_the_training_window_from_config(tmp_path):
                                  ["--run-date", "2013-01-01", "--days", "week"]])
 def test_parse_job_args_rejects_bad_input(bad, capsys):
     with pytest.raises(SystemExit):
-        parse_job_args(job_parser(None), bad)
+        parse_job_args(job_parser(None, window=True), bad, WindowArgs)
     assert "error" in capsys.readouterr().err
 
 
@@ -46,3 +47,28 @@ def test_lake_paths_derive_from_the_root():
     assert lake.raw_file("flights", day) == "s3a://bucket/lake/raw/flights/date=2013-01-02/flights.csv"
     assert lake.raw_file("planes") == "s3a://bucket/lake/raw/planes/planes.csv"
     assert lake.partition(lake.predictions, day) == "s3a://bucket/lake/predictions/date=2013-01-02"
+
+
+@pytest.mark.parametrize(("job", "argv", "refused"), [
+    ("jobs.train", ["--days", "train"], "--days"),  # training's window is the config's
+    ("jobs.score", ["--days", "3"], "--days"),  # one day per run
+    ("jobs.score", ["--num-processes", "2"], "--num-processes"),  # an option of another job
+    ("jobs.features", ["--run-id", "x"], "--run-id"),
+    ("jobs.validate", ["--use-gpu", "true"], "--use-gpu"),
+])
+def test_a_job_refuses_options_it_does_not_have(job, argv, refused, capsys):
+    import importlib
+
+    with pytest.raises(SystemExit):
+        importlib.import_module(job).main(["--run-date", "2013-01-28", *argv])
+    assert f"unrecognized arguments: {refused}" in capsys.readouterr().err
+
+
+def test_each_job_parses_its_own_typed_options():
+    from jobs.train import TrainArgs, parse_args
+
+    args = parse_args(["--run-date", "2013-01-28", "--use-gpu", "true", "--precision", "bf16", "--lake-root", "/l"])
+    assert isinstance(args, TrainArgs) and args.use_gpu is True and args.precision == "bf16"
+    assert args.num_processes is None and args.local_mode is None  # the config's
+    assert args.lake == Lake("/l") and args.run_date == dt.date(2013, 1, 28)
+    assert not hasattr(args, "days")

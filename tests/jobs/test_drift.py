@@ -40,7 +40,7 @@ def reference(spark, lake, config):
 
     from jobs.features import build_features, read_inputs
     from jobs.model import build_net, predict_proba
-    from jobs.train import fit_preprocessor
+    from jobs.training.data import fit_preprocessor
 
     features = build_features(read_inputs(spark, lake, config, [*TRAIN_DAYS, HOLDOUT_DAY, SCORED_DAY]), config)
     features = features.cache()

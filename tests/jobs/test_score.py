@@ -20,7 +20,7 @@ def scored_model(spark, lake, config, tmp_path_factory):
     from jobs.features import build_features, read_inputs
     from jobs.model import build_net, log_pyfunc
     from jobs.tracking import ensure_experiment
-    from jobs.train import fit_preprocessor
+    from jobs.training.data import fit_preprocessor
 
     features = build_features(read_inputs(spark, lake, config, [DAY]), config).cache()
     pre = fit_preprocessor(features, config.features, min_count=1)

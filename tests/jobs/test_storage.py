@@ -38,7 +38,7 @@ def test_s3a_uris_are_read_as_s3():
 
 
 def test_training_shards_read_through_uris(tmp_path):
-    from jobs.train import read_units, shard_units
+    from jobs.training.data import read_units, shard_units
 
     folder = tmp_path / "date=2013-01-01"
     folder.mkdir()

@@ -7,7 +7,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from jobs.config import FeatureSpec
-from jobs.train import fit_preprocessor, split_window
+from jobs.training.data import fit_preprocessor, split_window
 
 
 def test_split_window_puts_the_holdout_last():
@@ -35,7 +35,7 @@ def test_shards_are_disjoint_cover_every_row_group_and_are_stable(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from jobs.train import shard_units
+    from jobs.training.data import shard_units
 
     dirs = []
     for day, groups in (("2013-01-01", 3), ("2013-01-02", 1), ("2013-01-03", 2)):
@@ -74,7 +74,8 @@ def small_training(spark, lake, config, tmp_path_factory):
         run_id = mlflow.MlflowClient().create_run(experiment).info.run_id
         return {"run_id": run_id, "tracking_uri": uri, "preprocessor": pre.to_json(), "train_dirs": dirs[:3],
                 "holdout_dirs": dirs[3:], "label": config.features.label,
-                "hyper": {"embedding_dim": 4, "hidden_units": [8]}, "epochs": 2, "batch_size": 256,
+                "builder": config.train.model, "hyper": {"embedding_dim": 4, "hidden_units": [8]}, "epochs": 2,
+                "batch_size": 256,
                 "learning_rate": 0.01, "seed": 5, "use_gpu": False, "threads_per_process": 1, **overrides}
 
     return {"new_job": new_job, "dirs": dirs, "uri": uri}
@@ -84,7 +85,7 @@ def test_distributed_training_is_deterministic_and_sees_every_row_once(spark, co
     import mlflow
     from pyspark.ml.torch.distributor import TorchDistributor
 
-    from jobs.train import train_fn
+    from jobs.training.loop import train_fn
 
     def train() -> tuple[dict, str]:
         job = small_training["new_job"]()
@@ -151,12 +152,12 @@ def test_every_tensor_a_rank_hands_to_a_collective_is_created_on_its_device(smal
     """The GPU crash, caught on the CPU: NCCL has no CPU backend, so a tensor made without naming
     the rank's device fails there while gloo takes it. Every collective tensor must be made on the
     rank's device (here the CPU, under gloo), never left on the default device."""
-    from jobs.train import rank_device, train_in_process
+    from jobs.training.loop import rank_device, train_in_process
 
     handed = record_collectives(monkeypatch)
     with TensorLedger() as ledger:
         result = train_in_process(small_training["new_job"]())
-    assert result and result["train_rows"] > 0
+    assert result and result["metrics"]["rows"] > 0
     assert {name for name, _ in handed} >= {"all_reduce"}, "the rank agrees on steps and sums losses"
     unplaced = [name for name, tensor in handed if id(tensor) in ledger.unplaced]
     assert not unplaced, f"collectives given tensors created without a device: {unplaced}"
@@ -172,16 +173,17 @@ def test_mixed_precision_trains_in_that_precision_and_says_so_in_the_run(small_t
 
     import mlflow
 
-    from jobs.train import train_in_process
+    from jobs.training.loop import train_in_process
 
     job = small_training["new_job"](precision=precision)
     with TensorLedger() as ledger:
         result = train_in_process(job)
     expected = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
     assert expected in ledger.linear_dtypes and torch.float32 in ledger.linear_dtypes  # steps; evaluation
-    assert all(math.isfinite(v) for v in result["metrics"].values() if v == v) and result["train_loss"] > 0
+    assert all(math.isfinite(v) for v in result["metrics"].values() if v == v)
     assert 0.5 < result["metrics"]["roc_auc"] <= 1.0
     run = mlflow.MlflowClient(small_training["uri"]).get_run(job["run_id"])
+    assert math.isfinite(run.data.metrics["train_loss"]) and run.data.metrics["train_loss"] > 0
     assert run.data.params["training_precision"] == precision
     assert run.data.params["training_device"] == "cpu"
     model = mlflow.pyfunc.load_model(result["model_uri"]).unwrap_python_model()
@@ -191,9 +193,53 @@ def test_mixed_precision_trains_in_that_precision_and_says_so_in_the_run(small_t
 def test_precision_auto_is_fp32_on_the_cpu_and_an_unknown_precision_is_refused(config):
     import dataclasses
 
-    from jobs.train import resolve_precision
+    from jobs.training.loop import resolve_precision
 
     assert resolve_precision("auto", torch.device("cpu")) == "fp32"
     assert resolve_precision("bf16", torch.device("cpu")) == "bf16"
     with pytest.raises(ValueError, match="train.precision must be one of"):
         dataclasses.replace(config.train, precision="fp8")
+
+
+USER_MODEL = '''
+import torch
+
+
+class Logistic(torch.nn.Module):
+    """A user's own model: one embedding weight per category, a linear term per number."""
+
+    def __init__(self, cardinalities, n_numeric):
+        super().__init__()
+        self.embeddings = torch.nn.ModuleList(torch.nn.Embedding(size, 1) for size in cardinalities)
+        self.linear = torch.nn.Linear(n_numeric, 1)
+
+    def forward(self, cats, nums):
+        out = self.linear(nums).squeeze(1)
+        for j, embedding in enumerate(self.embeddings):
+            out = out + embedding(cats[:, j]).squeeze(1)
+        return out
+
+
+def logistic(pre, hyper):
+    return Logistic(pre.cardinalities, len(pre.numeric))
+'''
+
+
+def test_the_model_is_chosen_by_config_and_logged_with_its_code(small_training, tmp_path, monkeypatch):
+    """train.model names a function in the user's own module: the loop trains what it builds, and
+    the logged pyfunc carries that module, so it loads where the module is not installed."""
+    import sys
+
+    import mlflow
+
+    from jobs.training.loop import train_in_process
+
+    (tmp_path / "my_models.py").write_text(USER_MODEL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = train_in_process(small_training["new_job"](builder="my_models:logistic", hyper={}))
+    assert 0.5 < result["metrics"]["roc_auc"] <= 1.0
+    monkeypatch.delitem(sys.modules, "my_models")
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(tmp_path)])
+    (tmp_path / "my_models.py").unlink()  # only the copy logged with the model is left
+    model = mlflow.pyfunc.load_model(result["model_uri"])
+    assert type(model.unwrap_python_model().net).__name__ == "Logistic"

@@ -106,7 +106,7 @@ def small_window(spark, lake, config, tmp_path: Path, **train: Any) -> tuple[Pat
     """(config file, lake root, training days): a 3 + 2 day window ending RUN_DATE with its
     features written, and ``train`` settings over the bundled config's."""
     from jobs.features import build_features, read_inputs, write_features
-    from jobs.train import split_window
+    from jobs.training.data import split_window
 
     raw = yaml.safe_load((REPO / "jobs/pipeline.yaml").read_text())
     raw["train"].update(train_days=3, holdout_days=2, epochs=2, **train)

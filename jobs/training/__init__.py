@@ -1,0 +1,11 @@
+"""Distributed training, in the parts the train job (``jobs/train.py``) puts together.
+
+- :mod:`jobs.training.data`: the window's days, the preprocessor fitted with Spark, and each rank's
+  share of the feature Parquet (row groups read with pyarrow, labelled rows only);
+- :mod:`jobs.training.loop`: one TorchDistributor rank (device, precision, steps, evaluation,
+  MLflow logging from rank 0);
+- :mod:`jobs.training.checkpoints`: per-epoch state a retried attempt resumes from;
+- :mod:`jobs.training.resources`: how many ranks, and the Spark GPU settings that give them GPUs;
+- :mod:`jobs.training.publish`: the MLflow run, registration, drift baseline, champion gate and
+  the training summary.
+"""

@@ -1,0 +1,131 @@
+"""The training window's data: its days, the preprocessor fitted with Spark, and each rank's share
+of the feature Parquet, read with pyarrow (no Spark in the ranks)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Any
+
+from jobs.spark import MissingPartitionError, path_exists
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import torch
+    from pyspark.sql import DataFrame, SparkSession
+
+    from jobs.config import FeatureSpec, Lake
+    from jobs.model import Preprocessor
+
+
+def split_window(run_date: dt.date, train_days: int, holdout_days: int) -> tuple[list[dt.date], list[dt.date]]:
+    """(training days, holdout days): consecutive, oldest first, the holdout ending with ``run_date``."""
+    from jobs.config import days_ending
+
+    days = days_ending(run_date, train_days + holdout_days)
+    return days[:train_days], days[train_days:]
+
+
+def feature_dirs(spark: SparkSession, lake: Lake, days: list[dt.date]) -> list[str]:
+    dirs = [lake.partition(lake.features, day) for day in days]
+    missing = [d for d in dirs if not path_exists(spark, d)]
+    if missing:
+        raise MissingPartitionError(
+            f"{len(missing)} feature partition(s) missing, e.g. {missing[0]}: run the features job for them first"
+        )
+    return dirs
+
+
+def fit_preprocessor(df: DataFrame, spec: FeatureSpec, min_count: int) -> Preprocessor:
+    """Vocabularies (categories seen at least ``min_count`` times) and mean/std of labelled rows."""
+    from pyspark.sql import functions as F
+
+    from jobs.model import Preprocessor, safe_std
+
+    labelled = df.where(F.col(spec.label).isNotNull())
+    vocab = {}
+    for col in spec.categorical:
+        rows = (
+            labelled.where(F.col(col).isNotNull())
+            .groupBy(col)
+            .count()
+            .where(F.col("count") >= min_count)
+            .orderBy(col)
+            .collect()
+        )
+        vocab[col] = [r[col] for r in rows]
+    stats = labelled.agg(
+        *[F.mean(c).alias(f"mean_{c}") for c in spec.numeric],
+        *[F.stddev_pop(c).alias(f"std_{c}") for c in spec.numeric],
+    ).first()
+    return Preprocessor(
+        categorical=list(spec.categorical),
+        numeric=list(spec.numeric),
+        vocab=vocab,
+        mean={c: float(stats[f"mean_{c}"] or 0.0) for c in spec.numeric},
+        std={c: safe_std(stats[f"std_{c}"]) for c in spec.numeric},
+    )
+
+
+def shard_units(dirs: list[str], rank: int, world: int) -> list[tuple[str, int]]:
+    """This rank's share of the data: (Parquet file, row group) pairs, dealt round-robin.
+
+    Every rank lists the same files in the same order, so the shares are disjoint, cover every
+    row group exactly once, and are the same from one run to the next. ``dirs`` are lake paths:
+    local folders or object-store URIs (:mod:`jobs.storage`).
+    """
+    import pyarrow.parquet as pq
+
+    from jobs.storage import filesystem, list_files
+
+    units = []
+    for folder in dirs:
+        for uri in list_files(folder, ".parquet"):
+            fs, path = filesystem(uri)
+            with fs.open_input_file(path) as handle:
+                units += [(uri, group) for group in range(pq.ParquetFile(handle).num_row_groups)]
+    return units[rank::world]
+
+
+def read_units(units: list[tuple[str, int]], columns: list[str]) -> list[Any]:
+    """The Arrow tables of these (file, row group) units, reading only ``columns``."""
+    import pyarrow.parquet as pq
+
+    from jobs.storage import filesystem
+
+    tables = []
+    for uri, group in units:
+        fs, path = filesystem(uri)
+        with fs.open_input_file(path) as handle:
+            tables.append(pq.ParquetFile(handle).read_row_group(group, columns=columns))
+    return tables
+
+
+def labelled_rows(tables: list[Any], columns: list[str], label: str) -> pd.DataFrame:
+    """The rows of these Arrow tables (of ``columns``) that have a ``label``, as one DataFrame."""
+    import pandas as pd
+
+    if not tables:
+        return pd.DataFrame(columns=columns)
+    frame = pd.concat([table.to_pandas() for table in tables], ignore_index=True)
+    return frame[frame[label].notna()].reset_index(drop=True)
+
+
+def epoch_order(seed: int, epoch: int, rank: int, rows: int) -> torch.Tensor:
+    """A rank's shuffle of its rows for an epoch, seeded by (seed, epoch, rank): a resumed training
+    repeats the order of one that never stopped."""
+    import torch
+
+    return torch.randperm(rows, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch * 1009 + rank))
+
+
+def place_shard(tensors: tuple[torch.Tensor, ...], device: torch.device) -> tuple[torch.Tensor, ...]:
+    """The rank's rows on its device, copied there once; on a GPU where they would take more than
+    half of the free memory, in page-locked host memory instead (each step then copies its batch)."""
+    import torch
+
+    if device.type != "cuda":
+        return tensors
+    size = sum(t.numel() * t.element_size() for t in tensors)
+    if size > torch.cuda.mem_get_info(device)[0] // 2:
+        return tuple(t.pin_memory() for t in tensors)
+    return tuple(t.to(device) for t in tensors)

@@ -1,0 +1,309 @@
+"""One rank of distributed training: what TorchDistributor runs in every process."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+
+def rank_device(use_gpu: bool) -> torch.device:
+    """The rank's device: ``cuda:<LOCAL_RANK>`` among the GPUs Spark made visible to the rank
+    (TorchDistributor sets ``CUDA_VISIBLE_DEVICES``), else the CPU. No GPU is an error, never a
+    silent fall back to the CPU."""
+    import os
+
+    import torch
+
+    if not use_gpu:
+        return torch.device("cpu")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "(not set)")
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "GPU training was asked for (train.use_gpu / --use-gpu true) but torch sees no CUDA device in this "
+            f"rank (torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}, "
+            f"CUDA_VISIBLE_DEVICES={visible}); train on the CPU with --use-gpu false or give the job GPUs"
+        )
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if local_rank >= torch.cuda.device_count():
+        raise RuntimeError(
+            f"local rank {local_rank} has no GPU of its own: {torch.cuda.device_count()} visible "
+            f"(CUDA_VISIBLE_DEVICES={visible}); run at most one process per GPU (--num-processes)"
+        )
+    return torch.device("cuda", local_rank)
+
+
+def resolve_precision(requested: str, device: torch.device) -> str:
+    """The arithmetic of the training steps: ``auto`` is bf16 on a GPU that supports it and fp32
+    otherwise (the CPU's results stay as they were); bf16, fp16 and fp32 are taken as asked."""
+    import torch
+
+    if requested == "auto":
+        return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+    if requested == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise RuntimeError(f"{torch.cuda.get_device_name(device)} does not support bf16: use precision fp16 or fp32")
+    return requested
+
+
+def autocast(device: torch.device, precision: str) -> Any:
+    """The autocast context of a training step in ``precision`` (fp32: none)."""
+    import torch
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
+
+
+def train_steps(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Any, batches: Any,
+    cats: torch.Tensor, nums: torch.Tensor, labels: torch.Tensor, device: torch.device,
+    precision: str = "fp32", scaler: Any = None,
+) -> torch.Tensor:
+    """One optimizer step per batch (index tensors into the rows, on the rows' device); returns
+    [summed loss, rows] as float64 on ``device``.
+
+    Nothing in the loop waits for the device: the loss is summed on it and read once, by the
+    caller, at the end of the epoch. ``scaler``: a loss scaler (fp16)."""
+    import torch
+
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    rows = 0
+    for batch in batches:
+        c, n, y = (t[batch].to(device, non_blocking=True) for t in (cats, nums, labels))
+        optimizer.zero_grad()
+        with autocast(device, precision):
+            loss = loss_fn(model(c, n), y)
+        if scaler is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        loss_sum += loss.detach()
+        rows += len(batch)
+    return torch.stack([loss_sum, torch.tensor(float(rows), dtype=torch.float64, device=device)])
+
+
+def exit_with_parent() -> None:
+    """End this process when its parent dies.
+
+    torchrun starts each rank in a session of its own, so killing the task's process group (an
+    Airflow task killed, a container stopped) kills the launcher but leaves the ranks training and
+    logging on their own, racing the retry. A watcher thread ends the rank instead.
+    """
+    import os
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        print(f"rank process {os.getpid()}: launcher {parent} is gone, exiting", flush=True)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
+    """One rank of distributed training; TorchDistributor runs it in every process.
+
+    Self-contained (imports inside, plain-data argument) so it pickles to the ranks. Each rank
+    reads only its own row groups of the training partitions (:func:`shard_units`) and shuffles
+    them with a generator seeded by (seed, rank, epoch); shares may differ by a row group, so each
+    rank cuts its share into the same number of batches: every training row is used exactly once
+    per epoch and the ranks stay in step. Only rank 0 touches MLflow.
+
+    With ``job["checkpoint_dir"]`` set, rank 0 saves the weights, optimizer state, loss history
+    and the epoch's metrics there after every epoch (:func:`save_checkpoint`), before logging
+    them; a later attempt starts after the last saved epoch (every rank gets rank 0's copy), logs
+    whatever the dead attempt saved but did not log, and so counts every epoch once. Seeding by epoch makes a resumed
+    training the same as one that never stopped.
+
+    Every rank returns rank 0's result: the logged model's URI and the final holdout metrics.
+    Everything else a run measures (per-epoch loss and metrics, ``train_rows``, ``epoch_seconds``
+    of each training loop, ``resumed_from_epoch``) is in the MLflow run.
+    """
+    import mlflow
+
+    from jobs.training.loop import train_rank
+
+    try:
+        return train_rank(job)
+    except BaseException:
+        # MLflow ends an open run as FINISHED when the process exits: say what really happened.
+        if mlflow.active_run() is not None:
+            mlflow.end_run(status="FAILED")
+        raise
+
+
+def train_in_process(job: dict[str, Any]) -> dict[str, Any] | None:
+    """:func:`train_fn` in this process as the only rank of a world of one, without TorchDistributor
+    (no process started): for debugging a training and for measuring it from outside. Leaves this
+    process's environment, torch threads and exception hook as they were."""
+    import os
+    import socket
+    import sys
+
+    import torch
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    rank_env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
+                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    saved, threads, excepthook = {k: os.environ.get(k) for k in rank_env}, torch.get_num_threads(), sys.excepthook
+    os.environ.update(rank_env)
+    try:
+        return train_fn(job)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        torch.set_num_threads(threads)
+        sys.excepthook = excepthook  # the process group prefixes every traceback with "[rank0]"
+
+
+def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
+    """The body of :func:`train_fn`."""
+    import time
+
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from jobs.metrics import evaluate
+    from jobs.model import Preprocessor, build_model, log_pyfunc, predict_encoded
+    from jobs.training.checkpoints import load_checkpoint, save_checkpoint
+    from jobs.training.data import epoch_order, labelled_rows, place_shard, read_units, shard_units
+    from jobs.training.loop import exit_with_parent, rank_device, resolve_precision, train_steps
+
+    exit_with_parent()
+    torch.set_num_threads(job["threads_per_process"])
+    # Every tensor this rank hands to a collective is created on ``device``: NCCL has no CPU
+    # backend, so a CPU tensor that gloo takes without a word fails on a GPU.
+    device = rank_device(job["use_gpu"])
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # the object collectives (broadcast_object_list) use the current device
+        dist.init_process_group("nccl", device_id=device)
+    else:
+        dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    precision = resolve_precision(job.get("precision", "fp32"), device)
+    pre = Preprocessor.from_json(job["preprocessor"])
+    label, epochs, seed = job["label"], job["epochs"], job["seed"]
+    wanted = [*pre.categorical, *pre.numeric, label]
+    checkpoint_dir = job.get("checkpoint_dir")
+
+    units = shard_units(job["train_dirs"], rank, world)
+    shard = labelled_rows(read_units(units, wanted), wanted, label)
+    cats, nums = (torch.from_numpy(a) for a in pre.encode(shard))
+    cats, nums, labels = place_shard((cats, nums, torch.from_numpy(shard[label].to_numpy(np.float32))), device)
+    print(f"rank {rank}/{world}: {len(units)} row groups, {len(shard)} labelled rows on {device} ({precision})",
+          flush=True)
+    torch.manual_seed(seed)  # the same initial weights on every rank, built on the CPU whatever the device
+    net = build_model(job["builder"], pre, job["hyper"])
+    optimizer_state = scaler_state = None
+    saved = [load_checkpoint(checkpoint_dir) if checkpoint_dir and rank == 0 else None]
+    dist.broadcast_object_list(saved, src=0)
+    state = saved[0]
+    start_epoch = 0
+    if state is not None:
+        net.load_state_dict(state["model"])
+        optimizer_state, scaler_state, start_epoch = state["optimizer"], state.get("scaler"), state["epochs_done"]
+        print(f"rank {rank}: resuming after epoch {start_epoch} of {epochs} from {checkpoint_dir}", flush=True)
+    net = net.to(device)
+    model = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
+    optimizer = torch.optim.Adam(model.parameters(), lr=job["learning_rate"], fused=device.type == "cuda" or None)
+    if optimizer_state is not None:
+        optimizer.load_state_dict(optimizer_state)
+    scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
+    if scaler is not None and scaler_state is not None:
+        scaler.load_state_dict(scaler_state)
+    loss_fn = torch.nn.BCEWithLogitsLoss(reduction="sum")
+    # Every rank takes the same number of steps: the largest share cut into batches of at most
+    # batch_size, smaller shares into as many slightly smaller batches. (With DDP's Join instead,
+    # a rank that runs out skips the last optimizer steps, its Adam moments fall behind the
+    # others' and the ranks' weights drift apart.)
+    largest = torch.tensor([len(labels)], dtype=torch.int64, device=device)
+    dist.all_reduce(largest, op=dist.ReduceOp.MAX)
+    steps = max(1, -(-int(largest) // job["batch_size"]))
+
+    result = None
+    history: dict[str, list[float]] = state["history"] if state else {"train": [], "holdout": []}
+    if rank == 0:
+        import mlflow
+
+        mlflow.set_tracking_uri(job["tracking_uri"])
+        mlflow.start_run(run_id=job["run_id"])
+        mlflow.log_params({
+            "training_precision": precision,
+            "training_device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        })
+        holdout_units = shard_units(job["holdout_dirs"], 0, 1)  # all of it
+        holdout = labelled_rows(read_units(holdout_units, wanted), wanted, label)
+        holdout_inputs = [torch.from_numpy(a).to(device) for a in pre.encode(holdout)]  # encoded once
+        if state is None:
+            mlflow.log_metrics({"holdout_rows": float(len(holdout))})
+        else:
+            mlflow.set_tag("resumed_from_epoch", str(start_epoch))
+            logged = {m.step for m in mlflow.MlflowClient().get_metric_history(job["run_id"], "train_loss")}
+            if start_epoch - 1 not in logged:  # the last attempt died between saving and logging
+                mlflow.log_metrics(state["metrics"], step=start_epoch - 1)
+
+    for epoch in range(start_epoch, epochs):
+        started = time.perf_counter()
+        model.train()
+        batches = torch.tensor_split(epoch_order(seed, epoch, rank, len(labels)).to(labels.device), steps)
+        totals = train_steps(model, optimizer, loss_fn, batches, cats, nums, labels, device, precision, scaler)
+        dist.all_reduce(totals)
+        loss_sum, rows = totals.tolist()  # the epoch's one wait for the device
+        loop_seconds = time.perf_counter() - started  # the training steps and the all-reduce, not evaluation
+        if rank == 0:
+            train_loss = loss_sum / rows
+            metrics = evaluate(holdout[label], predict_encoded(net, *holdout_inputs))
+            history["train"].append(train_loss)
+            history["holdout"].append(metrics["log_loss"])
+            logged = {"train_loss": train_loss, "epoch_seconds": loop_seconds,
+                      **{f"holdout_{k}": v for k, v in metrics.items() if k != "rows"}}
+            if epoch == 0:
+                logged["train_rows"] = rows  # every labelled row, once
+            if checkpoint_dir:
+                save_checkpoint(checkpoint_dir, {
+                    "epochs_done": epoch + 1, "model": net.state_dict(), "optimizer": optimizer.state_dict(),
+                    "scaler": scaler.state_dict() if scaler is not None else None,
+                    "history": history, "metrics": logged,
+                })
+            mlflow.log_metrics(logged, step=epoch)
+            print(
+                f"epoch {epoch + 1}/{epochs}: train_loss={train_loss:.4f} "
+                f"holdout_log_loss={metrics['log_loss']:.4f} holdout_roc_auc={metrics['roc_auc']:.4f}",
+                flush=True,
+            )
+
+    if rank == 0:
+        from jobs.plots import calibration_figure, loss_figure, roc_figure
+
+        probabilities = predict_encoded(net, *holdout_inputs)
+        metrics = evaluate(holdout[label], probabilities)
+        mlflow.log_figure(loss_figure(history), "plots/loss_curves.png")
+        if len(np.unique(holdout[label])) == 2:
+            mlflow.log_figure(roc_figure(holdout[label], probabilities), "plots/roc_curve.png")
+        mlflow.log_figure(calibration_figure(holdout[label], probabilities), "plots/calibration_curve.png")
+        info = log_pyfunc(net.cpu(), pre, job["hyper"], holdout.head(5), builder=job["builder"])
+        # Detach, leaving the run RUNNING: the driver finishes it once the model is registered, so a
+        # driver that dies in between leaves a run that a retry resumes (no epochs left: it logs and
+        # registers the model) instead of a FINISHED run without a version.
+        mlflow.end_run(status="RUNNING")
+        result = {"model_uri": info.model_uri, "metrics": metrics}
+    # In local mode every rank writes its return value to the same file, the last one winning:
+    # give every rank rank 0's result so whichever writes last returns the right thing.
+    shared = [result]
+    dist.broadcast_object_list(shared, src=0)
+    dist.destroy_process_group()
+    return shared[0]

@@ -1,0 +1,120 @@
+"""The training's MLflow side on the driver: the run (new, or the one an interrupted attempt left),
+and after the ranks are done the registered version, its drift baseline, the champion gate, the
+version's tags and the training summary in the lake."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from jobs.config import Lake, PipelineConfig
+    from jobs.model import Preprocessor
+
+log = logging.getLogger("jobs.train")
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """The MLflow run a training logs to, and where its checkpoints go."""
+
+    run_id: str
+    experiment_id: str
+    checkpoint_dir: str
+
+
+def open_run(lake: Lake, run_date: dt.date, experiment: str, params: dict[str, Any], pre: Preprocessor,
+             epochs: int) -> TrainingRun:
+    """The run to log to: the one an earlier attempt of this very training (same parameters and
+    preprocessor) opened and did not finish, resumed from its checkpoints; else a new run with
+    ``params`` logged (and the git commit as MLflow's source tag)."""
+    from jobs.storage import write_json
+    from jobs.tracking import client, ensure_experiment, run_link
+    from jobs.training.checkpoints import CHECKPOINT_RUN, checkpointed_epochs, resumable_run
+
+    mlflow_client = client()
+    experiment_id = ensure_experiment(experiment)
+    # Everything that shapes the training: an attempt resumes only a checkpoint of the same inputs.
+    key = hashlib.sha256(json.dumps({**params, "preprocessor": pre.to_json()}, default=str,
+                                    sort_keys=True).encode()).hexdigest()[:16]
+    checkpoint_dir = lake.checkpoint("training", run_date, key)
+    run_id = resumable_run(mlflow_client, checkpoint_dir)
+    if run_id:
+        log.info("resuming MLflow run %s after epoch %s of %s (checkpoint %s)", run_id,
+                 checkpointed_epochs(checkpoint_dir), epochs, checkpoint_dir)
+    else:
+        run = mlflow_client.create_run(experiment_id, run_name=f"train-{run_date}", tags={"run_date": str(run_date)})
+        run_id = run.info.run_id
+        for name, value in params.items():
+            mlflow_client.log_param(run_id, name, str(value))
+        if "git_commit" in params:
+            mlflow_client.set_tag(run_id, "mlflow.source.git.commit", params["git_commit"].removesuffix("-dirty"))
+        write_json(f"{checkpoint_dir}/{CHECKPOINT_RUN}", {"run_id": run_id})
+    log.info("MLflow run: %s", run_link(experiment_id, run_id))
+    return TrainingRun(run_id, experiment_id, checkpoint_dir)
+
+
+def publish(
+    spark: SparkSession, lake: Lake, config: PipelineConfig, run_date: dt.date, run: TrainingRun,
+    result: dict[str, Any], features: DataFrame, pre: Preprocessor, holdout_dirs: list[str], windows: tuple[str, str],
+) -> None:
+    """Register the model rank 0 logged, log its drift baseline, apply the champion gate, tag the
+    version, finish the run, drop the checkpoints and write ``reports/training/date=D/summary.json``."""
+    import mlflow
+    import mlflow.pyfunc
+
+    from jobs.champion import apply_gate
+    from jobs.drift import BASELINE_ARTIFACT, build_baseline
+    from jobs.spark import write_text
+    from jobs.storage import delete_dir
+    from jobs.tracking import client, run_url
+
+    cfg, spec = config.train, config.features
+    mlflow_client = client()
+    try:
+        version = mlflow.register_model(result["model_uri"], cfg.model_name)
+    except BaseException:
+        mlflow_client.set_terminated(run.run_id, status="FAILED")
+        raise
+    metrics = result["metrics"]
+    holdout = (
+        spark.read.parquet(*holdout_dirs).select(*spec.inputs, spec.label).where(f"`{spec.label}` IS NOT NULL")
+        .toPandas()
+    )
+    # The registered version's own pyfunc on the holdout: the drift baseline's prediction bins (which
+    # travel with the run before the version can become champion) and the gate's challenger score.
+    predictions = mlflow.pyfunc.load_model(result["model_uri"]).predict(holdout[spec.inputs])
+    mlflow_client.log_dict(run.run_id, build_baseline(features, pre, predictions, config.score.drift.bins),
+                           BASELINE_ARTIFACT)
+    decision = apply_gate(
+        mlflow_client, cfg.model_name, str(version.version), holdout, spec.inputs, spec.label,
+        cfg.promotion_metric, cfg.promotion_margin, predictions,
+    )
+    train_window, holdout_window = windows
+    for key, value in {
+        "run_date": run_date, "train_window": train_window, "holdout_window": holdout_window,
+        **{f"holdout_{k}": round(v, 6) for k, v in metrics.items()},
+    }.items():
+        mlflow_client.set_model_version_tag(cfg.model_name, version.version, key, str(value))
+    mlflow_client.set_terminated(run.run_id, status="FINISHED")
+    delete_dir(run.checkpoint_dir)  # the model is registered: a new attempt for this day starts afresh
+    log.info(
+        "registered %s version %s from run %s; holdout: %s",
+        cfg.model_name, version.version, run.run_id, json.dumps({k: round(v, 4) for k, v in metrics.items()}),
+    )
+    summary = {
+        "model_name": cfg.model_name, "model_version": str(version.version), "run_id": run.run_id,
+        "experiment_id": run.experiment_id, "run_url": run_url(run.experiment_id, run.run_id),
+        "train_window": train_window, "holdout_window": holdout_window, "metrics": metrics, "gate": decision.tags(),
+    }
+    write_text(spark, lake.report("training", run_date, "summary.json"), json.dumps(summary, indent=2))
+    log.info(
+        "champion gate: version %s %s: %s", version.version,
+        "is the new champion" if decision.promote else "stays a challenger", decision.reason,
+    )
