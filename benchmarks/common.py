@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobs.config import Lake
+from jobs.lake import Lake
 from jobs.land import land
 
 if TYPE_CHECKING:

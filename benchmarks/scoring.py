@@ -87,7 +87,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from benchmarks.common import feature_lake, machine, throwaway_home
-from jobs.config import FeatureSpec, Lake, days_ending, load_config
+from jobs.config import FeatureSpec, days_ending, load_config
+from jobs.lake import PARTITION, Lake, partition_day, partition_name
 from jobs.land import FIRST_DAY, LAST_DAY
 from jobs.score import prediction_columns
 
@@ -133,7 +134,7 @@ class Scale:
     def spark_paths(self) -> list[str]:
         if self.days is None:
             return [self.root]
-        return [f"{self.root}/date={d.isoformat()}" for d in self.days]
+        return [f"{self.root}/{partition_name(d)}" for d in self.days]
 
     def files(self) -> list[str]:
         folders = [Path(p) for p in self.spark_paths()]
@@ -212,7 +213,7 @@ def score_features_arrow(
 
     ids = list(dict.fromkeys(spec.id_columns))
     inputs = [c.alias(f"_input{i}") for i, c in enumerate(encoded_columns(pre))]
-    encoded = features.select(*ids, "date", *inputs)
+    encoded = features.select(*ids, PARTITION, *inputs)
     kept = encoded.schema.fields[: len(ids) + 1]
     schema = StructType([*kept, StructField("probability", DoubleType())])
     make = make_encoded_predict_fn(load_uri, len(pre["categorical"]), len(pre["numeric"]))
@@ -259,7 +260,7 @@ def handoff_only(features: DataFrame, spec: FeatureSpec, model: ModelRef, run_da
 
 def write_predictions(predictions: DataFrame, path: str) -> None:
     """The score job's write."""
-    predictions.write.mode("overwrite").partitionBy("date").parquet(path)
+    predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(path)
 
 
 def max_abs_difference(features: DataFrame, spec: FeatureSpec, pre: dict[str, Any], load_uri: str,
@@ -281,7 +282,7 @@ def date_partitioning() -> Any:
     import pyarrow as pa
     import pyarrow.dataset as pads
 
-    return pads.partitioning(pa.schema([("date", pa.date32())]), flavor="hive")
+    return pads.partitioning(pa.schema([(PARTITION, pa.date32())]), flavor="hive")
 
 
 def arrow_dataset(scale: Scale) -> pads.Dataset:
@@ -323,7 +324,7 @@ def baseline_score(dataset: pads.Dataset, model: Any, spec: FeatureSpec, ref: Mo
     import torch
 
     ids = list(dict.fromkeys(spec.id_columns))
-    table = dataset.to_table(columns=list(dict.fromkeys([*ids, *spec.inputs, "date"])))
+    table = dataset.to_table(columns=list(dict.fromkeys([*ids, *spec.inputs, PARTITION])))
     rows = table.num_rows
     if direct:
         inner = model.unwrap_python_model()
@@ -345,7 +346,7 @@ def baseline_score(dataset: pads.Dataset, model: Any, spec: FeatureSpec, ref: Mo
         "model_run_id": pa.repeat(pa.scalar(ref.run_id, pa.string()), rows),
         "run_date": pa.repeat(pa.scalar(run_date, pa.date32()), rows),
         "scored_at": pa.repeat(pa.scalar(now, pa.timestamp("us", tz="UTC")), rows),
-        "date": table["date"],
+        PARTITION: table[PARTITION],
     })
     pads.write_dataset(output, out, format="parquet", partitioning=date_partitioning(),
                        existing_data_behavior="delete_matching", basename_template="part-{i}.parquet")
@@ -370,7 +371,7 @@ def scale_up(source: str, target: str, factor: float, numeric: list[str], seed: 
     if factor <= 0:
         raise ValueError(f"the scale factor must be positive, got {factor}")
     written = 0
-    for folder in sorted(p for p in Path(source).iterdir() if p.is_dir() and p.name.startswith("date=")):
+    for folder in sorted(p for p in Path(source).iterdir() if p.is_dir() and partition_day(p.name) is not None):
         files = sorted(f for f in folder.glob("*.parquet") if not f.name.startswith((".", "_")))
         day = pa.concat_tables([pq.read_table(f) for f in files])
         n = day.num_rows
@@ -397,9 +398,9 @@ def one_partition(source: str, target: str, day: dt.date) -> int:
     import pyarrow.parquet as pq
 
     table = pads.dataset(source, format="parquet", partitioning="hive", exclude_invalid_files=True).to_table()
-    folder = Path(target) / f"date={day.isoformat()}"
+    folder = Path(target) / partition_name(day)
     folder.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table.drop_columns(["date"]), folder / "part-00000.parquet", compression="snappy")
+    pq.write_table(table.drop_columns([PARTITION]), folder / "part-00000.parquet", compression="snappy")
     return table.num_rows
 
 

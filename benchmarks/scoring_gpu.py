@@ -56,6 +56,7 @@ import numpy as np
 from benchmarks.common import feature_lake, machine, throwaway_home
 from benchmarks.scoring import arrow_dataset, log_model, one_partition, scale_up, train_model, write_predictions
 from jobs.config import days_ending, load_config
+from jobs.lake import partition_name
 from jobs.land import FIRST_DAY
 
 JANUARY = days_ending(dt.date(2013, 1, 31), 31)
@@ -146,7 +147,7 @@ def job_rows(spark: Any, config: Any, ref: Any, load_uri: str, pre: dict[str, An
     from jobs.score import score_features
 
     spec = config.features
-    features = spark.read.option("basePath", root).parquet(f"{root}/date={DAY.isoformat()}")
+    features = spark.read.option("basePath", root).parquet(f"{root}/{partition_name(DAY)}")
     rows = features.count()
     variants = [("score job, CPU", False, config.score.batch_size, DEFAULT_ARROW_BATCH, pre),
                 ("score job, raw columns to the pyfunc, CPU", False, config.score.batch_size, DEFAULT_ARROW_BATCH,

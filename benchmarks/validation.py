@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jobs.config import Lake, days_ending, load_config
+from jobs.config import days_ending, load_config
+from jobs.lake import Lake
 from jobs.land import FIRST_DAY, LAST_DAY, land
 from jobs.spark import get_spark, raw_paths
 from jobs.validate import validate

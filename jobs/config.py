@@ -1,8 +1,8 @@
-"""One typed configuration for every job, and the one place where lake paths are derived.
+"""One typed configuration for every job, and each job's typed command line.
 
 Three tiers, no overlap:
-- infrastructure from the environment: ``LAKE_ROOT`` (a local folder or any Hadoop URI),
-  ``MLFLOW_TRACKING_URI``, ``PIPELINE_MLFLOW_ARTIFACTS``;
+- infrastructure from the environment: ``LAKE_ROOT`` (:mod:`jobs.lake`), ``MLFLOW_TRACKING_URI``,
+  ``PIPELINE_MLFLOW_ARTIFACTS``;
 - run parameters from the command line (``--run-date`` and friends, see :func:`job_parser`);
 - job tunables from ``jobs/pipeline.yaml`` (or ``--config PATH`` / ``PIPELINE_CONFIG``).
 """
@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import yaml
 
 from jobs.drift import DriftSpec
+from jobs.lake import ROOT_ENV, Lake
 
 DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
 DEFAULT_HOME = Path.cwd() / ".pipeline"
@@ -187,62 +188,12 @@ def pipeline_home() -> Path:
     return Path(os.environ.get("PIPELINE_HOME", DEFAULT_HOME))
 
 
-def lake_root() -> str:
-    return os.environ.get("LAKE_ROOT") or str(pipeline_home() / "lake")
-
-
 def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{pipeline_home() / 'mlflow.db'}"
 
 
 def artifact_root() -> str:
     return os.environ.get("PIPELINE_MLFLOW_ARTIFACTS") or str(pipeline_home() / "mlartifacts")
-
-
-@dataclass(frozen=True)
-class Lake:
-    """Every path in the lake derives from here.
-
-    Zones: raw (as landed, never modified), validated (rows that passed validation, typed),
-    quarantine (rows that did not, as text, with the rules they broke), features, predictions,
-    reports, checkpoints (training state a retried run resumes from; removed when it succeeds).
-    """
-
-    root: str
-
-    def raw_table(self, table: str) -> str:
-        return f"{self.root}/raw/{table}"
-
-    def raw_partition(self, table: str, day: dt.date) -> str:
-        return f"{self.raw_table(table)}/date={day.isoformat()}"
-
-    def raw_file(self, table: str, day: dt.date | None = None) -> str:
-        folder = self.raw_partition(table, day) if day else self.raw_table(table)
-        return f"{folder}/{table}.csv"
-
-    def validated(self, table: str) -> str:
-        return f"{self.root}/validated/{table}"
-
-    def quarantine(self, table: str) -> str:
-        return f"{self.root}/quarantine/{table}"
-
-    @property
-    def features(self) -> str:
-        return f"{self.root}/features"
-
-    @property
-    def predictions(self) -> str:
-        return f"{self.root}/predictions"
-
-    def partition(self, zone_path: str, day: dt.date) -> str:
-        return f"{zone_path}/date={day.isoformat()}"
-
-    def checkpoint(self, kind: str, day: dt.date, key: str) -> str:
-        """Where a job keeps state to resume from; ``key`` tells its inputs apart (e.g. a digest)."""
-        return f"{self.root}/checkpoints/{kind}/date={day.isoformat()}/{key}"
-
-    def report(self, kind: str, day: dt.date, name: str) -> str:
-        return f"{self.root}/reports/{kind}/date={day.isoformat()}/{name}"
 
 
 def days_ending(run_date: dt.date, days: int) -> list[dt.date]:
@@ -296,7 +247,7 @@ def job_parser(description: str | None, *, window: bool = False) -> argparse.Arg
             f"'{TRAINING_WINDOW}' means the training window of the config (train_days + holdout_days)",
         )
     parser.add_argument("--config", default=None, help="pipeline YAML (default: $PIPELINE_CONFIG or bundled)")
-    parser.add_argument("--lake-root", default=None, help="lake root (default: $LAKE_ROOT)")
+    parser.add_argument("--lake-root", default=None, help=f"lake root (default: ${ROOT_ENV})")
     return parser
 
 
@@ -330,7 +281,7 @@ def parse_job_args(
     parser's destinations); an option the job did not declare is refused by the parser."""
     ns = vars(parser.parse_args(argv))
     config = load_config(ns.pop("config"))
-    lake = Lake((ns.pop("lake_root") or lake_root()).rstrip("/"))
+    lake = Lake.at(ns.pop("lake_root"))
     if "days" in ns:
         days_arg = ns.pop("days")
         if days_arg == TRAINING_WINDOW:

@@ -19,7 +19,8 @@ import datetime as dt
 import logging
 from typing import TYPE_CHECKING
 
-from jobs.config import Lake, PipelineConfig, WindowArgs, import_object, job_parser, parse_job_args
+from jobs.config import PipelineConfig, WindowArgs, import_object, job_parser, parse_job_args
+from jobs.lake import PARTITION, Lake
 from jobs.spark import MissingPartitionError, configure_logging, get_spark, list_partitions
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def read_inputs(
                 )
             wanted = as_of[-1:]
         if wanted:
-            tables[name] = spark.read.parquet(path).where(F.col("date").isin(wanted))
+            tables[name] = spark.read.parquet(path).where(F.col(PARTITION).isin(wanted))
         else:
             tables[name] = spark.createDataFrame([], f"{spec.ddl()}, date date")
     return tables
@@ -66,7 +67,7 @@ def build_features(tables: dict[str, DataFrame], config: PipelineConfig) -> Data
     """Apply the configured builder and check its output has every model input and the label."""
     builder = import_object(config.features.builder)
     features = builder(tables, config.features)
-    missing = [c for c in ["date", *config.features.inputs, config.features.label] if c not in features.columns]
+    missing = [c for c in [PARTITION, *config.features.inputs, config.features.label] if c not in features.columns]
     if missing:
         raise ValueError(f"feature builder {config.features.builder} did not produce columns {missing}")
     return features
@@ -75,10 +76,10 @@ def build_features(tables: dict[str, DataFrame], config: PipelineConfig) -> Data
 def write_features(features: DataFrame, path: str) -> None:
     """Replace the window's partitions, one Parquet file per day."""
     (
-        features.repartition("date")
-        .sortWithinPartitions(*[c for c in features.columns if c != "date"][:3])
+        features.repartition(PARTITION)
+        .sortWithinPartitions(*[c for c in features.columns if c != PARTITION][:3])
         .write.mode("overwrite")
-        .partitionBy("date")
+        .partitionBy(PARTITION)
         .parquet(path)
     )
 

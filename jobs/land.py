@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from jobs.config import Lake, lake_root, load_config
+from jobs.config import load_config
+from jobs.lake import ROOT_ENV, Lake
 
 log = logging.getLogger("jobs.land")
 
@@ -106,13 +107,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--from", dest="first", type=dt.date.fromisoformat, default=FIRST_DAY)
     parser.add_argument("--to", dest="last", type=dt.date.fromisoformat, default=LAST_DAY)
-    parser.add_argument("--lake-root", default=None, help="lake root folder (default: $LAKE_ROOT)")
+    parser.add_argument("--lake-root", default=None, help=f"lake root folder (default: ${ROOT_ENV})")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    root = args.lake_root or lake_root()
-    if "://" in root and not root.startswith("file://"):
-        parser.error(f"landing writes to a local folder only, got {root}")
-    lake = Lake(root.removeprefix("file://").rstrip("/"))
+    lake = Lake.at(args.lake_root)
+    if "://" in lake.root:
+        parser.error(f"landing writes to a local folder only, got {lake.root}")
     counts = land(lake, args.first, args.last)
     log.info("raw zone at %s/raw: %s", lake.root, ", ".join(f"{t}={n}" for t, n in counts.items()))
 

@@ -29,13 +29,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from jobs.config import FeatureSpec, JobArgs, job_parser, parse_bool, parse_job_args
+from jobs.lake import DRIFT_PLOT, DRIFT_REPORT, PARTITION
 from jobs.spark import MissingPartitionError, configure_logging, get_spark, path_exists, write_text
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from jobs.config import Lake
     from jobs.drift import DriftSpec
+    from jobs.lake import Lake
     from jobs.tracking import ModelRef
 
 log = logging.getLogger("jobs.score")
@@ -215,7 +216,7 @@ def prediction_columns(spec: FeatureSpec, model: ModelRef, probability: Any, run
         F.lit(model.run_id).alias("model_run_id"),
         F.lit(run_date).alias("run_date"),
         F.current_timestamp().alias("scored_at"),
-        "date",
+        PARTITION,
     ]
 
 
@@ -263,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     features = spark.read.option("basePath", lake.features).parquet(source)
     predictions = score_features(features, config.features, model, load_uri, batch_size, args.run_date,
                                  use_gpu, preprocessor)
-    predictions.write.mode("overwrite").partitionBy("date").parquet(lake.predictions)
+    predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(lake.predictions)
 
     target = lake.partition(lake.predictions, args.run_date)
     written = spark.read.parquet(target)
@@ -280,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
     log.info("wrote %d predictions to %s (mean probability %.3f)", summary["rows"], summary["path"],
              summary["mean_probability"])
     summary["drift"] = report_drift(spark, lake, args.run_date, model, features, written, config.score.drift)
-    write_text(spark, lake.report("scoring", args.run_date, "summary.json"), json.dumps(summary, indent=2))
+    write_text(spark, lake.report("scoring", args.run_date), json.dumps(summary, indent=2))
 
 
 def report_drift(
@@ -301,11 +302,11 @@ def report_drift(
         return None
     report = {"run_date": run_date.isoformat(), "model_name": model.name, "model_version": model.version,
               "model_run_id": model.run_id, **measure(baseline, features, predictions, spec)}
-    path = lake.report("drift", run_date, "drift.json")
+    path = lake.report("drift", run_date, DRIFT_REPORT)
     write_text(spark, path, json.dumps(report, indent=2))
     image = io.BytesIO()
     drift_figure(report).savefig(image, format="png")
-    write_bytes(lake.report("drift", run_date, "drift.png"), image.getvalue())
+    write_bytes(lake.report("drift", run_date, DRIFT_PLOT), image.getvalue())
     line = headline(report)
     log.info("drift against the training window: %s (report: %s)", line, path)
     return {"drifted": report["drifted"], "reasons": report["reasons"], "headline": line, "report": path}

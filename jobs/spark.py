@@ -8,10 +8,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobs.lake import PARTITION, partition_day
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from jobs.config import Lake, TableSpec
+    from jobs.config import TableSpec
+    from jobs.lake import Lake
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +147,7 @@ def read_raw_strings(
     reader = spark.read.options(**options).schema(schema)
     if table.daily:
         return reader.option("basePath", lake.raw_table(table.name)).csv(paths)
-    return reader.csv(paths).withColumn("date", F.lit(snapshot_date))
+    return reader.csv(paths).withColumn(PARTITION, F.lit(snapshot_date))
 
 
 def read_header(spark: SparkSession, path: str) -> list[str] | None:
@@ -168,15 +171,8 @@ def list_partitions(spark: SparkSession, path: str) -> list[dt.date]:
     fs, hpath = _hadoop(spark, path)
     if not fs.exists(hpath):
         return []
-    days = []
-    for status in fs.listStatus(hpath):
-        name = status.getPath().getName()
-        if status.isDirectory() and name.startswith("date="):
-            try:
-                days.append(dt.date.fromisoformat(name.removeprefix("date=")))
-            except ValueError:
-                continue
-    return sorted(days)
+    days = [partition_day(status.getPath().getName()) for status in fs.listStatus(hpath) if status.isDirectory()]
+    return sorted(day for day in days if day is not None)
 
 
 def delete_path(spark: SparkSession, path: str) -> bool:

@@ -14,7 +14,8 @@ import argparse
 import datetime as dt
 from typing import Any
 
-from jobs.config import Lake, lake_root, load_config, tracking_uri
+from jobs.config import load_config, tracking_uri
+from jobs.lake import Lake
 
 METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "ece", "accuracy", "positive_rate")
 
@@ -24,7 +25,7 @@ def read_report(lake: Lake, kind: str, run_date: dt.date | str) -> dict[str, Any
     from jobs.storage import read_json
 
     day = run_date if isinstance(run_date, dt.date) else dt.date.fromisoformat(run_date)
-    path = lake.report(kind, day, "summary.json")
+    path = lake.report(kind, day)
     report = read_json(path)
     if report is None:
         raise FileNotFoundError(f"no {kind} report for {day} at {path}: did the {kind} job run for that day?")
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lake-root", default=None)
     args = parser.parse_args(argv)
     load_config()  # fail early on a broken config
-    print(render(collect(Lake(args.lake_root or lake_root()), args.run_date)))
+    print(render(collect(Lake.at(args.lake_root), args.run_date)))
 
 
 if __name__ == "__main__":

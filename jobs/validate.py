@@ -41,7 +41,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from jobs.config import Lake, PipelineConfig, TableSpec, WindowArgs, import_object, job_parser, parse_job_args
+from jobs.config import PipelineConfig, TableSpec, WindowArgs, import_object, job_parser, parse_job_args
+from jobs.lake import PARTITION, SUMMARY, VALIDATION_PAGE, Lake, partition_name
 from jobs.rules import QUARANTINE, WARN, References, Rule, TableSuite
 from jobs.spark import (
     CORRUPT_RECORD,
@@ -223,7 +224,7 @@ def flag_rows(raw: DataFrame, table: TableSpec, rules: list[Rule], refs: Referen
     from pyspark.sql import functions as F
 
     typed = raw.select(
-        "date",
+        PARTITION,
         *[(F.col(c) if t == "string" else F.col(c).try_cast(t)).alias(c) for c, t in table.columns.items()],
         F.struct(*[F.col(c) for c in table.columns], F.col(CORRUPT_RECORD)).alias("_raw"),
     )
@@ -269,11 +270,11 @@ def partition_stats(
             aggs.append(F.first(F.when(F.col(c).isNull(), raw), ignorenulls=True).alias(f"example:{c}"))
     if suite.partition_date:
         row_date = F.expr(suite.partition_date)
-        other = row_date.isNotNull() & (row_date != F.col("date"))
+        other = row_date.isNotNull() & (row_date != F.col(PARTITION))
         aggs.append(F.sum(other.cast("long")).alias("other_dates"))
         aggs.append(F.slice(F.array_sort(F.collect_set(F.when(other, row_date))), 1, 5).alias("other_dates_seen"))
-    rows = flagged.groupBy("date").agg(*aggs).collect()
-    return {r["date"].isoformat(): r.asDict() for r in rows}
+    rows = flagged.groupBy(PARTITION).agg(*aggs).collect()
+    return {r[PARTITION].isoformat(): r.asDict() for r in rows}
 
 
 # --- checks ----------------------------------------------------------------------------------
@@ -336,8 +337,8 @@ def trailing_counts(spark: SparkSession, lake: Lake, table: TableSpec, days: lis
     existing = [p for p in (lake.raw_file(table.name, d) for d in span) if path_exists(spark, p)]
     if not existing:
         return {}
-    lines = spark.read.option("basePath", lake.raw_table(table.name)).text(existing).groupBy("date").count()
-    return {r["date"].isoformat(): max(r["count"] - 1, 0) for r in lines.collect()}  # less the header
+    lines = spark.read.option("basePath", lake.raw_table(table.name)).text(existing).groupBy(PARTITION).count()
+    return {r[PARTITION].isoformat(): max(r["count"] - 1, 0) for r in lines.collect()}  # less the header
 
 
 def run_expectations(df: DataFrame, table: str, rules: list[Rule], refs: References) -> dict[str, dict[str, Any]]:
@@ -449,7 +450,7 @@ def validate_table(
     ]
     gx = {}
     if suite.rules and config.validation.great_expectations:
-        gx = run_expectations(flagged.select("date", *declared), table.name, suite.rules, refs)
+        gx = run_expectations(flagged.select(PARTITION, *declared), table.name, suite.rules, refs)
     for rule in suite.rules:
         result = gx.get(rule.name, {"expectation": "(GX not run)", "unexpected": None, "error": None})
         report.rules.append(
@@ -487,9 +488,9 @@ def split(run: TableRun, run_id: str) -> tuple[DataFrame, DataFrame]:
 
     columns = list(run.spec.columns)
     flagged = run.flagged
-    validated = flagged.where(F.size("_rules") == 0).select("date", *columns)
+    validated = flagged.where(F.size("_rules") == 0).select(PARTITION, *columns)
     quarantined = flagged.where(F.size("_rules") > 0).select(
-        "date", *[F.col(f"_raw.{c}").alias(c) for c in [*columns, CORRUPT_RECORD]],
+        PARTITION, *[F.col(f"_raw.{c}").alias(c) for c in [*columns, CORRUPT_RECORD]],
         F.col("_rules").alias("_rules"), F.lit(run_id).alias("_run_id"),
     )
     return validated, quarantined
@@ -506,12 +507,13 @@ def write_zone(spark: SparkSession, df: DataFrame, path: str, expected: dict[str
 
     for part, rows in expected.items():
         if rows == 0:
-            delete_path(spark, f"{path}/date={part}")
+            delete_path(spark, f"{path}/{partition_name(dt.date.fromisoformat(part))}")
     if any(expected.values()):
-        order = [c for c, t in df.dtypes if c != "date" and not t.startswith("array")]
-        df.repartition("date").sortWithinPartitions(*order).write.mode("overwrite").partitionBy("date").parquet(path)
-        rows = spark.read.parquet(path).where(F.col("date").isin(list(expected))).groupBy("date").count().collect()
-        written = {r["date"].isoformat(): r["count"] for r in rows}
+        order = [c for c, t in df.dtypes if c != PARTITION and not t.startswith("array")]
+        df.repartition(PARTITION).sortWithinPartitions(*order).write.mode("overwrite").partitionBy(PARTITION).parquet(path)
+        back = spark.read.parquet(path).where(F.col(PARTITION).isin(list(expected)))
+        rows = back.groupBy(PARTITION).count().collect()
+        written = {r[PARTITION].isoformat(): r["count"] for r in rows}
     else:
         written = {}
     return {part: written.get(part, 0) for part in expected}
@@ -640,15 +642,15 @@ def main(argv: list[str] | None = None) -> None:
     run_id = args.run_id or f"manual__{args.run_date}"
     spark = get_spark(f"validate-{args.run_date}")
     report = validate(spark, args.lake, args.config, args.window, args.run_date, run_id)
-    folder = args.lake.report("validation", args.run_date, f"days={len(args.window)}")
-    write_text(spark, f"{folder}/summary.json", report.to_json())
-    write_text(spark, f"{folder}/report.html", render_html(report))
-    log.info("%s\nreport: %s/report.html (JSON: summary.json)", report.summary(), folder)
+    summary, page = (args.lake.validation_report(args.run_date, args.days, name) for name in (SUMMARY, VALIDATION_PAGE))
+    write_text(spark, summary, report.to_json())
+    write_text(spark, page, render_html(report))
+    log.info("%s\nreport: %s (JSON: %s)", report.summary(), page, summary)
     if not report.success:
         problems = "\n  - ".join(c.describe() for c in report.failures)
         raise ValidationFailed(
             f"validation of {args.window[0]}..{args.run_date} failed; nothing was written:\n  - {problems}\n"
-            f"full report: {folder}/report.html"
+            f"full report: {page}"
         )
 
 

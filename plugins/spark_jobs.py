@@ -57,11 +57,11 @@ class TrainModelOperator(SparkSubmitOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         super().execute(context)
-        from jobs.config import Lake, lake_root
+        from jobs.lake import Lake
         from jobs.summary import read_report
 
         run_date = self.application_args[self.application_args.index("--run-date") + 1]
-        summary = read_report(Lake(lake_root()), "training", run_date)
+        summary = read_report(Lake.at(), "training", run_date)
         self.mlflow_run_url = summary.get("run_url", "")
         self.log.info(
             "registered %s version %s (champion gate: %s); MLflow run: %s", summary["model_name"],
@@ -109,10 +109,10 @@ def drift_check(*, task_id: str, asset: Asset) -> Any:
 
     @task(task_id=task_id, outlets=[asset])
     def check(run_date: str) -> dict[str, Any]:
-        from jobs.config import Lake, lake_root
+        from jobs.lake import Lake
         from jobs.summary import read_report
 
-        drift = read_report(Lake(lake_root()), "scoring", run_date).get("drift")
+        drift = read_report(Lake.at(), "scoring", run_date).get("drift")
         if drift is None:
             raise AirflowSkipException(f"drift was not measured for {run_date}: the model has no drift baseline")
         if not drift["drifted"]:

@@ -64,11 +64,12 @@ def landed_days() -> tuple[dt.date, dt.date]:
 def lake(spark, config_without_gx):
     """A lake with the real example data for FIRST_DAY..LAST_DAY landed in the raw zone and
     validated (reference snapshots dated FIRST_DAY, so every day sees them). Read-only for tests."""
-    from jobs.config import Lake, days_ending
+    from jobs.config import days_ending
+    from jobs.lake import Lake
     from jobs.land import land
     from jobs.validate import validate
 
-    lake = Lake(os.environ["LAKE_ROOT"])
+    lake = Lake.at()  # $LAKE_ROOT, from scripts/env.sh under the test home
     land(lake, FIRST_DAY, LAST_DAY)
     days = days_ending(LAST_DAY, (LAST_DAY - FIRST_DAY).days + 1)
     report = validate(spark, lake, config_without_gx, days, FIRST_DAY, "tests")

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from jobs.lake import partition_day, partition_name
 from tests.airflow_server import running_airflow
 
 pytestmark = pytest.mark.e2e
@@ -38,7 +39,7 @@ def backfill_env(lake, spark, tmp_path_factory):
 
     Yields ``(environment for Airflow, the lake, the champion's ModelRef)``.
     """
-    from jobs.config import Lake
+    from jobs.lake import Lake
 
     home = tmp_path_factory.mktemp("backfill")
     own = Lake(str(home / "lake"))
@@ -104,7 +105,7 @@ def test_a_backfill_over_three_days_writes_three_prediction_partitions(backfill_
 
     for day, run in zip(DAYS, runs, strict=True):
         # the day was validated by this backfill's run (its run id is in the report), not by anything earlier
-        report = json.loads(Path(lake.report("validation", day, "days=1/summary.json")).read_text())
+        report = json.loads(Path(lake.validation_report(day, 1)).read_text())
         assert report["run_id"] == run["dag_run_id"] and report["success"], report["run_id"]
 
         flights = pd.read_csv(lake.raw_file("flights", day))
@@ -116,5 +117,5 @@ def test_a_backfill_over_three_days_writes_three_prediction_partitions(backfill_
         assert set(predictions["model_run_id"]) == {champion.run_id}, day
         assert predictions["probability"].between(0.0, 1.0).all(), day
     # nothing but the backfilled days was scored (no scheduled run for "yesterday")
-    written = sorted(p.name for p in Path(lake.predictions).iterdir() if p.name.startswith("date="))
-    assert written == [f"date={d}" for d in DAYS]
+    written = sorted(p.name for p in Path(lake.predictions).iterdir() if partition_day(p.name) is not None)
+    assert written == [partition_name(d) for d in DAYS]

@@ -16,6 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from jobs.lake import DRIFT_PLOT, DRIFT_REPORT, VALIDATION_PAGE, partition_day, partition_name
+
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[1]
@@ -112,17 +114,17 @@ def test_train_then_score_through_airflow(dags, airflow_env, config):
     # a normal day: no drift, so no Asset event (the check is skipped)
     assert states == {"validate_raw": "success", "build_features": "success", "score_batch": "success",
                       "check_drift": "skipped"}
-    drift = json.loads(Path(lake.report("drift", SCORE_DATE, "drift.json")).read_text())
+    drift = json.loads(Path(lake.report("drift", SCORE_DATE, DRIFT_REPORT)).read_text())
     assert drift["model_version"] == str(version.version) and not drift["drifted"]
-    assert Path(lake.report("drift", SCORE_DATE, "drift.png")).stat().st_size > 0
+    assert Path(lake.report("drift", SCORE_DATE, DRIFT_PLOT)).stat().st_size > 0
     # validation reported the day with the Airflow run's id, and accounted for every row
-    report = json.loads(Path(lake.report("validation", SCORE_DATE, "days=1/summary.json")).read_text())
+    report = json.loads(Path(lake.validation_report(SCORE_DATE, 1)).read_text())
     assert report["success"] and report["written"] and report["run_id"] != f"manual__{SCORE_DATE}"
     tables = {t["table"]: t for t in report["tables"]}
     assert set(tables) == {"flights", "weather", "planes", "airports", "airlines"}
     day = tables["flights"]["partitions"][SCORE_DATE.isoformat()]
     assert day["rows_in"] == day["written_validated"] + day["written_quarantined"]
-    assert Path(lake.report("validation", SCORE_DATE, "days=1/report.html")).exists()
+    assert Path(lake.validation_report(SCORE_DATE, 1, VALIDATION_PAGE)).exists()
 
     flights = pd.read_csv(lake.raw_file("flights", SCORE_DATE))
     predictions = pq.read_table(lake.partition(lake.predictions, SCORE_DATE)).to_pandas()
@@ -136,8 +138,8 @@ def test_train_then_score_through_airflow(dags, airflow_env, config):
     assert set(predictions["model_run_id"]) == {version.run_id}
     assert set(predictions["run_date"]) == {SCORE_DATE}
     # only the scored day was written
-    assert [p.name for p in Path(lake.predictions).iterdir() if p.name.startswith("date=")] == [
-        f"date={SCORE_DATE}"
+    assert [p.name for p in Path(lake.predictions).iterdir() if partition_day(p.name) is not None] == [
+        partition_name(SCORE_DATE)
     ]
     # what `make demo` prints: the scoring model, its metrics and the day's drift verdict
     from jobs.summary import collect, render
@@ -145,4 +147,4 @@ def test_train_then_score_through_airflow(dags, airflow_env, config):
     text = render(collect(lake, SCORE_DATE))
     assert f"version {version.version} (MLflow run {version.run_id})" in text
     assert "none over the thresholds; highest monitored PSI: " in text
-    assert lake.report("drift", SCORE_DATE, "drift.json") in text
+    assert lake.report("drift", SCORE_DATE, DRIFT_REPORT) in text

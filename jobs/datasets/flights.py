@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jobs.lake import PARTITION
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
@@ -152,7 +154,7 @@ def build_features(tables: dict[str, DataFrame], spec: FeatureSpec) -> DataFrame
     derived = {
         "dep_hour": F.col("hour"),
         "dep_minute_of_day": F.col("hour") * 60 + F.col("minute"),
-        "day_of_week": F.dayofweek("date"),
+        "day_of_week": F.dayofweek(PARTITION),
         "plane_age": F.col("year") - F.col("plane_year"),
         spec.label: F.when(F.col("arr_delay").isNull(), F.lit(None)).otherwise(
             (F.col("arr_delay") > LATE_MINUTES).cast("double")
@@ -161,7 +163,7 @@ def build_features(tables: dict[str, DataFrame], spec: FeatureSpec) -> DataFrame
     joined = joined.withColumns(derived)
     ids = [c for c in spec.id_columns if c not in spec.inputs]
     return joined.select(
-        "date",
+        PARTITION,
         *[F.col(c) for c in ids],
         *[F.col(c).cast("string").alias(c) for c in spec.categorical],
         *[F.col(c).cast("double").alias(c) for c in spec.numeric],

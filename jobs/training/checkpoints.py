@@ -5,22 +5,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from jobs.lake import CHECKPOINT_RUN, checkpoint_epochs, checkpoint_file
+
 log = logging.getLogger("jobs.train")
-
-
-CHECKPOINT_RUN = "run.json"  # the MLflow run the training logs to, written by the driver
-
-
-def _epoch_file(epochs_done: int) -> str:
-    return f"epoch-{epochs_done:04d}.pt"
 
 
 def checkpointed_epochs(folder: str) -> int:
     """How many epochs the last checkpoint in ``folder`` has done (0: none)."""
     from jobs.storage import list_files
 
-    names = [uri.rsplit("/", 1)[1] for uri in list_files(folder, ".pt")]
-    return max((int(name[len("epoch-"):-len(".pt")]) for name in names if name.startswith("epoch-")), default=0)
+    epochs = [checkpoint_epochs(uri.rsplit("/", 1)[1]) for uri in list_files(folder, ".pt")]
+    return max((n for n in epochs if n is not None), default=0)
 
 
 def save_checkpoint(folder: str, state: dict[str, Any]) -> None:
@@ -35,7 +30,7 @@ def save_checkpoint(folder: str, state: dict[str, Any]) -> None:
 
     buffer = io.BytesIO()
     torch.save(state, buffer)
-    latest = f"{folder}/{_epoch_file(state['epochs_done'])}"
+    latest = f"{folder}/{checkpoint_file(state['epochs_done'])}"
     write_bytes(latest, buffer.getvalue())
     for uri in list_files(folder, ".pt"):
         if uri != latest:
@@ -51,7 +46,7 @@ def load_checkpoint(folder: str) -> dict[str, Any] | None:
     from jobs.storage import read_bytes
 
     done = checkpointed_epochs(folder)
-    data = read_bytes(f"{folder}/{_epoch_file(done)}") if done else None
+    data = read_bytes(f"{folder}/{checkpoint_file(done)}") if done else None
     return None if data is None else torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
 
 

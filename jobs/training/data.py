@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     import torch
     from pyspark.sql import DataFrame, SparkSession
 
-    from jobs.config import FeatureSpec, Lake
+    from jobs.config import FeatureSpec
+    from jobs.lake import Lake
     from jobs.model import Preprocessor
 
 

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from jobs.config import Lake, PipelineConfig
+    from jobs.config import PipelineConfig
+    from jobs.lake import Lake
     from jobs.model import Preprocessor
 
 log = logging.getLogger("jobs.train")
@@ -34,9 +35,10 @@ def open_run(lake: Lake, run_date: dt.date, experiment: str, params: dict[str, A
     """The run to log to: the one an earlier attempt of this very training (same parameters and
     preprocessor) opened and did not finish, resumed from its checkpoints; else a new run with
     ``params`` logged (and the git commit as MLflow's source tag)."""
+    from jobs.lake import CHECKPOINT_RUN
     from jobs.storage import write_json
     from jobs.tracking import client, ensure_experiment, run_link
-    from jobs.training.checkpoints import CHECKPOINT_RUN, checkpointed_epochs, resumable_run
+    from jobs.training.checkpoints import checkpointed_epochs, resumable_run
 
     mlflow_client = client()
     experiment_id = ensure_experiment(experiment)
@@ -113,7 +115,7 @@ def publish(
         "experiment_id": run.experiment_id, "run_url": run_url(run.experiment_id, run.run_id),
         "train_window": train_window, "holdout_window": holdout_window, "metrics": metrics, "gate": decision.tags(),
     }
-    write_text(spark, lake.report("training", run_date, "summary.json"), json.dumps(summary, indent=2))
+    write_text(spark, lake.report("training", run_date), json.dumps(summary, indent=2))
     log.info(
         "champion gate: version %s %s: %s", version.version,
         "is the new champion" if decision.promote else "stays a challenger", decision.reason,

@@ -4,7 +4,8 @@ import datetime as dt
 
 import pytest
 
-from jobs.config import Lake, WindowArgs, days_ending, job_parser, load_config, parse_job_args
+from jobs.config import WindowArgs, days_ending, job_parser, load_config, parse_job_args
+from jobs.lake import Lake
 
 
 def test_days_ending_is_consecutive_and_ends_on_the_run_date():
@@ -39,14 +40,6 @@ def test_broken_config_names_the_file(tmp_path):
     path.write_text("dataset: x\ntables: {}\n")
     with pytest.raises(ValueError, match="broken.yaml"):
         load_config(path)
-
-
-def test_lake_paths_derive_from_the_root():
-    lake = Lake("s3a://bucket/lake")
-    day = dt.date(2013, 1, 2)
-    assert lake.raw_file("flights", day) == "s3a://bucket/lake/raw/flights/date=2013-01-02/flights.csv"
-    assert lake.raw_file("planes") == "s3a://bucket/lake/raw/planes/planes.csv"
-    assert lake.partition(lake.predictions, day) == "s3a://bucket/lake/predictions/date=2013-01-02"
 
 
 @pytest.mark.parametrize(("job", "argv", "refused"), [

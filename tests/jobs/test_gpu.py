@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 
+from jobs.lake import partition_name
 from tests.jobs.test_train_on_cluster import REPO, RUN_DATE, gpus, small_window
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(gpus() == 0, reason="no GPU here: run on a GPU machine")]
@@ -53,7 +54,7 @@ def test_gpu_training_in_bf16_and_gpu_scoring_equal_to_the_cpu(spark, lake, conf
     assert params["batch_size"] == str(config.train.gpu_batch_size)
     assert float(version.tags["holdout_roc_auc"]) > 0.5
 
-    predictions = features_lake / "predictions" / f"date={SCORE_DATE}"
+    predictions = features_lake / "predictions" / partition_name(SCORE_DATE)
     scored = {}
     for use_gpu in ("false", "true"):
         submit("score", "--run-date", SCORE_DATE.isoformat(), *common, "--use-gpu", use_gpu, env=env)

@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pytest
 
+from jobs.lake import partition_name
+
 DAY = dt.date(2013, 1, 6)
 
 
@@ -185,14 +187,14 @@ def test_rescoring_a_day_replaces_its_partition_and_leaves_other_days(
 
     main(["--run-date", other.isoformat(), "--lake-root", str(scoring_lake)])
     main(["--run-date", DAY.isoformat(), "--lake-root", str(scoring_lake)])
-    before = pq.read_table(scoring_lake / "predictions" / f"date={other}").to_pandas()
+    before = pq.read_table(scoring_lake / "predictions" / partition_name(other)).to_pandas()
     main(["--run-date", DAY.isoformat(), "--lake-root", str(scoring_lake)])  # a retry
-    after = pq.read_table(scoring_lake / "predictions" / f"date={DAY}").to_pandas()
+    after = pq.read_table(scoring_lake / "predictions" / partition_name(DAY)).to_pandas()
 
     assert len(after) == len(scored_model["frame"])  # replaced, not appended
     assert not after.duplicated(["carrier", "flight", "origin", "sched_dep_time"]).any()
     assert set(after["model_version"]) == {str(version)}
-    untouched = pq.read_table(scoring_lake / "predictions" / f"date={other}").to_pandas()
+    untouched = pq.read_table(scoring_lake / "predictions" / partition_name(other)).to_pandas()
     assert untouched.equals(before)
 
 

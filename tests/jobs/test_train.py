@@ -7,6 +7,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from jobs.config import FeatureSpec
+from jobs.lake import partition_name
 from jobs.training.data import fit_preprocessor, split_window
 
 
@@ -39,7 +40,7 @@ def test_shards_are_disjoint_cover_every_row_group_and_are_stable(tmp_path):
 
     dirs = []
     for day, groups in (("2013-01-01", 3), ("2013-01-02", 1), ("2013-01-03", 2)):
-        folder = tmp_path / f"date={day}"
+        folder = tmp_path / partition_name(day)
         folder.mkdir()
         pq.write_table(pa.table({"x": list(range(groups * 10))}), folder / "part-0.parquet", row_group_size=10)
         dirs.append(str(folder))
@@ -64,7 +65,7 @@ def small_training(spark, lake, config, tmp_path_factory):
     home = tmp_path_factory.mktemp("small-training")
     days = [dt.date(2013, 1, d) for d in (2, 3, 4, 5)]
     write_features(build_features(read_inputs(spark, lake, config, days), config), str(home / "features"))
-    dirs = [str(home / "features" / f"date={d}") for d in days]
+    dirs = [str(home / "features" / partition_name(d)) for d in days]
     pre = fit_preprocessor(spark.read.parquet(*dirs[:3]), config.features, min_count=1)
     uri = f"sqlite:///{home}/mlflow.db"
     mlflow.set_tracking_uri(uri)

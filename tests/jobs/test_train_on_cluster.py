@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
+from jobs.lake import partition_name
+
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
@@ -141,7 +143,7 @@ def test_training_runs_as_a_barrier_stage_on_a_standalone_cluster(cluster, spark
     version = client.get_model_version_by_alias("cluster_model", "champion")
     run = client.get_run(version.run_id)
     assert run.data.params["local_mode"] == "False" and run.data.params["num_processes"] == "2"
-    labelled = spark.read.parquet(*[str(features_lake / "features" / f"date={d}") for d in train_days])
+    labelled = spark.read.parquet(*[str(features_lake / "features" / partition_name(d)) for d in train_days])
     assert run.data.metrics["train_rows"] == labelled.where("label IS NOT NULL").count()
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from jobs.lake import partition_name
+
 REPO = Path(__file__).resolve().parents[2]
 RUN_DATE = dt.date(2013, 1, 5)
 EPOCHS = 16  # many short epochs: the kill lands well before the end
@@ -58,7 +60,7 @@ def _finish(home: Path, store: str, proc: subprocess.Popen) -> None:
 
 def _epochs_done(home: Path) -> int:
     """Epochs the newest checkpoint holds (its file name says so)."""
-    found = (home / "lake" / "checkpoints" / "training" / f"date={RUN_DATE}").glob("*/epoch-*.pt")
+    found = (home / "lake" / "checkpoints" / "training" / partition_name(RUN_DATE)).glob("*/epoch-*.pt")
     return max((int(path.stem.removeprefix("epoch-")) for path in found), default=0)
 
 
@@ -100,8 +102,8 @@ def test_a_killed_training_resumes_its_run_and_counts_every_epoch_once(training_
     assert [m.step for m in client.get_metric_history(run.info.run_id, "train_rows")] == [0]
     (version,) = client.search_model_versions(f"name = '{config.train.model_name}'")
     assert version.run_id == run.info.run_id
-    assert not (home / "lake" / "checkpoints" / "training" / f"date={RUN_DATE}").exists() or not any(
-        (home / "lake" / "checkpoints" / "training" / f"date={RUN_DATE}").iterdir()
+    assert not (home / "lake" / "checkpoints" / "training" / partition_name(RUN_DATE)).exists() or not any(
+        (home / "lake" / "checkpoints" / "training" / partition_name(RUN_DATE)).iterdir()
     ), "checkpoints outlive the registered model"
 
     # A training that never stopped, in a store of its own, ends with the same model.

@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.config import Lake
 from jobs.datasets.flights import suites
+from jobs.lake import VALIDATION_PAGE, Lake, partition_name
 from jobs.validate import ValidationFailed, drift, main, validate
 from tests.jobs.bad_inputs import CASES, Case
 
@@ -36,7 +36,7 @@ def raw_digest(lake: Lake) -> dict[str, str]:
 
 
 def zone_rows(path: str) -> list[dict]:
-    folder = Path(path) / f"date={DAY}"
+    folder = Path(path) / partition_name(DAY)
     if not folder.exists():
         return []
     return pq.read_table(folder).to_pylist()
@@ -44,7 +44,7 @@ def zone_rows(path: str) -> list[dict]:
 
 def data_files(path: str) -> list[str]:
     """The sha256 of each data file in DAY's partition (file names hold a random id, contents must not)."""
-    return sorted(hashlib.sha256(p.read_bytes()).hexdigest() for p in (Path(path) / f"date={DAY}").glob("part-*"))
+    return sorted(hashlib.sha256(p.read_bytes()).hexdigest() for p in (Path(path) / partition_name(DAY)).glob("part-*"))
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if not c.hard], ids=lambda c: c.name)
@@ -98,10 +98,9 @@ def test_the_job_writes_report_and_fails_with_the_reasons(spark, lake, tmp_path)
         main(["--run-date", DAY.isoformat(), "--lake-root", bad.root, "--run-id", "manual__x"])
     assert "flights partition 2013-01-09: header_matches_schema failed" in str(err.value)
     assert "nothing was written" in str(err.value)
-    folder = Path(bad.report("validation", DAY, "days=1"))
-    summary = json.loads((folder / "summary.json").read_text())
+    summary = json.loads(Path(bad.validation_report(DAY, 1)).read_text())
     assert summary["success"] is False and summary["written"] is False and summary["run_id"] == "manual__x"
-    page = (folder / "report.html").read_text()
+    page = Path(bad.validation_report(DAY, 1, VALIDATION_PAGE)).read_text()
     assert "FAILED" in page and "renamed to" in page
 
 
@@ -148,7 +147,7 @@ def test_the_real_days_pass(lake, landed_days):
     for n in range((last - first).days + 1):
         day = first + dt.timedelta(days=n)
         lines = Path(lake.raw_file("flights", day)).read_text().rstrip("\n").split("\n")
-        assert pq.read_table(Path(lake.validated("flights")) / f"date={day}").num_rows == len(lines) - 1
+        assert pq.read_table(Path(lake.validated("flights")) / partition_name(day)).num_rows == len(lines) - 1
 
 
 @pytest.mark.parametrize(
