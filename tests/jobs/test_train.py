@@ -39,7 +39,7 @@ def test_shards_are_disjoint_cover_every_row_group_and_are_stable(tmp_path):
     from jobs.training.data import shard_units
 
     dirs = []
-    for day, groups in (("2013-01-01", 3), ("2013-01-02", 1), ("2013-01-03", 2)):
+    for day, groups in ((dt.date(2013, 1, 1), 3), (dt.date(2013, 1, 2), 1), (dt.date(2013, 1, 3), 2)):
         folder = tmp_path / partition_name(day)
         folder.mkdir()
         pq.write_table(pa.table({"x": list(range(groups * 10))}), folder / "part-0.parquet", row_group_size=10)

@@ -22,6 +22,8 @@ import yaml
 
 from jobs.lake import partition_name
 
+pytestmark = pytest.mark.e2e  # a whole train job, killed and started again: about two minutes
+
 REPO = Path(__file__).resolve().parents[2]
 RUN_DATE = dt.date(2013, 1, 5)
 EPOCHS = 16  # many short epochs: the kill lands well before the end
