@@ -31,8 +31,9 @@ from typing import Any
 from jobs.config import days_ending, load_config
 from jobs.lake import Lake
 from jobs.land import FIRST_DAY, LAST_DAY, land
-from jobs.spark import get_spark, raw_paths
+from jobs.spark import get_spark
 from jobs.validate import validate
+from jobs.validation.schema import raw_paths
 
 
 def best_of(repeat: int, fn: Any) -> float:

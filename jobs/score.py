@@ -30,7 +30,8 @@ import numpy as np
 
 from jobs.config import FeatureSpec, JobArgs, job_parser, parse_bool, parse_job_args
 from jobs.lake import DRIFT_PLOT, DRIFT_REPORT, PARTITION
-from jobs.spark import MissingPartitionError, configure_logging, get_spark, path_exists, write_text
+from jobs.spark import MissingPartitionError, configure_logging, get_spark, path_exists
+from jobs.storage import write_bytes, write_text
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -281,7 +282,7 @@ def main(argv: list[str] | None = None) -> None:
     log.info("wrote %d predictions to %s (mean probability %.3f)", summary["rows"], summary["path"],
              summary["mean_probability"])
     summary["drift"] = report_drift(spark, lake, args.run_date, model, features, written, config.score.drift)
-    write_text(spark, lake.report("scoring", args.run_date), json.dumps(summary, indent=2))
+    write_text(lake.report("scoring", args.run_date), json.dumps(summary, indent=2))
 
 
 def report_drift(
@@ -293,7 +294,6 @@ def report_drift(
     import io
 
     from jobs.drift import drift_figure, headline, load_baseline, measure
-    from jobs.storage import write_bytes
 
     baseline = load_baseline(model.run_id)
     if baseline is None:
@@ -303,7 +303,7 @@ def report_drift(
     report = {"run_date": run_date.isoformat(), "model_name": model.name, "model_version": model.version,
               "model_run_id": model.run_id, **measure(baseline, features, predictions, spec)}
     path = lake.report("drift", run_date, DRIFT_REPORT)
-    write_text(spark, path, json.dumps(report, indent=2))
+    write_text(path, json.dumps(report, indent=2))
     image = io.BytesIO()
     drift_figure(report).savefig(image, format="png")
     write_bytes(lake.report("drift", run_date, DRIFT_PLOT), image.getvalue())

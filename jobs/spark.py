@@ -8,13 +8,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobs.lake import PARTITION, partition_day
+from jobs.lake import partition_day
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
-    from jobs.config import TableSpec
-    from jobs.lake import Lake
 
 log = logging.getLogger(__name__)
 
@@ -90,82 +88,6 @@ def path_exists(spark: SparkSession, path: str) -> bool:
     return bool(fs.exists(hpath))
 
 
-def raw_paths(spark: SparkSession, lake: Lake, table: TableSpec, days: list[dt.date] | None) -> dict[str, str]:
-    """The raw files to read, keyed by partition (the day, or ``snapshot`` for a reference table).
-
-    A missing partition of a required table is an error; of an optional one, a warning.
-    """
-    if not table.daily:
-        path = lake.raw_file(table.name)
-        if not path_exists(spark, path):
-            raise MissingPartitionError(f"raw table {table.name!r} not found: expected {path}")
-        return {"snapshot": path}
-    if not days:
-        raise ValueError(f"daily table {table.name!r} needs the days to read")
-    found = {}
-    for day in days:
-        path = lake.raw_file(table.name, day)
-        if path_exists(spark, path):
-            found[day.isoformat()] = path
-        elif table.required:
-            raise MissingPartitionError(
-                f"no raw partition of {table.name!r} for {day}: expected {path} "
-                "(land the day's data first, e.g. `python -m jobs.land`)"
-            )
-        else:
-            log.warning("no raw partition of optional table %r for %s (%s): nothing to read", table.name, day, path)
-    return found
-
-
-CORRUPT_RECORD = "_corrupt_record"
-
-
-def read_raw_strings(
-    spark: SparkSession,
-    lake: Lake,
-    table: TableSpec,
-    paths: list[str],
-    snapshot_date: dt.date,
-    csv_options: dict[str, str] | None = None,
-) -> DataFrame:
-    """Read raw CSV files keeping every value as the text it is, so no row is lost to parsing.
-
-    Every declared column is a string; a line with too few or too many fields keeps its text in
-    ``_corrupt_record``. Daily tables get ``date`` from their partition folder, reference tables
-    the snapshot date. Columns are matched by position: check the header first (:func:`read_header`).
-    """
-    from pyspark.sql import functions as F
-
-    schema = ", ".join([*(f"`{c}` string" for c in table.columns), f"`{CORRUPT_RECORD}` string"])
-    options = {
-        **(csv_options or {}),
-        "header": "true",
-        "enforceSchema": "true",
-        "mode": "PERMISSIVE",
-        "columnNameOfCorruptRecord": CORRUPT_RECORD,
-    }
-    reader = spark.read.options(**options).schema(schema)
-    if table.daily:
-        return reader.option("basePath", lake.raw_table(table.name)).csv(paths)
-    return reader.csv(paths).withColumn(PARTITION, F.lit(snapshot_date))
-
-
-def read_header(spark: SparkSession, path: str) -> list[str] | None:
-    """The column names in a CSV file's first line (``None`` for an empty file), read on the driver."""
-    import csv
-
-    fs, hpath = _hadoop(spark, path)
-    jvm = spark._jvm  # noqa: SLF001
-    reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(fs.open(hpath), "UTF-8"))
-    try:
-        line = reader.readLine()
-    finally:
-        reader.close()
-    if line is None:
-        return None
-    return next(csv.reader([line.removeprefix("\ufeff")]), [])
-
-
 def list_partitions(spark: SparkSession, path: str) -> list[dt.date]:
     """The ``date=YYYY-MM-DD`` partitions under ``path`` (none if it does not exist), oldest first."""
     fs, hpath = _hadoop(spark, path)
@@ -179,19 +101,3 @@ def delete_path(spark: SparkSession, path: str) -> bool:
     """Delete a file or folder (recursively); whether there was one."""
     fs, hpath = _hadoop(spark, path)
     return bool(fs.delete(hpath, True))
-
-
-def write_text(spark: SparkSession, path: str, text: str) -> None:
-    """Write a small text file (a report) atomically: a temporary file, then a rename over ``path``."""
-    fs, target = _hadoop(spark, path)
-    tmp = spark._jvm.org.apache.hadoop.fs.Path(target.getParent(), f".{target.getName()}.tmp")  # noqa: SLF001
-    fs.mkdirs(target.getParent())
-    stream = fs.create(tmp, True)
-    try:
-        stream.write(bytearray(text.encode("utf-8")))
-    finally:
-        stream.close()
-    if fs.exists(target):
-        fs.delete(target, False)
-    if not fs.rename(tmp, target):
-        raise OSError(f"could not move {tmp} to {path}")

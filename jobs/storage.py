@@ -1,10 +1,12 @@
-"""Lake I/O for processes without a JVM: training ranks, Airflow tasks, single-process tools.
+"""The lake's small files, read and written in one place: reports, summaries, checkpoints, JSON
+sidecars, by every job (driver or rank), the Airflow plugin and the tools alike. (Spark's own
+DataFrame reads and writes go through Hadoop.)
 
-Spark jobs reach the lake through Hadoop (:mod:`jobs.spark`); everything else goes through a
-``pyarrow.fs`` filesystem chosen from the path: a local folder, ``file://``, ``s3://`` (Hadoop's
-``s3a://`` is read as ``s3://``; credentials, region and endpoint from the usual ``AWS_*`` variables),
-``gs://``, ``hdfs://``. Writes are atomic: a whole new file appears or nothing does (written next
-to its final name and moved there; an object store's single put is atomic on its own).
+Everything here goes through a ``pyarrow.fs`` filesystem chosen from the path: a local folder,
+``file://``, ``s3://`` (Hadoop's ``s3a://`` is read as ``s3://``; credentials, region and endpoint
+from the usual ``AWS_*`` variables), ``gs://``, ``hdfs://``. Writes are atomic: a whole new file
+appears or nothing does (written next to its final name and moved there; an object store's single
+put is atomic on its own).
 """
 
 from __future__ import annotations
@@ -68,6 +70,11 @@ def write_bytes(uri: str, data: bytes) -> None:
     finally:
         if fs.get_file_info(staging).type == pafs.FileType.File:
             fs.delete_file(staging)
+
+
+def write_text(uri: str, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``uri`` atomically, replacing what was there."""
+    write_bytes(uri, text.encode("utf-8"))
 
 
 def read_json(uri: str) -> Any | None:

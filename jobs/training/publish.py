@@ -73,8 +73,7 @@ def publish(
 
     from jobs.champion import apply_gate
     from jobs.drift import BASELINE_ARTIFACT, build_baseline
-    from jobs.spark import write_text
-    from jobs.storage import delete_dir
+    from jobs.storage import delete_dir, write_text
     from jobs.tracking import client, run_url
 
     cfg, spec = config.train, config.features
@@ -115,7 +114,7 @@ def publish(
         "experiment_id": run.experiment_id, "run_url": run_url(run.experiment_id, run.run_id),
         "train_window": train_window, "holdout_window": holdout_window, "metrics": metrics, "gate": decision.tags(),
     }
-    write_text(spark, lake.report("training", run_date), json.dumps(summary, indent=2))
+    write_text(lake.report("training", run_date), json.dumps(summary, indent=2))
     log.info(
         "champion gate: version %s %s: %s", version.version,
         "is the new champion" if decision.promote else "stays a challenger", decision.reason,

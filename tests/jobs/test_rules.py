@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from jobs.rules import Between, Condition, InSet, Matches, NotNull, TableSuite, Unique
-from jobs.validate import run_expectations
+from jobs.validation.rows import run_expectations
 
 ROWS = [
     # code, n,    x,    a,   b

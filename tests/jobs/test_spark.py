@@ -4,7 +4,8 @@ import datetime as dt
 
 import pytest
 
-from jobs.spark import MissingPartitionError, list_partitions, raw_paths, read_header, read_raw_strings
+from jobs.spark import MissingPartitionError, list_partitions
+from jobs.validation.schema import raw_paths, read_header, read_raw_strings
 
 
 def test_a_missing_partition_names_the_path(spark, lake, config):

@@ -11,7 +11,9 @@ import pytest
 
 from jobs.datasets.flights import suites
 from jobs.lake import VALIDATION_PAGE, Lake, partition_name
-from jobs.validate import ValidationFailed, drift, main, validate
+from jobs.validate import main, validate
+from jobs.validation.report import ValidationFailed
+from jobs.validation.schema import schema_drift
 from tests.jobs.bad_inputs import CASES, Case
 
 DAY = dt.date(2013, 1, 9)  # the 7 days before it are in the lake too: the row-count band is checked
@@ -160,6 +162,6 @@ def test_the_real_days_pass(lake, landed_days):
         (None, "the file is empty"),
     ],
 )
-def test_header_drift_is_described_precisely(header, problem):
-    found = drift(header, ["a", "b", "c"])
+def test_schema_drift_in_a_header_is_described_precisely(header, problem):
+    found = schema_drift(header, ["a", "b", "c"])
     assert (problem in found) if problem else found == ""
