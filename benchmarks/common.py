@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobs.datasets.land_flights import land
 from jobs.lake import Lake
-from jobs.land import land
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -88,8 +88,8 @@ import numpy as np
 
 from benchmarks.common import feature_lake, machine, throwaway_home
 from jobs.config import FeatureSpec, days_ending, load_config
+from jobs.datasets.land_flights import FIRST_DAY, LAST_DAY
 from jobs.lake import PARTITION, Lake, partition_day, partition_name
-from jobs.land import FIRST_DAY, LAST_DAY
 from jobs.score import prediction_columns
 
 if TYPE_CHECKING:

@@ -56,8 +56,8 @@ import numpy as np
 from benchmarks.common import feature_lake, machine, throwaway_home
 from benchmarks.scoring import arrow_dataset, log_model, one_partition, scale_up, train_model, write_predictions
 from jobs.config import days_ending, load_config
+from jobs.datasets.land_flights import FIRST_DAY
 from jobs.lake import partition_name
-from jobs.land import FIRST_DAY
 
 JANUARY = days_ending(dt.date(2013, 1, 31), 31)
 DAY = dt.date(2013, 7, 1)

@@ -56,7 +56,7 @@ from typing import Any
 
 from benchmarks.common import feature_lake, machine, throwaway_home
 from jobs.config import days_ending, load_config
-from jobs.land import FIRST_DAY
+from jobs.datasets.land_flights import FIRST_DAY
 
 DEFAULT_RUN_DATE = dt.date(2013, 1, 28)  # the training job's example run date
 LOSS_TOLERANCE = 1e-4  # plain loop vs one rank: the same rows, batches and initial weights

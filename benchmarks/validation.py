@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from jobs.config import days_ending, load_config
+from jobs.datasets.land_flights import FIRST_DAY, LAST_DAY, land
 from jobs.lake import Lake
-from jobs.land import FIRST_DAY, LAST_DAY, land
 from jobs.spark import get_spark
 from jobs.validate import validate
 from jobs.validation.schema import raw_paths

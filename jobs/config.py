@@ -74,6 +74,7 @@ class FeatureSpec:
     categorical: list[str]
     numeric: list[str]
     label: str
+    label_description: str = "the positive class"  # what a probability is of, in reports for people
 
     @property
     def inputs(self) -> list[str]:

@@ -43,7 +43,7 @@ def calibration_figure(labels: Sequence[float], probabilities: Sequence[float], 
     ax.plot(predicted, observed, marker="o", label="model")
     top = max(float(np.max(predicted, initial=0.0)), float(np.max(observed, initial=0.0)), 0.05)
     ax.plot([0, top], [0, top], linestyle="--", color="grey", label="perfectly calibrated")
-    ax.set(xlabel="mean predicted probability", ylabel="observed share late", title="Calibration (holdout)")
+    ax.set(xlabel="mean predicted probability", ylabel="observed share of positives", title="Calibration (holdout)")
     ax.legend(loc="upper left")
     return fig
 

@@ -41,15 +41,18 @@ def collect(lake: Lake, run_date: dt.date) -> dict[str, Any]:
     return {"scoring": scoring, "model_tags": dict(version.tags), "registered_at": version.creation_timestamp}
 
 
-def render(summary: dict[str, Any]) -> str:
+def render(summary: dict[str, Any], label_description: str | None = None) -> str:
+    """The summary for a person; ``label_description`` (``features.label_description``) says
+    what the probabilities are of."""
     scoring, tags = summary["scoring"], summary["model_tags"]
+    label_description = label_description or load_config().features.label_description
     metrics = ", ".join(f"{m} {float(tags[f'holdout_{m}']):.3f}" for m in METRICS if f"holdout_{m}" in tags)
     rows = [
         ("model", f"{scoring['model_name']} version {scoring['model_version']} (MLflow run {scoring['model_run_id']})"),
         ("trained on", f"{tags.get('train_window', '?')}, evaluated on {tags.get('holdout_window', '?')}"),
         ("holdout metrics", metrics or "none recorded"),
         ("predictions", f"{scoring['rows']} rows for {scoring['run_date']} at {scoring['path']}"),
-        ("mean probability", f"{scoring['mean_probability']:.3f} of arriving more than 15 minutes late"),
+        ("mean probability", f"{scoring['mean_probability']:.3f} of {label_description}"),
         ("drift", drift_line(scoring.get("drift"))),
         ("MLflow store", f"{tracking_uri()} (browse: mlflow ui --backend-store-uri {tracking_uri()})"),
     ]
@@ -70,8 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run-date", type=dt.date.fromisoformat, required=True)
     parser.add_argument("--lake-root", default=None)
     args = parser.parse_args(argv)
-    load_config()  # fail early on a broken config
-    print(render(collect(Lake.at(args.lake_root), args.run_date)))
+    config = load_config()  # fails early on a broken config
+    print(render(collect(Lake.at(args.lake_root), args.run_date), config.features.label_description))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ SCORE_DATE="${SCORE_DATE:-2013-01-29}"
 step() { printf '\n==> %s\n' "$*"; }
 
 step "landing NYC flights 2013 in the raw zone of $LAKE_ROOT"
-python -m jobs.land
+python -m jobs.datasets.land_flights
 
 step "initialising Airflow metadata in $AIRFLOW_HOME (SQLite)"
 airflow db migrate > "$PIPELINE_HOME/airflow-db-migrate.log" 2>&1 \

@@ -65,8 +65,8 @@ def lake(spark, config_without_gx):
     """A lake with the real example data for FIRST_DAY..LAST_DAY landed in the raw zone and
     validated (reference snapshots dated FIRST_DAY, so every day sees them). Read-only for tests."""
     from jobs.config import days_ending
+    from jobs.datasets.land_flights import land
     from jobs.lake import Lake
-    from jobs.land import land
     from jobs.validate import validate
 
     lake = Lake.at()  # $LAKE_ROOT, from scripts/env.sh under the test home

@@ -59,7 +59,7 @@ def raw_paths(spark: SparkSession, lake: Lake, table: TableSpec, days: list[dt.d
         elif table.required:
             raise MissingPartitionError(
                 f"no raw partition of {table.name!r} for {day}: expected {path} "
-                "(land the day's data first, e.g. `python -m jobs.land`)"
+                "(land the day's raw data first; for the example data: `python -m jobs.datasets.land_flights`)"
             )
         else:
             log.warning("no raw partition of optional table %r for %s (%s): nothing to read", table.name, day, path)

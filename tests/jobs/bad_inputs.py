@@ -1,6 +1,6 @@
 """The corpus of bad inputs: each case is the real flights file of one day with one thing broken,
 and the outcome validation must reach. Cases are recipes over the real bytes (not stored copies),
-so they stay in step with what `jobs.land` writes.
+so they stay in step with what `jobs.datasets.land_flights` writes.
 
 An outcome is either a hard failure (``check``: the batch check that fails the run, ``says``:
 text the message must contain) or row-level (``quarantined``: the rows held back, ``rules``:
@@ -31,7 +31,7 @@ class Case:
 
 
 def edit(change: Callable[[pd.DataFrame], pd.DataFrame]) -> Callable[[bytes, bytes], bytes]:
-    """A mutation of the parsed table, written back as `jobs.land` writes it (all values as text)."""
+    """A mutation of the parsed table, written back as `jobs.datasets.land_flights` writes it (all values as text)."""
 
     def mutate(data: bytes, _previous: bytes) -> bytes:
         frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)

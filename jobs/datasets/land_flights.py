@@ -8,7 +8,7 @@ the same bytes.
 
 Usage::
 
-    python -m jobs.land [--from 2013-01-01] [--to 2013-12-31] [--lake-root PATH]
+    python -m jobs.datasets.land_flights [--from 2013-01-01] [--to 2013-12-31] [--lake-root PATH]
 
 This is plain Python (pandas), not a Spark job: it stands in for the upstream system that feeds
 the lake, and it only works on a local lake folder.
@@ -29,7 +29,7 @@ import pandas as pd
 from jobs.config import load_config
 from jobs.lake import ROOT_ENV, Lake
 
-log = logging.getLogger("jobs.land")
+log = logging.getLogger("jobs.datasets.land_flights")
 
 FIRST_DAY, LAST_DAY = dt.date(2013, 1, 1), dt.date(2013, 12, 31)
 SOURCE_FILES = {

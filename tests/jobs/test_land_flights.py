@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from jobs.land import read_source, split_by_day
+from jobs.datasets.land_flights import read_source, split_by_day
 
 
 def test_split_by_day_keeps_rows_within_the_range():
