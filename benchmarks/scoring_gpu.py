@@ -41,19 +41,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
-import json
 import logging
 import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmarks.common import feature_lake, machine, throwaway_home
+from benchmarks.harness import best_of, markdown_table, write_results
 from benchmarks.scoring import arrow_dataset, log_model, one_partition, scale_up, train_model, write_predictions
 from jobs.config import days_ending, load_config
 from jobs.datasets.land_flights import FIRST_DAY
@@ -64,19 +63,6 @@ DAY = dt.date(2013, 7, 1)
 ROW_GROUP = 262144
 DEFAULT_ARROW_BATCH = 10000
 PCIE_PROBE_BYTES = 256 << 20
-
-
-def best_of(repeat: int, action: Callable[[], Any], sync: Callable[[], None] = lambda: None) -> float:
-    """Seconds of the fastest of ``repeat`` runs after one warm-up."""
-    action()
-    sync()
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        action()
-        sync()
-        times.append(time.perf_counter() - started)
-    return min(times)
 
 
 def pcie_bytes_per_s(repeat: int) -> float:
@@ -275,28 +261,28 @@ def run(home: Path, out: Path, big_rows: int, repeat: int, batches: list[int]) -
         print(f"PCIe bound: {bound:,.0f} rows/s ({setup['pcie_gb_per_s']:.1f} GB/s pinned host-to-device, "
               f"{4 * (len(preprocessor.categorical) + len(preprocessor.numeric))} bytes per encoded row)")
     print()
-    print("| stage | device | " + " | ".join(f"batch {b:,}" for b in batches) + " |")
-    print("|---|---|" + "---|" * len(batches))
-    for (stage, device), group in group_by(functions).items():
-        print(f"| {stage} | {device} | " + " | ".join(f"{r['rows_per_s'] / 1e6:.2f}M" for r in group) + " |")
+    print(markdown_table(["stage", "device", *(f"batch {b:,}" for b in batches)],
+                         [[stage, device, *(f"{r['rows_per_s'] / 1e6:.2f}M" for r in group)]
+                          for (stage, device), group in group_by(functions).items()]))
     for r in functions:
         if r["stage"] == "check":
             print(f"\nprediction function, GPU vs CPU: max abs diff {r['max_abs_diff_vs_cpu']:.1e}")
     print()
     cpu_job = jobs[0]["seconds"]
-    print(f"| whole job, {jobs[0]['rows']:,} rows in one day, local[{cores}] | batch | Arrow batch | seconds | rows/s "
-          "| vs CPU job | max abs diff vs CPU job |")
-    print("|---|---|---|---|---|---|---|")
-    for r in jobs:
-        diff = r.get("max_abs_diff_vs_cpu_job")
-        print(f"| {r['stage']} | {r['batch']:,} | {r['arrow_batch']:,} | {r['seconds']:.2f} | {r['rows_per_s']:,.0f} | "
-              f"{cpu_job / r['seconds']:.2f}x | {'-' if diff is None else f'{diff:.1e}'} |")
+    print(markdown_table(
+        [f"whole job, {jobs[0]['rows']:,} rows in one day, local[{cores}]", "batch", "Arrow batch", "seconds",
+         "rows/s", "vs CPU job", "max abs diff vs CPU job"],
+        [[r["stage"], f"{r['batch']:,}", f"{r['arrow_batch']:,}", f"{r['seconds']:.2f}", f"{r['rows_per_s']:,.0f}",
+          f"{cpu_job / r['seconds']:.2f}x",
+          "-" if r.get("max_abs_diff_vs_cpu_job") is None else f"{r['max_abs_diff_vs_cpu_job']:.1e}"] for r in jobs],
+    ))
     plot(functions, bound, out / "scoring_gpu.png")
-    (out / "scoring_gpu.json").write_text(json.dumps(
-        {"machine": host, "setup_s": setup, "pcie_bound_rows_per_s": bound, "functions": functions,
-         "jobs": [{k: v for k, v in r.items() if k != "output"} for r in jobs],
-         "settings": {"rows": big_rows, "repeat": repeat, "batches": batches, "cores": cores,
-                      "model": dataclasses.asdict(ref), "hyper": hyper}}, indent=2))
+    write_results(out, "scoring_gpu", {
+        "machine": host, "setup_s": setup, "pcie_bound_rows_per_s": bound, "functions": functions,
+        "jobs": [{k: v for k, v in r.items() if k != "output"} for r in jobs],
+        "settings": {"rows": big_rows, "repeat": repeat, "batches": batches, "cores": cores,
+                     "model": dataclasses.asdict(ref), "hyper": hyper},
+    })
 
 
 if __name__ == "__main__":

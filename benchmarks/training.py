@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
-import json
 import logging
 import shutil
 import time
@@ -55,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import feature_lake, machine, throwaway_home
+from benchmarks.harness import markdown_table, write_results
 from jobs.config import days_ending, load_config
 from jobs.datasets.land_flights import FIRST_DAY
 
@@ -338,16 +338,15 @@ def main(argv: list[str] | None = None) -> None:
           f"{holdout_days[-1]}; {baseline.train_rows:,} labelled training rows, {epochs} epoch{'s' * (epochs != 1)}, "
           f"batch {cpu_batch} on the CPU, {gpu_batch} on a GPU; best of {args.repeat} after a warm-up")
     print()
-    print("| contender | device | batch | precision | samples/s (loop) | throughput vs plain | fixed cost | "
-          "total wall | wall vs plain | holdout ROC AUC |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in results:
-        auc = "-" if r["roc_auc"] is None else f"{r['roc_auc']:.3f}"
-        print(f"| {r['contender']} | {r['device']} | {r['batch_size']} | {r['precision']} | {r['samples_per_s']:,} | "
-              f"{r['throughput_ratio']}x | {r['fixed_s']} s | {r['wall_s']} s | {r['wall_ratio']}x | {auc} |")
-    (out / "training.json").write_text(json.dumps(
-        {"machine": host, "settings": settings, "setup_s": {k: round(v, 2) for k, v in setup.items()},
-         "timings": results}, indent=2))
+    print(markdown_table(
+        ["contender", "device", "batch", "precision", "samples/s (loop)", "throughput vs plain", "fixed cost",
+         "total wall", "wall vs plain", "holdout ROC AUC"],
+        [[r["contender"], r["device"], r["batch_size"], r["precision"], f"{r['samples_per_s']:,}",
+          f"{r['throughput_ratio']}x", f"{r['fixed_s']} s", f"{r['wall_s']} s", f"{r['wall_ratio']}x",
+          "-" if r["roc_auc"] is None else f"{r['roc_auc']:.3f}"] for r in results],
+    ))
+    write_results(out, "training", {"machine": host, "settings": settings,
+                                    "setup_s": {k: round(v, 2) for k, v in setup.items()}, "timings": results})
     shutil.rmtree(home, ignore_errors=True)
 
 

@@ -24,26 +24,16 @@ import datetime as dt
 import json
 import logging
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness import best_of, markdown_table, write_results
 from jobs.config import days_ending, load_config
 from jobs.datasets.land_flights import FIRST_DAY, LAST_DAY, land
 from jobs.lake import Lake
 from jobs.spark import get_spark
 from jobs.validate import validate
 from jobs.validation.schema import raw_paths
-
-
-def best_of(repeat: int, fn: Any) -> float:
-    fn()  # warm-up: JIT, file listing caches, Python workers
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return min(times)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -91,12 +81,12 @@ def main(argv: list[str] | None = None) -> None:
             year_report = json.loads(run(config).to_json())
 
     spark.stop()
-    print("| window | files | flights rows | read+count | validate, split only | validate with GX |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['window']} | {r['files']} | {r['flights_rows']:,} | {r['read_count_s']} s (1x) | "
-              f"{r['split_s']} s ({r['split_ratio']}x) | {r['gx_s']} s ({r['gx_ratio']}x) |")
-    (out / "validation.json").write_text(json.dumps({"timings": rows, "year_report": year_report}, indent=2))
+    print(markdown_table(
+        ["window", "files", "flights rows", "read+count", "validate, split only", "validate with GX"],
+        [[r["window"], r["files"], f"{r['flights_rows']:,}", f"{r['read_count_s']} s (1x)",
+          f"{r['split_s']} s ({r['split_ratio']}x)", f"{r['gx_s']} s ({r['gx_ratio']}x)"] for r in rows],
+    ))
+    write_results(out, "validation", {"timings": rows, "year_report": year_report})
 
 
 if __name__ == "__main__":
