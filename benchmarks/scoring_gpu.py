@@ -53,7 +53,15 @@ import numpy as np
 
 from benchmarks.common import feature_lake, machine, throwaway_home
 from benchmarks.harness import best_of, markdown_table, write_results
-from benchmarks.scoring import arrow_dataset, log_model, one_partition, scale_up, train_model, write_predictions
+from benchmarks.scoring import (
+    Scale,
+    arrow_dataset,
+    log_model,
+    one_partition,
+    scale_up,
+    train_model,
+    write_predictions,
+)
 from jobs.config import days_ending, load_config
 from jobs.datasets.land_flights import FIRST_DAY
 from jobs.lake import partition_name
@@ -156,8 +164,8 @@ def job_rows(spark: Any, config: Any, ref: Any, load_uri: str, pre: dict[str, An
 
 
 def probabilities(spark: Any, path: str) -> np.ndarray:
-    """The probabilities of a predictions folder in the id columns' order (rows are unique by them
-    only up to the generator's copies, so sorted values are compared)."""
+    """The probabilities of a predictions folder, sorted: the generated day repeats rows, so no key
+    lines up two outputs row by row, and sorted values are compared instead."""
     return np.sort(spark.read.parquet(path).select("probability").toPandas()["probability"].to_numpy())
 
 
@@ -240,8 +248,6 @@ def run(home: Path, out: Path, big_rows: int, repeat: int, batches: list[int]) -
     big = next(Path(root).rglob("*.parquet"))
     pq.write_table(pq.read_table(big), big, row_group_size=ROW_GROUP, compression="snappy")
     setup["generate_big_day_s"] = time.perf_counter() - started
-
-    from benchmarks.scoring import Scale
 
     table = arrow_dataset(Scale("big", "big", root, [DAY])).to_table().slice(0, max(batches))
     devices = ["cpu", "cuda"] if gpu else ["cpu"]

@@ -114,8 +114,8 @@ def plain_loop(job: dict[str, Any], device: str, threads: int) -> Timing:
     import torch
 
     from jobs.model import Preprocessor, build_model
-    from jobs.training.data import epoch_order, labelled_rows, place_shard, read_units, shard_units
-    from jobs.training.loop import resolve_precision, train_steps
+    from jobs.training.data import epoch_batches, labelled_rows, place_shard, read_units, shard_units, step_count
+    from jobs.training.loop import make_optimizer, make_scaler, resolve_precision, train_steps
 
     started = time.perf_counter()
     torch.set_num_threads(threads)
@@ -129,16 +129,16 @@ def plain_loop(job: dict[str, Any], device: str, threads: int) -> Timing:
     cats, nums, labels = place_shard((cats, nums, torch.from_numpy(frame[label].to_numpy(np.float32))), target)
     torch.manual_seed(job["seed"])  # the initial weights of every rank
     net = build_model(job["builder"], pre, job["hyper"]).to(target)
-    optimizer = torch.optim.Adam(net.parameters(), lr=job["learning_rate"], fused=target.type == "cuda" or None)
-    scaler = torch.amp.GradScaler(target.type) if precision == "fp16" else None
+    optimizer = make_optimizer(net.parameters(), job["learning_rate"], target)
+    scaler = make_scaler(precision, target)
     loss_fn = torch.nn.BCEWithLogitsLoss(reduction="sum")
 
     epoch_seconds = []
     for epoch in range(job["epochs"]):
         epoch_started = time.perf_counter()
         net.train()
-        order = epoch_order(job["seed"], epoch, 0, len(labels)).to(labels.device)  # rank 0's order
-        batches = torch.tensor_split(order, max(1, -(-len(labels) // job["batch_size"])))  # as a rank cuts
+        steps = step_count(len(labels), job["batch_size"])
+        batches = epoch_batches(job["seed"], epoch, 0, len(labels), steps, labels.device)  # rank 0's, one rank
         totals = train_steps(net, optimizer, loss_fn, batches, cats, nums, labels, target, precision, scaler)
         loss_sum, rows = totals.tolist()  # waits for the device, as a rank does at the epoch's end
         epoch_seconds.append(time.perf_counter() - epoch_started)
@@ -192,8 +192,8 @@ def in_process(job: dict[str, Any], experiment_id: str) -> Timing:
 
 
 def gpu_conf(use_gpu: bool) -> tuple[int, dict[str, str]]:
-    """(GPUs TorchDistributor may use, the session conf that lets the driver discover them: the
-    training job's own, :func:`jobs.training.resources.gpu_resources`, with the one discovery script)."""
+    """(GPUs TorchDistributor may use, the session conf that lets the driver own them: the job's
+    :func:`jobs.spark.gpu_conf` for local mode, with the one discovery script)."""
     if not use_gpu:
         return 0, {}
     import torch

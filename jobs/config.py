@@ -26,7 +26,8 @@ from jobs.lake import ROOT_ENV, Lake
 DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
 DEFAULT_HOME = Path.cwd() / ".pipeline"
 TRAINING_WINDOW = "train"
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # of training steps: see jobs.train.resolve_precision
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # of training steps: see jobs.training.loop.resolve_precision
+DEFAULT_MODEL = "jobs.model:build_net"  # train.model when the config names none
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ class TrainSpec:
     promotion_margin: float
     gpu_batch_size: int = 2048
     precision: str = "auto"
-    model: str = "jobs.model:build_net"  # module:function(preprocessor, hyperparameters) -> torch module
+    model: str = DEFAULT_MODEL  # module:function(preprocessor, hyperparameters) -> torch module
     hyperparameters: dict[str, Any] = field(default_factory=lambda: {"embedding_dim": 6, "hidden_units": [64, 32]})
 
     def __post_init__(self) -> None:

@@ -26,6 +26,8 @@ import pandas as pd
 import torch
 from torch import nn
 
+from jobs.config import DEFAULT_MODEL, import_object
+
 UNKNOWN_INDEX = 0  # categories not seen in training (and nulls) share index 0
 
 
@@ -98,15 +100,10 @@ def build_net(pre: Preprocessor, hyper: dict[str, Any]) -> TabularNet:
     return TabularNet(pre.cardinalities, len(pre.numeric), hyper["embedding_dim"], list(hyper["hidden_units"]))
 
 
-DEFAULT_BUILDER = "jobs.model:build_net"
-
-
 def build_model(builder: str, pre: Preprocessor, hyper: dict[str, Any]) -> nn.Module:
     """The net ``builder`` (``module:function``, called with the preprocessor and the
     hyperparameters) makes: any torch module whose ``forward(cats, nums)`` gives one logit per row,
     ``cats`` the category indices [n, k] and ``nums`` the standardised numbers [n, m]."""
-    from jobs.config import import_object
-
     return import_object(builder)(pre, hyper)
 
 
@@ -129,7 +126,7 @@ MODEL_FILE, PREPROCESSOR_FILE, HYPER_FILE = "model_state.pt", "preprocessor.json
 
 
 def save_artifacts(
-    net: nn.Module, pre: Preprocessor, hyper: dict[str, Any], folder: Path, builder: str = DEFAULT_BUILDER
+    net: nn.Module, pre: Preprocessor, hyper: dict[str, Any], folder: Path, builder: str = DEFAULT_MODEL
 ) -> dict[str, str]:
     """Write the weights, preprocessor, and the builder with its hyperparameters; returns the pyfunc
     artifacts map."""
@@ -141,7 +138,7 @@ def save_artifacts(
 
 
 def log_pyfunc(
-    net: nn.Module, pre: Preprocessor, hyper: dict[str, Any], example: pd.DataFrame, builder: str = DEFAULT_BUILDER
+    net: nn.Module, pre: Preprocessor, hyper: dict[str, Any], example: pd.DataFrame, builder: str = DEFAULT_MODEL
 ) -> Any:
     """Log the model to the active MLflow run as a pyfunc; returns MLflow's ModelInfo.
 
@@ -202,7 +199,7 @@ class TabularClassifier(mlflow.pyfunc.PythonModel):
         self.pre = Preprocessor.from_json(Path(context.artifacts[PREPROCESSOR_FILE]).read_text())
         saved = json.loads(Path(context.artifacts[HYPER_FILE]).read_text())
         if "builder" not in saved:  # logged before the model was chosen by config: the default, as is
-            saved = {"builder": DEFAULT_BUILDER, "hyperparameters": saved}
+            saved = {"builder": DEFAULT_MODEL, "hyperparameters": saved}
         self.net = build_model(saved["builder"], self.pre, saved["hyperparameters"])
         self.net.load_state_dict(torch.load(context.artifacts[MODEL_FILE], map_location="cpu", weights_only=True))
         self.net.to(device).eval()

@@ -75,7 +75,7 @@ class MissingPartitionError(FileNotFoundError):
     """A raw partition that a run needs is not in the lake."""
 
 
-def _hadoop(spark: SparkSession, path: str) -> tuple[Any, Any]:
+def hadoop_fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
     """(Hadoop FileSystem, Hadoop Path) for ``path``: any lake URI works the same way."""
     jvm = spark._jvm  # noqa: SLF001 - the Hadoop FileSystem API is only reachable this way
     hpath = jvm.org.apache.hadoop.fs.Path(path)
@@ -84,13 +84,13 @@ def _hadoop(spark: SparkSession, path: str) -> tuple[Any, Any]:
 
 def path_exists(spark: SparkSession, path: str) -> bool:
     """Whether ``path`` exists."""
-    fs, hpath = _hadoop(spark, path)
+    fs, hpath = hadoop_fs(spark, path)
     return bool(fs.exists(hpath))
 
 
 def list_partitions(spark: SparkSession, path: str) -> list[dt.date]:
     """The ``date=YYYY-MM-DD`` partitions under ``path`` (none if it does not exist), oldest first."""
-    fs, hpath = _hadoop(spark, path)
+    fs, hpath = hadoop_fs(spark, path)
     if not fs.exists(hpath):
         return []
     days = [partition_day(status.getPath().getName()) for status in fs.listStatus(hpath) if status.isDirectory()]
@@ -99,5 +99,5 @@ def list_partitions(spark: SparkSession, path: str) -> list[dt.date]:
 
 def delete_path(spark: SparkSession, path: str) -> bool:
     """Delete a file or folder (recursively); whether there was one."""
-    fs, hpath = _hadoop(spark, path)
+    fs, hpath = hadoop_fs(spark, path)
     return bool(fs.delete(hpath, True))

@@ -62,14 +62,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jobs.validate")
 
-# Rules every table gets from the job itself, before the dataset's own.
-
-
-# --- reading and flagging -------------------------------------------------------------------
-
-
-# --- checks ----------------------------------------------------------------------------------
-
 
 # --- one table --------------------------------------------------------------------------------
 

@@ -119,6 +119,19 @@ def epoch_order(seed: int, epoch: int, rank: int, rows: int) -> torch.Tensor:
     return torch.randperm(rows, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch * 1009 + rank))
 
 
+def step_count(rows: int, batch_size: int) -> int:
+    """Optimizer steps per epoch for ``rows`` rows in batches of at most ``batch_size`` (at least one)."""
+    return max(1, -(-rows // batch_size))
+
+
+def epoch_batches(seed: int, epoch: int, rank: int, rows: int, steps: int, device: Any) -> tuple[torch.Tensor, ...]:
+    """The epoch's batches of a rank: its shuffle (:func:`epoch_order`), moved to ``device`` once,
+    cut into ``steps`` index tensors of as equal sizes as can be."""
+    import torch
+
+    return torch.tensor_split(epoch_order(seed, epoch, rank, rows).to(device), steps)
+
+
 def place_shard(tensors: tuple[torch.Tensor, ...], device: torch.device) -> tuple[torch.Tensor, ...]:
     """The rank's rows on its device, copied there once; on a GPU where they would take more than
     half of the free memory, in page-locked host memory instead (each step then copies its batch)."""

@@ -54,6 +54,20 @@ def autocast(device: torch.device, precision: str) -> Any:
     return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
 
 
+def make_optimizer(params: Any, learning_rate: float, device: torch.device) -> torch.optim.Optimizer:
+    """The training's optimizer: Adam, fused on a GPU (one kernel for all parameters)."""
+    import torch
+
+    return torch.optim.Adam(params, lr=learning_rate, fused=device.type == "cuda" or None)
+
+
+def make_scaler(precision: str, device: torch.device) -> Any:
+    """The loss scaler fp16 steps need (None in any other precision)."""
+    import torch
+
+    return torch.amp.GradScaler(device.type) if precision == "fp16" else None
+
+
 def train_steps(
     model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Any, batches: Any,
     cats: torch.Tensor, nums: torch.Tensor, labels: torch.Tensor, device: torch.device,
@@ -180,8 +194,15 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
     from jobs.metrics import evaluate
     from jobs.model import Preprocessor, build_model, log_pyfunc, predict_encoded
     from jobs.training.checkpoints import load_checkpoint, save_checkpoint
-    from jobs.training.data import epoch_order, labelled_rows, place_shard, read_units, shard_units
-    from jobs.training.loop import exit_with_parent, rank_device, resolve_precision, train_steps
+    from jobs.training.data import epoch_batches, labelled_rows, place_shard, read_units, shard_units, step_count
+    from jobs.training.loop import (
+        exit_with_parent,
+        make_optimizer,
+        make_scaler,
+        rank_device,
+        resolve_precision,
+        train_steps,
+    )
 
     exit_with_parent()
     torch.set_num_threads(job["threads_per_process"])
@@ -219,10 +240,10 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
         print(f"rank {rank}: resuming after epoch {start_epoch} of {epochs} from {checkpoint_dir}", flush=True)
     net = net.to(device)
     model = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
-    optimizer = torch.optim.Adam(model.parameters(), lr=job["learning_rate"], fused=device.type == "cuda" or None)
+    optimizer = make_optimizer(model.parameters(), job["learning_rate"], device)
     if optimizer_state is not None:
         optimizer.load_state_dict(optimizer_state)
-    scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
+    scaler = make_scaler(precision, device)
     if scaler is not None and scaler_state is not None:
         scaler.load_state_dict(scaler_state)
     loss_fn = torch.nn.BCEWithLogitsLoss(reduction="sum")
@@ -232,7 +253,7 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
     # others' and the ranks' weights drift apart.)
     largest = torch.tensor([len(labels)], dtype=torch.int64, device=device)
     dist.all_reduce(largest, op=dist.ReduceOp.MAX)
-    steps = max(1, -(-int(largest) // job["batch_size"]))
+    steps = step_count(int(largest), job["batch_size"])
 
     result = None
     history: dict[str, list[float]] = state["history"] if state else {"train": [], "holdout": []}
@@ -259,7 +280,7 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
     for epoch in range(start_epoch, epochs):
         started = time.perf_counter()
         model.train()
-        batches = torch.tensor_split(epoch_order(seed, epoch, rank, len(labels)).to(labels.device), steps)
+        batches = epoch_batches(seed, epoch, rank, len(labels), steps, labels.device)
         totals = train_steps(model, optimizer, loss_fn, batches, cats, nums, labels, device, precision, scaler)
         dist.all_reduce(totals)
         loss_sum, rows = totals.tolist()  # the epoch's one wait for the device

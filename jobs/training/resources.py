@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 
 
-def discovered_gpus(script: str | None = None) -> list[str]:
+def discovered_gpus() -> list[str]:
     """The GPU addresses Spark will see on this machine: what the one discovery script
     (``jobs/gpu_discovery.sh``) reports, read before the session starts."""
     import subprocess
 
     from jobs.spark import GPU_DISCOVERY_SCRIPT
 
-    out = subprocess.run([script or GPU_DISCOVERY_SCRIPT], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([GPU_DISCOVERY_SCRIPT], check=True, capture_output=True, text=True).stdout
     return [str(address) for address in json.loads(out)["addresses"]]
 
 

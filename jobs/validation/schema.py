@@ -8,7 +8,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from jobs.lake import PARTITION
-from jobs.spark import MissingPartitionError, _hadoop, path_exists
+from jobs.spark import MissingPartitionError, hadoop_fs, path_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -103,7 +103,7 @@ def read_header(spark: SparkSession, path: str) -> list[str] | None:
     """The column names in a CSV file's first line (``None`` for an empty file), read on the driver."""
     import csv
 
-    fs, hpath = _hadoop(spark, path)
+    fs, hpath = hadoop_fs(spark, path)
     jvm = spark._jvm  # noqa: SLF001
     reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(fs.open(hpath), "UTF-8"))
     try:
