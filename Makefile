@@ -10,7 +10,7 @@ ENV := source scripts/env.sh &&
 help:
 	@echo "make demo       install, land the example data, train and score through Airflow, print a summary"
 	@echo "make test       run the whole test suite"
-	@echo "make test-fast  the suite without the end-to-end runs (about 6 minutes): the loop while developing"
+	@echo "make test-fast  the suite without the end-to-end runs (about 5 minutes): the loop while developing"
 	@echo "make lint       ruff"
 	@echo "make airflow    the Airflow UI and scheduler (airflow standalone) on the same settings"
 	@echo "make clean      remove .pipeline/ (lake, MLflow store, Airflow DB)"
