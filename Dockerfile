@@ -1,11 +1,15 @@
 # One image for every service of the stack: Airflow, the Spark master and workers, MLflow.
 # It installs the project exactly as `make install` does, so the jobs, DAGs and pinned versions
-# are the ones the tests run.
+# are the ones the tests run. The services run as an unprivileged user; the code stays root's.
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
     && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps make \
     && rm -rf /var/lib/apt/lists/*
+
+# A fixed uid, so that what the services wrote on the volumes keeps its owner across rebuilds.
+RUN groupadd --gid 50000 pipeline \
+    && useradd --uid 50000 --gid pipeline --create-home --home-dir /home/pipeline --shell /bin/bash pipeline
 
 ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
     PIPELINE_REPO=/opt/pipeline \
@@ -20,4 +24,14 @@ COPY dags ./dags
 COPY plugins ./plugins
 COPY scripts ./scripts
 
-ENV SPARK_HOME=/opt/spark
+# What the services write, owned by that user: the lake volume, Airflow's home and its task-log
+# volume, the Spark workers' application folder. A named volume copies the ownership of the
+# folder it is mounted on when it is first created, so these must exist here.
+RUN mkdir -p /data /opt/airflow/logs /home/pipeline/spark-work \
+    && chown -R pipeline:pipeline /data /opt/airflow /home/pipeline
+
+ENV SPARK_HOME=/opt/spark \
+    HOME=/home/pipeline
+
+# Numeric, so that an orchestrator can check that it is not root (Kubernetes' runAsNonRoot).
+USER 50000:50000

@@ -1,38 +1,40 @@
 """
-### Nightly scoring pipeline: validate → features → score
+### Scoring: score the days whose features just landed, measure drift, start retraining on drift
 
-For a run date *D* (the logical date of the nightly run, or the `run_date` param), validates the
-day's raw flights, builds its feature partition and scores it with the `champion` version of
-`flight_delay`, writing `predictions/date=D/` in the lake, and measures the day's drift against the
-champion's training window (`reports/drift/date=D/`). When the day drifted, `check_drift` updates
-the `scoring_drift` Asset (a training DAG can schedule on it); otherwise it is skipped. Every
-task replaces only day *D*'s outputs, so re-running or backfilling a day is safe.
+Runs when `ingest_pipeline` updates the `features` Asset (one run may cover several days when
+events arrive together) and when a new version becomes `champion` (the `champion_model` Asset:
+the day it was trained up to is scored again with it). For each day *D*, `score_batch` scores
+the day's features with the champion version of the model and writes `predictions/date=D/`
+(replacing only that day: re-running is safe), and measures *D*'s drift against the champion's
+training window (`reports/drift/date=D/`). When *D* drifted, `check_drift` updates the
+`scoring_drift` Asset, which starts `train_pipeline`; a day scored again after the retraining its
+own drift started does not start another.
 
-The example data covers 2013 only: trigger with `{"run_date": "2013-01-29"}` or backfill a 2013
-range.
+It reads `features/` and never writes it. **Trigger** from the UI with `{"run_date": "2013-01-29"}`
+to score one day whose features exist (a missing day fails at once, saying how to ingest it).
 """
 
 from __future__ import annotations
 
 import pendulum
 from airflow.sdk import DAG, Param
-from spark_jobs import DEFAULT_ARGS, DRIFT, drift_check, spark_job
+from pipeline_tasks import CHAMPION, FEATURES, drift_check, plan_scoring
+from spark_jobs import DEFAULT_ARGS, spark_job_per_day
 
 with DAG(
     dag_id="score_pipeline",
-    description="Validate the day's raw data, build its features and score them",
+    description="Score the days whose features landed with the champion; drift starts retraining",
     doc_md=__doc__,
-    schedule="@daily",
+    schedule=FEATURES | CHAMPION,
     start_date=pendulum.datetime(2013, 1, 1, tz="UTC"),
-    catchup=False,  # history is scored by an explicit backfill, not on first unpause
-    max_active_runs=4,
+    catchup=False,
+    max_active_runs=1,  # two runs never write the same day's predictions at once
     default_args=DEFAULT_ARGS,
-    params={"run_date": Param(None, type=["null", "string"], format="date", description="day to score")},
+    params={"run_date": Param(None, type=["null", "string"], format="date",
+                              description="the day to score (empty: the days of the triggering events)")},
     tags=["mlops", "scoring"],
 ):
-    validate_raw = spark_job("validate", task_id="validate_raw", args=["--run-id", "{{ run_id }}"])
-    build_features = spark_job("features", task_id="build_features")
-    score_batch = spark_job("score", task_id="score_batch")
-    check_drift = drift_check(task_id="check_drift", asset=DRIFT)
-
-    validate_raw >> build_features >> score_batch >> check_drift
+    days = plan_scoring()
+    score_batch = spark_job_per_day("score", days, task_id="score_batch")
+    check_drift = drift_check(days)
+    score_batch >> check_drift

@@ -1,45 +1,79 @@
 """
-### Training pipeline: validate → features → train
+### Training: weekly or on drift, on the feature partitions of a window
 
-For a run date *D*, validates the raw flights of the training window (the
-`train_days + holdout_days` days ending with *D*, set in `jobs/pipeline.yaml`), rebuilds their
-feature partitions, and trains the model with TorchDistributor on the first `train_days`,
-evaluating on the last `holdout_days`. The model is logged to MLflow and registered as a new
-version of `flight_delay`, which becomes the `champion` only if it beats the current champion on
-the same holdout (`promotion_metric`, `promotion_margin`); the `train_model` log links to the
-MLflow run and says why the version was or was not promoted.
+Runs weekly and whenever `score_pipeline` updates the `scoring_drift` Asset. `plan_training`
+says what started the run and picks the window's last day *D*: the `run_date` param when given,
+else the latest drifted day, else the last day before the weekly run. The window is the
+`train_days + holdout_days` days ending with *D*; every day of it must have features (built by
+`ingest_pipeline`: this DAG writes none), or the run fails at once saying what to ingest.
 
-*D* is the `run_date` param when given (trigger with `{"run_date": "2013-01-28"}`), otherwise the
-run's logical date. The example data covers 2013 only. `precision` (`auto`, `bf16`, `fp16`,
-`fp32`) overrides `train.precision` for the run.
+`train_model` trains with TorchDistributor on the first `train_days` and evaluates on the last
+`holdout_days`, logs to MLflow (the run is tagged with what started it; the task's *MLflow run*
+button opens it) and registers a new version of the model, which becomes `champion` only if it
+beats the current champion on the same holdout by `promotion_margin` in `promotion_metric`.
+`publish_champion` then updates the `champion_model` Asset, and scoring re-scores *D* with it.
+
+**Trigger** from the UI with `{"run_date": "2013-01-28"}`; every other param left empty keeps
+the setting of `jobs/pipeline.yaml` (`train.*`).
 """
 
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, AssetOrTimeSchedule, CronDataIntervalTimetable, Param
+from pipeline_tasks import DRIFT, plan_training, publish_champion
 from spark_jobs import DEFAULT_ARGS, spark_job
+
+from jobs.champion import PROMOTION_METRICS
+from jobs.config import PRECISIONS
+
+# Knobs a person tunes per run: empty keeps train.<name> of the config.
+TRAIN_PARAMS = {
+    "train_days": Param(None, type=["null", "integer"], minimum=1, description="days the model is fitted on"),
+    "holdout_days": Param(None, type=["null", "integer"], minimum=1,
+                          description="days after them it is evaluated on (and compared with the champion)"),
+    "epochs": Param(None, type=["null", "integer"], minimum=1, maximum=1000, description="passes over the data"),
+    "learning_rate": Param(None, type=["null", "number"], exclusiveMinimum=0, maximum=1,
+                           description="Adam's step size"),
+    "num_processes": Param(None, type=["null", "integer"], minimum=1, maximum=64,
+                           description="TorchDistributor ranks (on GPUs in local mode: one per GPU by default)"),
+    "use_gpu": Param(None, type=["null", "boolean"], description="train on GPUs (NCCL), one rank per GPU"),
+    "precision": Param(None, type=["null", "string"], enum=[None, *PRECISIONS],
+                       description="arithmetic of the training steps (auto = bf16 on a GPU that has it)"),
+    "promotion_metric": Param(None, type=["null", "string"], enum=[None, *PROMOTION_METRICS],
+                              description="holdout metric of the champion gate (log_loss, brier, ece: lower wins)"),
+    "promotion_margin": Param(None, type=["null", "number"], minimum=0,
+                              description="how much better than the champion a version must be to replace it"),
+}
+
+
+def _param_args(names: list[str]) -> list[str]:
+    """``--name {{ params.name }}`` per param, empty when the param is (the job keeps its config)."""
+    args: list[str] = []
+    for name in names:
+        args += [f"--{name.replace('_', '-')}", f"{{{{ '' if params.{name} is none else params.{name} }}}}"]
+    return args
+
 
 with DAG(
     dag_id="train_pipeline",
-    description="Validate raw data, build features and train + register the model",
+    description="Train and register the model weekly or on drift; promote it when it beats the champion",
     doc_md=__doc__,
-    schedule="@weekly",
+    schedule=AssetOrTimeSchedule(timetable=CronDataIntervalTimetable("@weekly", timezone="UTC"), assets=DRIFT),
     start_date=pendulum.datetime(2013, 1, 1, tz="UTC"),
     catchup=False,  # a retrain covers its whole window; old weeks need no run of their own
     max_active_runs=1,
     default_args=DEFAULT_ARGS,
     params={
-        "run_date": Param(None, type=["null", "string"], format="date", description="last day of the window"),
-        "precision": Param(
-            None, type=["null", "string"], enum=[None, "auto", "bf16", "fp16", "fp32"],
-            description="arithmetic of the training steps (empty: train.precision; auto = bf16 on a GPU that has it)",
-        ),
+        "run_date": Param(None, type=["null", "string"], format="date",
+                          description="last day of the window (empty: the drifted day, or the day before the run)"),
+        **TRAIN_PARAMS,
     },
     tags=["mlops", "training"],
 ):
-    validate_raw = spark_job("validate", task_id="validate_raw", args=["--days", "train", "--run-id", "{{ run_id }}"])
-    build_features = spark_job("features", task_id="build_features", args=["--days", "train"])
-    train_model = spark_job("train", task_id="train_model", args=["--precision", "{{ params.precision or '' }}"])
-
-    validate_raw >> build_features >> train_model
+    plan = plan_training()
+    train_model = spark_job(
+        "train", task_id="train_model", run_date=plan["run_date"],
+        args=[*_param_args(list(TRAIN_PARAMS)), "--started-by", plan["started_by"]],
+    )
+    train_model >> publish_champion(plan["run_date"])

@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 
 CHAMPION = "champion"
 LOWER_IS_BETTER = frozenset({"log_loss", "brier", "ece"})
+# Holdout metrics (jobs/metrics.py:evaluate) the gate can compare versions on.
+PROMOTION_METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "ece")
 
 
 @dataclass(frozen=True)

@@ -105,8 +105,18 @@ class TrainSpec:
     hyperparameters: dict[str, Any] = field(default_factory=lambda: {"embedding_dim": 6, "hidden_units": [64, 32]})
 
     def __post_init__(self) -> None:
+        from jobs.champion import PROMOTION_METRICS
+
         if self.precision not in PRECISIONS:
             raise ValueError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.promotion_metric not in PROMOTION_METRICS:
+            raise ValueError(f"train.promotion_metric must be one of {', '.join(PROMOTION_METRICS)}, "
+                             f"got {self.promotion_metric!r}")
+        for name in ("train_days", "holdout_days", "epochs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"train.{name} must be at least 1, got {getattr(self, name)}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"train.learning_rate must be positive, got {self.learning_rate}")
 
     @property
     def window_days(self) -> int:
@@ -221,6 +231,17 @@ def parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"not true or false: {text!r}")
 
 
+def optional(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A command-line value of ``kind``, or the empty string for "the config's" (what an Airflow
+    template renders for a param left empty)."""
+
+    def parse(text: str) -> Any:
+        return kind(text) if text else None
+
+    parse.__name__ = getattr(kind, "__name__", "value")  # argparse names the type in its errors
+    return parse
+
+
 def optional_choice(choices: tuple[str, ...]) -> Callable[[str], str | None]:
     """A command-line value from ``choices``, or the empty string for "the config's" (what an
     Airflow template renders for a param left empty)."""
@@ -277,11 +298,15 @@ class WindowArgs(JobArgs):
 
 
 def parse_job_args(
-    parser: argparse.ArgumentParser, argv: list[str] | None = None, kind: type[ArgsT] = JobArgs  # type: ignore[assignment]
+    parser: argparse.ArgumentParser, argv: list[str] | None = None, kind: type[ArgsT] = JobArgs,  # type: ignore[assignment]
+    drop: tuple[str, ...] = (),
 ) -> ArgsT:
     """Parse ``argv`` into ``kind``: its fields are the shared ones and the job's own options (the
-    parser's destinations); an option the job did not declare is refused by the parser."""
+    parser's destinations, less ``drop``: options the job applies to the config itself); an option
+    the job did not declare is refused by the parser."""
     ns = vars(parser.parse_args(argv))
+    for name in drop:
+        ns.pop(name)
     config = load_config(ns.pop("config"))
     lake = Lake.at(ns.pop("lake_root"))
     if "days" in ns:

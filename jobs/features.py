@@ -20,6 +20,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from jobs.config import PipelineConfig, WindowArgs, import_object, job_parser, parse_job_args
+from jobs.errors import run_job
 from jobs.lake import PARTITION, Lake
 from jobs.spark import MissingPartitionError, configure_logging, get_spark, list_partitions
 
@@ -107,4 +108,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_job(main)

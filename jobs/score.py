@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from jobs.config import FeatureSpec, JobArgs, job_parser, parse_bool, parse_job_args
+from jobs.errors import run_job
 from jobs.lake import DRIFT_PLOT, DRIFT_REPORT, PARTITION
 from jobs.spark import MissingPartitionError, configure_logging, get_spark, path_exists
 from jobs.storage import write_bytes, write_text
@@ -313,5 +314,5 @@ def report_drift(
 
 
 if __name__ == "__main__":
-    main()
+    run_job(main)
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobs.errors import DataError
 from jobs.lake import partition_day
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def configure_logging() -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-class MissingPartitionError(FileNotFoundError):
+class MissingPartitionError(DataError, FileNotFoundError):
     """A raw partition that a run needs is not in the lake."""
 
 

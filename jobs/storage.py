@@ -98,3 +98,9 @@ def delete_dir(uri: str) -> None:
     fs, path = filesystem(uri)
     if fs.get_file_info(path).type == pafs.FileType.Directory:
         fs.delete_dir(path)
+
+
+def is_dir(uri: str) -> bool:
+    """Whether ``uri`` is a folder (a partition, on an object store a prefix with objects under it)."""
+    fs, path = filesystem(uri)
+    return fs.get_file_info(path).type == pafs.FileType.Directory

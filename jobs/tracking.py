@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.config import artifact_root, tracking_uri
+from jobs.errors import DataError
 
 
 def client():  # noqa: ANN201 - MlflowClient, imported lazily
@@ -64,7 +65,7 @@ class ModelRef:
         return cls(name=version.name, version=str(version.version), run_id=version.run_id or "")
 
 
-class NoModelError(LookupError):
+class NoModelError(DataError, LookupError):
     """No registered model version to score with."""
 
 

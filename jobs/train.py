@@ -4,7 +4,13 @@ Usage::
 
     spark-submit jobs/train.py --run-date 2013-01-28 [--config PATH] [--lake-root PATH]
                                [--num-processes N] [--use-gpu true|false] [--local-mode true|false]
-                               [--precision auto|bf16|fp16|fp32]
+                               [--precision auto|bf16|fp16|fp32] [--train-days N] [--holdout-days N]
+                               [--epochs N] [--learning-rate X] [--promotion-metric M]
+                               [--promotion-margin X] [--started-by TEXT]
+
+Every option but ``--num-processes`` and ``--started-by`` overrides the ``train.*`` setting of the
+same name for this run; an empty value (what an Airflow param left empty renders to) keeps the
+config's.
 
 The window is ``train.train_days + train.holdout_days`` days ending with the run date: the model is
 fitted on the first ``train_days`` and evaluated on the last ``holdout_days``. The driver fits the
@@ -28,9 +34,11 @@ checkpoints are removed once the model is registered.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from jobs.config import PRECISIONS, JobArgs, job_parser, optional_choice, parse_bool, parse_job_args
+from jobs.champion import PROMOTION_METRICS
+from jobs.config import PRECISIONS, JobArgs, job_parser, optional, optional_choice, parse_bool, parse_job_args
+from jobs.errors import run_job
 from jobs.spark import configure_logging, get_spark
 from jobs.training.data import feature_dirs, fit_preprocessor, split_window
 from jobs.training.loop import train_fn
@@ -40,40 +48,53 @@ from jobs.training.resources import gpu_resources, training_processes
 log = logging.getLogger("jobs.train")
 
 
+# Options that override the train.* setting of the same name: (type, help).
+OVERRIDES = {
+    "use_gpu": (parse_bool, "true/false"),
+    "local_mode": (parse_bool, "true: ranks run on the driver; false: as a barrier stage on the cluster"),
+    "precision": (optional_choice(PRECISIONS), " | ".join(PRECISIONS)),
+    "train_days": (int, "days the model is fitted on"),
+    "holdout_days": (int, "days after them it is evaluated on"),
+    "epochs": (int, "passes over the training days"),
+    "learning_rate": (float, "Adam's step size"),
+    "promotion_metric": (optional_choice(PROMOTION_METRICS), " | ".join(PROMOTION_METRICS)),
+    "promotion_margin": (float, "how much better than the champion a new version must be"),
+}
+
+
 @dataclass(frozen=True)
 class TrainArgs(JobArgs):
-    """The train job's options; None: the config's (``train.*``)."""
+    """The train job's options; ``config.train`` carries the overrides already."""
 
     num_processes: int | None
-    use_gpu: bool | None
-    local_mode: bool | None
-    precision: str | None
+    started_by: str | None
 
 
 def parse_args(argv: list[str] | None = None) -> TrainArgs:
     parser = job_parser(__doc__)
-    parser.add_argument("--num-processes", type=int, default=None,
+    parser.add_argument("--num-processes", type=optional(int), default=None,
                         help="ranks (default: train.num_processes; on GPUs in local mode, one per GPU)")
-    parser.add_argument("--use-gpu", type=parse_bool, default=None, help="true/false (default: train.use_gpu)")
-    parser.add_argument(
-        "--local-mode", type=parse_bool, default=None,
-        help="true: ranks run on the driver; false: as a barrier stage on the cluster (default: train.local_mode)",
-    )
-    parser.add_argument(
-        "--precision", type=optional_choice(PRECISIONS), default=None,
-        help=f"{' | '.join(PRECISIONS)} (default: train.precision; empty: the default)",
-    )
-    return parse_job_args(parser, argv, TrainArgs)
+    for name, (kind, text) in OVERRIDES.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=optional(kind), default=None,
+                            help=f"{text} (default: train.{name})")
+    parser.add_argument("--started-by", default=None,
+                        help="what started the run (a schedule, a drift event, a person): an MLflow tag")
+    ns = vars(parser.parse_args(argv))
+    overrides = {name: value for name in OVERRIDES if (value := ns.pop(name)) is not None}
+    args = parse_job_args(parser, argv, TrainArgs, drop=tuple(OVERRIDES))
+    try:
+        train = replace(args.config.train, **overrides)
+    except ValueError as err:
+        parser.error(str(err))
+    return replace(args, config=replace(args.config, train=train))
 
 
 def main(argv: list[str] | None = None) -> None:
     configure_logging()
     args = parse_args(argv)
     cfg, spec = args.config.train, args.config.features
-    use_gpu = cfg.use_gpu if args.use_gpu is None else args.use_gpu
-    local_mode = cfg.local_mode if args.local_mode is None else args.local_mode
+    use_gpu, local_mode, precision = cfg.use_gpu, cfg.local_mode, cfg.precision
     num_processes = training_processes(use_gpu, local_mode, args.num_processes, cfg.num_processes)
-    precision = args.precision or cfg.precision
     batch_size = cfg.gpu_batch_size if use_gpu else cfg.batch_size
     train_days, holdout_days = split_window(args.run_date, cfg.train_days, cfg.holdout_days)
 
@@ -98,7 +119,8 @@ def main(argv: list[str] | None = None) -> None:
         "min_category_count": cfg.min_category_count, "config": args.config.source, "model": cfg.model,
         **cfg.hyperparameters, **code_version(),
     }
-    run = open_run(args.lake, args.run_date, cfg.experiment, params, pre, cfg.epochs)
+    tags = {"started_by": args.started_by} if args.started_by else {}
+    run = open_run(args.lake, args.run_date, cfg.experiment, params, pre, cfg.epochs, tags)
 
     # Train: TorchDistributor runs train_fn in every rank; rank 0 logs to the run and logs the model.
     job = {
@@ -128,4 +150,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_job(main)

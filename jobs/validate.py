@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jobs.config import PipelineConfig, TableSpec, WindowArgs, import_object, job_parser, parse_job_args
+from jobs.errors import run_job
 from jobs.lake import PARTITION, SUMMARY, VALIDATION_PAGE, Lake, partition_name
 from jobs.rules import QUARANTINE, WARN, References, TableSuite
 from jobs.spark import configure_logging, delete_path, get_spark
@@ -287,4 +288,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_job(main)

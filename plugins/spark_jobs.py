@@ -1,39 +1,66 @@
-"""The one way DAGs submit the pipeline's Spark jobs: :func:`spark_job`, plus shared ``DEFAULT_ARGS``.
+"""The one way DAGs submit the pipeline's Spark jobs: :func:`spark_job` and :func:`spark_job_per_day`,
+plus the shared ``DEFAULT_ARGS``.
 
 Infrastructure comes from the Airflow environment: the Spark master from the ``spark_default``
 connection (e.g. ``AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'``),
 the lake and MLflow locations from ``LAKE_ROOT`` and ``MLFLOW_TRACKING_URI``, which spark-submit
 inherits. ``PIPELINE_PY_FILES`` (comma-separated) ships the ``jobs`` package to executors that do
 not have it installed.
+
+Retries mean something: a job that fails on its data (exit code ``jobs.errors.DATA_ERROR_EXIT``:
+a missing partition, a failed validation, no model) fails its task at once with the job's message
+and no retry; any other failure (a lost executor, a killed process, a tracking server that is
+down) is retried with exponential backoff.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import Asset, BaseOperatorLink, get_current_context, task
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.sdk import BaseOperatorLink
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from pipeline_tasks import RUN_DATE
 
 JOBS_DIR = Path(__file__).resolve().parents[1] / "jobs"
 
 DEFAULT_ARGS: dict[str, Any] = {
     "owner": "mlops",
-    "retries": 1,
-    "retry_delay": timedelta(minutes=2),
+    "retries": 2,
+    "retry_delay": timedelta(minutes=1),
+    "retry_exponential_backoff": 2.0,  # 1, then 2 minutes (with jitter), at most max_retry_delay
+    "max_retry_delay": timedelta(minutes=15),
 }
-
-# The day a run is for: the ``run_date`` param when a person gives one, else the logical date.
-RUN_DATE = "{{ params.run_date or ds }}"
 
 # Submit-time settings only; the session settings every job needs live in jobs/spark.py.
 SPARK_CONF = {
     "spark.ui.showConsoleProgress": "false",
 }
+
+
+class PipelineSparkSubmitOperator(SparkSubmitOperator):
+    """spark-submit a pipeline job; a data error fails the task without retries, with its message."""
+
+    def execute(self, context: Any) -> Any:
+        from jobs.errors import ERROR_FILE_ENV
+
+        with tempfile.TemporaryDirectory(prefix="pipeline-job-") as folder:
+            error_file = os.path.join(folder, "error.txt")
+            self.env_vars = {**(self.env_vars or {}), ERROR_FILE_ENV: error_file}
+            self._hook = None  # the hook is made from env_vars: make it again with the error file
+            try:
+                return super().execute(context)
+            except AirflowException as err:
+                if os.path.exists(error_file):
+                    with open(error_file, encoding="utf-8") as found:
+                        message = found.read().strip()
+                    raise AirflowFailException(f"{self.task_id}: {message} (a data error: not retried)") from err
+                raise
 
 
 class MLflowRunLink(BaseOperatorLink):
@@ -46,7 +73,7 @@ class MLflowRunLink(BaseOperatorLink):
         return getattr(operator, "mlflow_run_url", "") or ""
 
 
-class TrainModelOperator(SparkSubmitOperator):
+class TrainModelOperator(PipelineSparkSubmitOperator):
     """Submit the train job, then publish what it registered.
 
     Reads the job's ``reports/training/date=<run date>/summary.json`` (model version, MLflow run,
@@ -77,50 +104,41 @@ class PipelinePlugin(AirflowPlugin):
     operator_extra_links = [MLflowRunLink()]
 
 
-_OPERATORS: dict[str, type[SparkSubmitOperator]] = {"train": TrainModelOperator}
+_OPERATORS: dict[str, type[PipelineSparkSubmitOperator]] = {"train": TrainModelOperator}
 
 
-def spark_job(job: str, *, task_id: str, args: list[str] | None = None, **kwargs: Any) -> SparkSubmitOperator:
-    """A SparkSubmitOperator for ``jobs/<job>.py`` with the run date passed explicitly."""
+def _submit_kwargs(job: str) -> dict[str, Any]:
     application = JOBS_DIR / f"{job}.py"
     if not application.is_file():
         raise FileNotFoundError(f"no Spark job {application}")
-    operator = _OPERATORS.get(job, SparkSubmitOperator)
-    return operator(
-        task_id=task_id,
-        application=str(application),
-        name=f"{job}-{{{{ dag.dag_id }}}}-{RUN_DATE}",
-        conn_id="spark_default",
-        application_args=["--run-date", RUN_DATE, *(args or [])],
-        conf=dict(SPARK_CONF),
-        py_files=os.environ.get("PIPELINE_PY_FILES") or None,
-        **kwargs,
-    )
+    return {
+        "application": str(application),
+        "name": f"{job}-{{{{ dag.dag_id }}}}",
+        "conn_id": "spark_default",
+        "conf": dict(SPARK_CONF),
+        "py_files": os.environ.get("PIPELINE_PY_FILES") or None,
+    }
 
 
-# Updated by a scoring run whose day drifted from the champion's training window; a training DAG
-# can schedule on it (``schedule=[DRIFT]``). The event's extra says which day and why.
-DRIFT = Asset(name="scoring_drift", uri="lakeflow://reports/drift")
+def spark_job(job: str, *, task_id: str, args: list[Any] | None = None, run_date: Any = RUN_DATE,
+              **kwargs: Any) -> PipelineSparkSubmitOperator:
+    """A task that spark-submits ``jobs/<job>.py --run-date <run_date> <args>``; ``run_date`` is a
+    template (default: the ``run_date`` param, else the logical date) or another task's output."""
+    operator = _OPERATORS.get(job, PipelineSparkSubmitOperator)
+    return operator(task_id=task_id, application_args=["--run-date", run_date, *(args or [])],
+                    **_submit_kwargs(job), **kwargs)
 
 
-def drift_check(*, task_id: str, asset: Asset) -> Any:
-    """A task after scoring: emits an event on ``asset`` when the score job found the day drifted;
-    skipped (no event) when it did not, or when the model has no drift baseline."""
+def _day_args(extra: list[str]) -> Any:
+    def args(item: dict[str, Any]) -> list[str]:
+        return ["--run-date", item["day"], *extra]
 
-    @task(task_id=task_id, outlets=[asset])
-    def check(run_date: str) -> dict[str, Any]:
-        from jobs.lake import Lake
-        from jobs.summary import read_report
+    return args
 
-        drift = read_report(Lake.at(), "scoring", run_date).get("drift")
-        if drift is None:
-            raise AirflowSkipException(f"drift was not measured for {run_date}: the model has no drift baseline")
-        if not drift["drifted"]:
-            raise AirflowSkipException(f"no drift on {run_date} (report: {drift['report']})")
-        extra = {"run_date": run_date, "reasons": drift["reasons"], "report": drift["report"]}
-        get_current_context()["outlet_events"][asset].extra = extra
-        for reason in drift["reasons"]:
-            print(f"drift on {run_date}: {reason}")
-        return extra
 
-    return check(run_date=RUN_DATE)
+def spark_job_per_day(job: str, days: Any, *, task_id: str, args: list[str] | None = None, **kwargs: Any) -> Any:
+    """One mapped task per item of ``days`` (another task's list of ``{"day": ...}``), each
+    spark-submitting ``jobs/<job>.py --run-date <day> <args>``; the UI names each by its day."""
+    return PipelineSparkSubmitOperator.partial(
+        task_id=task_id, map_index_template="{{ task.application_args[1] }}", **_submit_kwargs(job), **kwargs,
+    ).expand(application_args=days.map(_day_args(list(args or []))))

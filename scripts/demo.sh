@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The README's first command (`make demo`): land the example data, run the training pipeline and
-# then the scoring pipeline through Airflow, and print what came out. Re-running is safe: every
-# step replaces its own outputs, and each training run registers one more model version.
+# The README's first command (`make demo`): land the example data, then run the three pipelines
+# through Airflow as the scheduler would chain them: ingest the days (validate + features), train
+# and register a model on them, score the day after. Each task's progress lines are shown as they
+# happen. Re-running is safe: every step replaces its own outputs, and each training run registers
+# one more model version.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 TRAIN_DATE="${TRAIN_DATE:-2013-01-28}"
 SCORE_DATE="${SCORE_DATE:-2013-01-29}"
+# Ingest the training window and the scored day in one run: 2013-01-01..SCORE_DATE.
+INGEST_DAYS=$(( ($(date -u -d "$SCORE_DATE" +%s) - $(date -u -d 2013-01-01 +%s)) / 86400 + 1 ))
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -16,23 +20,25 @@ step "initialising Airflow metadata in $AIRFLOW_HOME (SQLite)"
 airflow db migrate > "$PIPELINE_HOME/airflow-db-migrate.log" 2>&1 \
   || { cat "$PIPELINE_HOME/airflow-db-migrate.log"; exit 1; }
 
+# What each job and task says about itself, as it says it, without Airflow's log prefixes.
+PROGRESS='(jobs(\.[a-z_]+)*: .*|epoch [0-9]+/[0-9]+: .*|[A-Za-z.]*(Error|Failed|Exception): .*|(scoring|(no )?drift on) [0-9]{4}-[0-9]{2}-[0-9]{2}.*|(started by|features ready for|raw [a-z_]+ for|registered [a-z_]+ version) .*|[A-Za-z_]+ version [0-9]+ is the champion now)'
+
 run_dag() {
-  local dag_id=$1 day=$2 log="$PIPELINE_HOME/logs/$1-$2.log"
+  local dag_id=$1 day=$2 conf=$3 log="$PIPELINE_HOME/logs/$1-$2.log"
   mkdir -p "$(dirname "$log")"
-  step "airflow dags test $dag_id $day (log: $log)"
+  step "airflow dags test $dag_id $day --conf '$conf' (full log: $log)"
   # dags test runs every task for real, in this process, with real spark-submit.
-  airflow dags test "$dag_id" "$day" > "$log" 2>&1 || true
-  # Show what each job said about itself, without Airflow's log prefixes.
-  grep -oE "(jobs\.(validate|features|train|score): .*|epoch [0-9]+/[0-9]+: .*|[A-Za-z.]*(Error|Failed): .*)" "$log" \
-    | sed -E 's/ +\[airflow[^]]*\].*$//' | cut -c1-200 || true
+  airflow dags test "$dag_id" "$day" --conf "$conf" 2>&1 | tee "$log" \
+    | grep --line-buffered -oE "$PROGRESS" | sed -u -E 's/ +\[airflow[^]]*\].*$//; s/ +(loc|source)=[^ ]+$//' || true
   local state
-  state=$(airflow dags state "$dag_id" "$day" 2>/dev/null | tail -n 1)
+  state=$(airflow dags state "$dag_id" "$day" 2>/dev/null | tail -n 1 | cut -d, -f1)  # "success, {conf}"
   [ "$state" = "success" ] || { echo "$dag_id for $day ended in state '$state': see $log"; exit 1; }
   echo "$dag_id for $day: $state"
 }
 
-run_dag train_pipeline "$TRAIN_DATE"
-run_dag score_pipeline "$SCORE_DATE"
+run_dag ingest_pipeline "$SCORE_DATE" "{\"run_date\": \"$SCORE_DATE\", \"days\": $INGEST_DAYS}"
+run_dag train_pipeline "$TRAIN_DATE" "{\"run_date\": \"$TRAIN_DATE\"}"
+run_dag score_pipeline "$SCORE_DATE" "{\"run_date\": \"$SCORE_DATE\"}"
 
 step "summary"
 python -m jobs.summary --run-date "$SCORE_DATE"

@@ -235,6 +235,28 @@ class AirflowServer:
             time.sleep(poll)
 
 
+    def settle(self, dag_ids: list[str], done: Any, timeout: float, poll: float = 5) -> dict[str, list[dict[str, Any]]]:
+        """Wait until no run of ``dag_ids`` is unfinished and ``done(runs by DAG)`` holds; return the runs.
+
+        Runs that other DAGs' Asset events start count too: the wait ends when the chain has come
+        to rest. Any failed try fails the wait at once, with the runs' task states and its log.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            runs = {dag_id: self.dag_runs(dag_id) for dag_id in dag_ids}
+            for dag_id in dag_ids:
+                if any(ti["state"] in FAILED_TASK_STATES for ti in self.task_instances(dag_id)):
+                    raise AirflowError(f"a run of {dag_id} failed:\n{self.describe(dag_id)}")
+            resting = all(r["state"] in TERMINAL_RUN_STATES for found in runs.values() for r in found)
+            if resting and done(runs):
+                return runs
+            if time.monotonic() > deadline:
+                described = "\n".join(self.describe(dag_id) for dag_id in dag_ids)
+                raise AirflowError(f"{dag_ids} did not come to rest within {timeout:.0f} s\n{described}")
+            time.sleep(poll)
+
+
 def _descendants(procs: list[subprocess.Popen]) -> list[Any]:
     import psutil
 

@@ -1,10 +1,13 @@
-"""A backfill through a running Airflow (scheduler, DAG processor, API server), not ``dag.test()``.
+"""The pipeline as a running Airflow operates it (scheduler, DAG processor, API server as real
+processes, not ``dag.test()``): a backfill of the ingest DAG created through the REST API the way a
+person would (``POST /api/v2/backfills``), scoring started by the ``features`` Asset for every
+ingested day, and a day that drifts starting a retraining run by itself through the
+``scoring_drift`` Asset. Every task is a real spark-submit.
 
-The backfill is created with the REST API the way a person would (``POST /api/v2/backfills``),
-and the scheduler runs it: every task a real spark-submit. It works on a lake and an MLflow store
-of its own (a copy of the session lake's raw and validated zones, and a fresh SQLite store with a
-champion trained here), because ``tests/test_e2e.py`` expects the session's store to hold only
-its own model and the session's predictions zone only its own day.
+It works on a lake and an MLflow store of its own (a copy of the session lake's raw and validated
+zones, with the last day's raw flights made to drift, and a fresh SQLite store with a champion
+trained here), because ``tests/test_e2e.py`` expects the session's store to hold only its own
+model and the session's predictions zone only its own day.
 """
 
 from __future__ import annotations
@@ -20,17 +23,17 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from jobs.lake import partition_day, partition_name
+from jobs.lake import DRIFT_REPORT, partition_day, partition_name
 from tests.airflow_server import running_airflow
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[1]
-DAG_ID = "score_pipeline"
-TRAIN_DATE = dt.date(2013, 1, 7)  # trains on 01-01..01-05, evaluates on 01-06..01-07
+DAGS = ["ingest_pipeline", "score_pipeline", "train_pipeline"]
+TRAIN_DATE = dt.date(2013, 1, 7)  # the first champion: trains on 01-01..01-05, evaluates on 01-06..01-07
 DAYS = [dt.date(2013, 1, 8), dt.date(2013, 1, 9), dt.date(2013, 1, 10)]
+DRIFT_DAY = DAYS[-1]  # its flights arrive with every distance four times too long
 KEYS = ["carrier", "flight", "origin", "sched_dep_time"]
-STAGES = ["validate_raw", "build_features", "score_batch"]  # every run must have done these
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +48,7 @@ def backfill_env(lake, spark, tmp_path_factory):
     own = Lake(str(home / "lake"))
     for zone in ("raw", "validated"):
         shutil.copytree(f"{lake.root}/{zone}", f"{own.root}/{zone}")
+    _make_drift(own.raw_file("flights", DRIFT_DAY))
     raw = yaml.safe_load((REPO / "jobs/pipeline.yaml").read_text())
     raw["train"].update(train_days=5, holdout_days=2, epochs=2)
     raw["validation"]["great_expectations"] = False  # tested on its own; here it only adds time
@@ -67,6 +71,14 @@ def backfill_env(lake, spark, tmp_path_factory):
     mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
 
 
+def _make_drift(path: str) -> None:
+    """Rewrite a day's raw flights (in this test's own copy) with every distance times four:
+    still valid rows, but a distribution the champion never saw."""
+    flights = pd.read_csv(path, dtype=str, keep_default_na=False)
+    flights["distance"] = [str(float(value) * 4) for value in flights["distance"]]
+    flights.to_csv(path, index=False)
+
+
 def _train_champion(lake):
     """Build the training window's features and train with the real jobs, in this process.
 
@@ -82,40 +94,69 @@ def _train_champion(lake):
     return champion_version(load_config().train.model_name)
 
 
-def test_a_backfill_over_three_days_writes_three_prediction_partitions(backfill_env, tmp_path):
+def _retrained(runs: dict[str, list[dict]]) -> bool:
+    """The chain has done its work: three ingest runs and a retraining finished."""
+    return len(runs["ingest_pipeline"]) == len(DAYS) and any(r["state"] == "success" for r in runs["train_pipeline"])
+
+
+def test_backfilled_days_are_scored_and_a_drifting_day_starts_a_retraining(backfill_env, tmp_path):
     env, lake, champion = backfill_env
+    from jobs.config import load_config
+    from jobs.tracking import client
+
     with running_airflow(tmp_path, env) as airflow:
-        airflow.wait_for_dag(DAG_ID)
-        airflow.unpause(DAG_ID)  # the scheduler starts no run, backfills included, of a paused DAG
+        for dag_id in DAGS:
+            airflow.wait_for_dag(dag_id)
+            airflow.unpause(dag_id)  # the scheduler starts no run, backfills included, of a paused DAG
         # The range names logical dates, both ends included: one run per day of DAYS.
-        planned = airflow.backfill(DAG_ID, DAYS[0], DAYS[-1], dry_run=True)
+        planned = airflow.backfill("ingest_pipeline", DAYS[0], DAYS[-1], dry_run=True)
         assert [b["logical_date"][:10] for b in planned["backfills"]] == [d.isoformat() for d in DAYS]
-
-        backfill = airflow.backfill(DAG_ID, DAYS[0], DAYS[-1], max_active_runs=len(DAYS))
-        assert (backfill["dag_id"], backfill["max_active_runs"]) == (DAG_ID, len(DAYS)), backfill
+        backfill = airflow.backfill("ingest_pipeline", DAYS[0], DAYS[-1], max_active_runs=1)
+        assert backfill["dag_id"] == "ingest_pipeline", backfill
         # Bounded, with room for a shared 2-core machine: failed tries end the wait at once anyway.
-        runs = airflow.wait_for_runs(DAG_ID, count=len(DAYS), timeout=900)
+        runs = airflow.settle(DAGS, _retrained, timeout=1500)
+        states = {dag_id: airflow.task_instances(dag_id) for dag_id in DAGS}
 
-        assert [r["logical_date"][:10] for r in runs] == [d.isoformat() for d in DAYS]
-        assert {(r["run_type"], r["state"]) for r in runs} == {("backfill", "success")}
-        states = {(ti["dag_run_id"], ti["task_id"]): ti["state"] for ti in airflow.task_instances(DAG_ID)}
-        for run in runs:
-            assert all(states[run["dag_run_id"], task] == "success" for task in STAGES), states
-        assert set(states.values()) <= {"success", "skipped"}, states  # e.g. a check with nothing to report
-
-    for day, run in zip(DAYS, runs, strict=True):
+    ingest = runs["ingest_pipeline"]
+    assert [r["logical_date"][:10] for r in ingest] == [d.isoformat() for d in DAYS]
+    assert {(r["run_type"], r["state"]) for r in ingest} == {("backfill", "success")}
+    for day, run in zip(DAYS, ingest, strict=True):
         # the day was validated by this backfill's run (its run id is in the report), not by anything earlier
         report = json.loads(Path(lake.validation_report(day, 1)).read_text())
         assert report["run_id"] == run["dag_run_id"] and report["success"], report["run_id"]
 
+    # scoring followed the features Asset: every run started by an event, every day scored once at least
+    assert {(r["run_type"], r["state"]) for r in runs["score_pipeline"]} == {("asset_triggered", "success")}
+    mlflow_client = client()
+    name = load_config().train.model_name
+    now = mlflow_client.get_model_version_by_alias(name, "champion")
+    for day in DAYS:
         flights = pd.read_csv(lake.raw_file("flights", day))
         predictions = pq.read_table(lake.partition(lake.predictions, day)).to_pandas()
         assert len(predictions) == len(flights), day  # one row per input flight
         assert not predictions.duplicated(KEYS).any(), day
         assert sorted(map(tuple, predictions[KEYS].to_numpy())) == sorted(map(tuple, flights[KEYS].to_numpy()))
-        assert set(predictions["model_version"]) == {champion.version}, day
-        assert set(predictions["model_run_id"]) == {champion.run_id}, day
         assert predictions["probability"].between(0.0, 1.0).all(), day
-    # nothing but the backfilled days was scored (no scheduled run for "yesterday")
+        # the last model to be champion scored the drifted day again; the other days kept the first
+        expected = now.version if day == DRIFT_DAY else champion.version
+        assert set(predictions["model_version"]) == {expected}, day
     written = sorted(p.name for p in Path(lake.predictions).iterdir() if partition_day(p.name) is not None)
-    assert written == [partition_name(d) for d in DAYS]
+    assert written == [partition_name(d) for d in DAYS]  # nothing but the ingested days was scored
+
+    # the drifted day started exactly one retraining, which says so, on the window ending that day
+    drift = json.loads(Path(lake.report("drift", DRIFT_DAY, DRIFT_REPORT)).read_text())
+    assert drift["drifted"] and any("distance" in reason for reason in drift["reasons"]), drift["reasons"]
+    train_runs = runs["train_pipeline"]
+    assert [(r["run_type"], r["state"]) for r in train_runs] == [("asset_triggered", "success")]
+    versions = {v.version: v for v in mlflow_client.search_model_versions(f"name = '{name}'")}
+    assert len(versions) == 2
+    retrained = max(versions.values(), key=lambda v: int(v.version))
+    assert retrained.tags["run_date"] == DRIFT_DAY.isoformat()
+    started_by = mlflow_client.get_run(retrained.run_id).data.tags["started_by"]
+    assert started_by.startswith(f"drift on {DRIFT_DAY}") and "distance" in started_by, started_by
+    # a promoted retraining re-scored the drifted day, whose drift then started no second retraining
+    checks = [ti for ti in states["score_pipeline"] if ti["task_id"] == "check_drift"]
+    promoted = retrained.tags["gate_decision"] == "promoted"
+    assert now.version == (retrained.version if promoted else champion.version)
+    assert sum(ti["state"] == "success" for ti in checks) == 1  # the one event for DRIFT_DAY
+    assert len(runs["score_pipeline"]) >= (2 if promoted else 1)

@@ -1,4 +1,6 @@
-"""Both DAGs run through Airflow (``dag.test()``), every task a real spark-submit, on real days.
+"""The three DAGs run through Airflow (``dag.test()``) as the scheduler chains them, every task a
+real spark-submit, on real days: ingest a window, train on it, score the day after; the Asset events
+each DAG emits are read back from Airflow's metadata DB, where the scheduler finds them.
 
 The training window is shortened (5 training days, 2 holdout days, 2 epochs) through a config
 file passed to the jobs with PIPELINE_CONFIG; everything else is the embedded default.
@@ -54,13 +56,37 @@ def dags(airflow_env):
     return bag.dags
 
 
-def _run(dag, day: dt.date):
+def _run(dag, day: dt.date, **conf):
+    """Trigger ``dag`` for ``day`` with ``run_date`` and ``conf`` as a person would from the UI."""
     import pendulum
 
-    run = dag.test(logical_date=pendulum.datetime(day.year, day.month, day.day, tz="UTC"))
+    run = dag.test(logical_date=pendulum.datetime(day.year, day.month, day.day, tz="UTC"),
+                   run_conf={"run_date": day.isoformat(), **conf})
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert run.state == "success", states
     return states
+
+
+def _asset_events(name: str) -> list[dict]:
+    """The ``extra`` of every event of the Asset ``name``, oldest first."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        query = select(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+        return [event.extra for event in session.scalars(query.where(AssetModel.name == name).order_by(AssetEvent.id))]
+
+
+def _consumers(name: str) -> set[str]:
+    """The DAGs the scheduler starts on an event of the Asset ``name`` (once they are unpaused)."""
+    from airflow.models.asset import AssetModel, DagScheduleAssetReference
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        query = select(DagScheduleAssetReference.dag_id).join(AssetModel)
+        return set(session.scalars(query.where(AssetModel.name == name)))
 
 
 def _xcoms(dag_id: str, task_id: str) -> dict:
@@ -76,12 +102,23 @@ def _xcoms(dag_id: str, task_id: str) -> dict:
         return {row.key: row.value for row in rows}
 
 
-def test_train_then_score_through_airflow(dags, airflow_env, config):
+def test_ingest_train_score_through_airflow(dags, airflow_env, config):
     lake = airflow_env
     from jobs.tracking import client
 
+    # ingest the training window and the scored day in one run: the only writer of features/
+    window = (SCORE_DATE - dt.date(2013, 1, 1)).days + 1
+    states = _run(dags["ingest_pipeline"], SCORE_DATE, days=window)
+    assert states == {"wait_for_raw": "success", "validate_raw": "success", "build_features": "success",
+                      "publish_features": "success"}
+    days = [(dt.date(2013, 1, 1) + dt.timedelta(days=n)).isoformat() for n in range(window)]
+    assert [event["days"] for event in _asset_events("features")] == [days]
+    assert _consumers("features") == {"score_pipeline"}  # the scheduler scores them next
+    written = sorted(p.name for p in Path(lake.features).iterdir() if partition_day(p.name) is not None)
+    assert written == [partition_name(dt.date.fromisoformat(d)) for d in days]
+
     states = _run(dags["train_pipeline"], TRAIN_DATE)
-    assert states == {"validate_raw": "success", "build_features": "success", "train_model": "success"}
+    assert states == {"plan_training": "success", "train_model": "success", "publish_champion": "success"}
 
     mlflow_client = client()
     versions = mlflow_client.search_model_versions(f"name = '{config.train.model_name}'")
@@ -109,22 +146,29 @@ def test_train_then_score_through_airflow(dags, airflow_env, config):
     assert version.tags["gate_decision"] == "promoted"
 
     assert "drift/baseline.json" in {a.path for a in mlflow_client.list_artifacts(version.run_id, "drift")}
+    # the run says who started it; the promotion updated the champion Asset, which scoring follows
+    assert run.data.tags["started_by"] == f"a person: run_date {TRAIN_DATE}"
+    assert [(e["run_date"], e["model_version"]) for e in _asset_events("champion_model")] == [
+        (TRAIN_DATE.isoformat(), str(version.version))]
+    assert _consumers("champion_model") == {"score_pipeline"} and _consumers("scoring_drift") == {"train_pipeline"}
+    # training read the window's features and wrote none (the ingest run's files are untouched)
+    assert sorted(p.name for p in Path(lake.features).iterdir() if partition_day(p.name) is not None) == written
 
     states = _run(dags["score_pipeline"], SCORE_DATE)
     # a normal day: no drift, so no Asset event (the check is skipped)
-    assert states == {"validate_raw": "success", "build_features": "success", "score_batch": "success",
-                      "check_drift": "skipped"}
+    assert states == {"plan_scoring": "success", "score_batch": "success", "check_drift": "skipped"}
+    assert _asset_events("scoring_drift") == []
     drift = json.loads(Path(lake.report("drift", SCORE_DATE, DRIFT_REPORT)).read_text())
     assert drift["model_version"] == str(version.version) and not drift["drifted"]
     assert Path(lake.report("drift", SCORE_DATE, DRIFT_PLOT)).stat().st_size > 0
     # validation reported the day with the Airflow run's id, and accounted for every row
-    report = json.loads(Path(lake.validation_report(SCORE_DATE, 1)).read_text())
+    report = json.loads(Path(lake.validation_report(SCORE_DATE, window)).read_text())
     assert report["success"] and report["written"] and report["run_id"] != f"manual__{SCORE_DATE}"
     tables = {t["table"]: t for t in report["tables"]}
     assert set(tables) == {"flights", "weather", "planes", "airports", "airlines"}
     day = tables["flights"]["partitions"][SCORE_DATE.isoformat()]
     assert day["rows_in"] == day["written_validated"] + day["written_quarantined"]
-    assert Path(lake.validation_report(SCORE_DATE, 1, VALIDATION_PAGE)).exists()
+    assert Path(lake.validation_report(SCORE_DATE, window, VALIDATION_PAGE)).exists()
 
     flights = pd.read_csv(lake.raw_file("flights", SCORE_DATE))
     predictions = pq.read_table(lake.partition(lake.predictions, SCORE_DATE)).to_pandas()

@@ -31,10 +31,10 @@ class TrainingRun:
 
 
 def open_run(lake: Lake, run_date: dt.date, experiment: str, params: dict[str, Any], pre: Preprocessor,
-             epochs: int) -> TrainingRun:
+             epochs: int, tags: dict[str, str] | None = None) -> TrainingRun:
     """The run to log to: the one an earlier attempt of this very training (same parameters and
     preprocessor) opened and did not finish, resumed from its checkpoints; else a new run with
-    ``params`` logged (and the git commit as MLflow's source tag)."""
+    ``params`` logged (and the git commit as MLflow's source tag) and ``tags`` set."""
     from jobs.lake import CHECKPOINT_RUN
     from jobs.storage import write_json
     from jobs.tracking import client, ensure_experiment, run_link
@@ -51,7 +51,8 @@ def open_run(lake: Lake, run_date: dt.date, experiment: str, params: dict[str, A
         log.info("resuming MLflow run %s after epoch %s of %s (checkpoint %s)", run_id,
                  checkpointed_epochs(checkpoint_dir), epochs, checkpoint_dir)
     else:
-        run = mlflow_client.create_run(experiment_id, run_name=f"train-{run_date}", tags={"run_date": str(run_date)})
+        run = mlflow_client.create_run(experiment_id, run_name=f"train-{run_date}",
+                                       tags={"run_date": str(run_date), **(tags or {})})
         run_id = run.info.run_id
         for name, value in params.items():
             mlflow_client.log_param(run_id, name, str(value))

@@ -7,8 +7,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from jobs.errors import DataError
 
-class ValidationFailed(RuntimeError):
+
+class ValidationFailed(DataError):
     """A batch check failed: the message names the table, the partition, the check and what was seen."""
 
 

@@ -1,20 +1,35 @@
-"""Every DAG loads, follows the house rules, and wires the task graph its pipeline promises."""
+"""Every DAG loads, follows the house rules, and wires the task graph its pipeline promises: one
+writer per lake zone, every Asset a DAG updates is one another DAG runs on, every knob a param the
+job understands."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
+sys.path.insert(0, str(DAGS_DIR.parent / "plugins"))  # as Airflow puts its plugins folder
 
 EXPECTED_EDGES = {
-    "train_pipeline": {("validate_raw", "build_features"), ("build_features", "train_model")},
-    "score_pipeline": {("validate_raw", "build_features"), ("build_features", "score_batch"),
+    "ingest_pipeline": {("wait_for_raw", "validate_raw"), ("validate_raw", "build_features"),
+                        ("build_features", "publish_features")},
+    "train_pipeline": {("plan_training", "train_model"), ("plan_training", "publish_champion"),
+                       ("train_model", "publish_champion")},
+    "score_pipeline": {("plan_scoring", "score_batch"), ("plan_scoring", "check_drift"),
                        ("score_batch", "check_drift")},
 }
-# Tasks that run in the Airflow worker rather than as Spark jobs: (dag, task) -> the Assets they update.
-WORKER_TASKS = {("score_pipeline", "check_drift"): {"scoring_drift"}}
+# The Spark jobs each DAG runs: validate and features (the writers of validated/ and features/)
+# belong to ingest alone.
+SPARK_JOBS = {"ingest_pipeline": {"validate", "features"}, "train_pipeline": {"train"}, "score_pipeline": {"score"}}
+# Worker tasks that update Assets: (dag, task) -> the Assets.
+OUTLETS = {
+    ("ingest_pipeline", "publish_features"): {"features"},
+    ("score_pipeline", "check_drift"): {"scoring_drift"},
+    ("train_pipeline", "publish_champion"): {"champion_model"},
+}
+SCHEDULED_ON = {"score_pipeline": {"features", "champion_model"}, "train_pipeline": {"scoring_drift"}}
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +56,11 @@ def test_house_rules(dag_bag, dag_id):
     assert dag.doc_md and dag.doc_md.strip(), "the module docstring is the DAG's doc_md"
     assert dag.schedule is not None, "an explicit schedule"
     assert dag.catchup is False, "catchup chosen on purpose"
+    assert dag.max_active_runs == 1, "two runs of a DAG never write the same partition at once"
     assert "run_date" in dag.params
     for task in dag.tasks:
         assert task.owner and task.owner != "airflow", f"{task.task_id} has an owner"
-        assert task.retries >= 1, f"{task.task_id} retries"
+        assert task.retries >= 2 and task.retry_exponential_backoff, f"{task.task_id} retries with backoff"
 
 
 @pytest.mark.parametrize("dag_id", sorted(EXPECTED_EDGES))
@@ -55,18 +71,41 @@ def test_task_graph(dag_bag, dag_id):
 
 
 @pytest.mark.parametrize("dag_id", sorted(EXPECTED_EDGES))
-def test_tasks_are_spark_jobs_with_an_explicit_run_date(dag_bag, dag_id):
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+def test_one_writer_per_zone_and_every_spark_task_fails_data_errors_without_retry(dag_bag, dag_id):
+    from spark_jobs import PipelineSparkSubmitOperator
 
+    jobs = set()
     for task in dag_bag.dags[dag_id].tasks:
-        if (dag_id, task.task_id) in WORKER_TASKS:
-            assert {asset.name for asset in task.outlets} == WORKER_TASKS[dag_id, task.task_id]
-            assert "params.run_date" in task.op_kwargs["run_date"]
-            continue
-        assert isinstance(task, SparkSubmitOperator)
-        assert Path(task.application).is_file()
-        args = task.application_args
-        assert args[0] == "--run-date" and "params.run_date" in args[1]
+        operator = getattr(task, "operator_class", type(task))  # a mapped task names its class
+        if issubclass(operator, PipelineSparkSubmitOperator):
+            application = task.application if hasattr(task, "application") else task.partial_kwargs["application"]
+            assert Path(application).is_file()
+            jobs.add(Path(application).stem)
+    assert jobs == SPARK_JOBS[dag_id]
+
+
+def _asset_names(condition) -> set[str]:
+    """The Assets named in a schedule's condition (an Asset, or any/all of conditions)."""
+    if hasattr(condition, "objects"):
+        return set().union(*(_asset_names(part) for part in condition.objects))
+    return {condition.name}
+
+
+def test_every_asset_a_dag_updates_starts_another_dag(dag_bag):
+    outlets = {(dag_id, task.task_id): {a.name for a in task.outlets}
+               for dag_id, dag in dag_bag.dags.items() for task in dag.tasks if task.outlets}
+    assert outlets == OUTLETS
+    conditions = {dag_id: getattr(dag.timetable, "asset_condition", None) for dag_id, dag in dag_bag.dags.items()}
+    scheduled = {dag_id: _asset_names(condition) for dag_id, condition in conditions.items() if condition is not None}
+    assert scheduled == SCHEDULED_ON
+    assert set().union(*OUTLETS.values()) == set().union(*SCHEDULED_ON.values())
+
+
+def test_training_runs_weekly_or_on_drift(dag_bag):
+    from airflow.sdk import AssetOrTimeSchedule
+
+    timetable = dag_bag.dags["train_pipeline"].timetable
+    assert isinstance(timetable, AssetOrTimeSchedule) and timetable.can_be_scheduled
 
 
 def test_no_connection_access_at_parse_time(monkeypatch):
@@ -82,16 +121,52 @@ def test_no_connection_access_at_parse_time(monkeypatch):
     assert bag.import_errors == {}
 
 
-@pytest.mark.parametrize("precision", [None, "bf16"])
-def test_the_training_precision_param_reaches_the_job(dag_bag, precision):
-    """The param renders to an argument the train job parses: empty (the config's) or the choice."""
+def _render(args: list, params: dict) -> list[str]:
     import jinja2
 
-    from jobs.config import PRECISIONS, optional_choice
+    env = jinja2.Environment()
+    return [env.from_string(a).render(params=params) if isinstance(a, str) else "2013-01-28" for a in args]
+
+
+def test_every_training_param_reaches_the_job_as_the_setting_it_names(dag_bag):
+    """Filled in, each param renders to an option the train job parses into its config; the
+    trigger form validates them by their schema."""
+    from jobs.train import parse_args
 
     dag = dag_bag.dags["train_pipeline"]
-    assert set(dag.params.get_param("precision").schema["enum"]) == {None, *PRECISIONS}
-    args = dag.get_task("train_model").application_args
-    rendered = [jinja2.Template(a).render(params={"precision": precision, "run_date": "2013-01-28"}) for a in args]
-    value = rendered[rendered.index("--precision") + 1]
-    assert optional_choice(PRECISIONS)(value) == precision
+    values = {"train_days": 14, "holdout_days": 3, "epochs": 2, "learning_rate": 0.01, "num_processes": 1,
+              "use_gpu": True, "precision": "bf16", "promotion_metric": "log_loss", "promotion_margin": 0.01}
+    assert set(dag.params) == {"run_date", *values}
+    for name, value in values.items():
+        dag.params.get_param(name).resolve(value)  # valid per the trigger form's schema
+    args = _render(dag.get_task("train_model").application_args, values)
+    parsed = parse_args(args)
+    train = parsed.config.train
+    assert {name: getattr(train, name) for name in values if name != "num_processes"} == {
+        k: v for k, v in values.items() if k != "num_processes"}
+    assert parsed.num_processes == 1 and parsed.started_by == "2013-01-28"
+
+
+def test_training_params_left_empty_keep_the_config(dag_bag, config):
+    from jobs.train import parse_args
+
+    dag = dag_bag.dags["train_pipeline"]
+    parsed = parse_args(_render(dag.get_task("train_model").application_args, dict.fromkeys(dag.params)))
+    assert parsed.config.train == config.train and parsed.num_processes is None
+
+
+@pytest.mark.parametrize(("name", "bad"), [("epochs", 0), ("learning_rate", 0), ("precision", "fp8"),
+                                           ("promotion_metric", "accuracy"), ("train_days", "7")])
+def test_the_trigger_form_refuses_a_bad_value(dag_bag, name, bad):
+    from airflow.sdk.exceptions import ParamValidationError
+
+    with pytest.raises(ParamValidationError):
+        dag_bag.dags["train_pipeline"].params.get_param(name).resolve(bad)
+
+
+def test_ingest_takes_a_window_the_jobs_understand(dag_bag):
+    dag = dag_bag.dags["ingest_pipeline"]
+    assert dag.params.get_param("days").resolve(29) == 29
+    for task_id in ("validate_raw", "build_features"):
+        args = _render(dag.get_task(task_id).application_args, {"run_date": "2013-01-29", "days": 29})
+        assert args[:2] == ["--run-date", "2013-01-29"] and args[args.index("--days") + 1] == "29"

@@ -61,7 +61,8 @@ def test_each_job_parses_its_own_typed_options():
     from jobs.train import TrainArgs, parse_args
 
     args = parse_args(["--run-date", "2013-01-28", "--use-gpu", "true", "--precision", "bf16", "--lake-root", "/l"])
-    assert isinstance(args, TrainArgs) and args.use_gpu is True and args.precision == "bf16"
-    assert args.num_processes is None and args.local_mode is None  # the config's
+    # an override becomes the run's train.* setting; what is not given stays the config's
+    assert isinstance(args, TrainArgs) and args.config.train.use_gpu is True and args.config.train.precision == "bf16"
+    assert args.num_processes is None and args.config.train.local_mode == load_config().train.local_mode
     assert args.lake == Lake("/l") and args.run_date == dt.date(2013, 1, 28)
     assert not hasattr(args, "days")

@@ -1,0 +1,69 @@
+"""Retries that mean something, through Airflow (``dag.test()``) and a real spark-submit: a job that
+fails on its data fails its task at once with the job's message; any other failure is retried."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "plugins"))  # as Airflow puts its plugins folder
+
+DATA_ERROR = """
+from jobs.errors import DataError, run_job
+
+def main():
+    raise DataError("no raw flights for 2013-02-30: land the day first")
+
+run_job(main)
+"""
+FAULT = """
+import sys
+sys.exit(3)  # e.g. a lost executor: another try may well work
+"""
+
+
+@pytest.fixture(scope="module")
+def airflow_db():
+    from airflow.utils.db import upgradedb
+
+    upgradedb()
+
+
+DAG_FILE = """
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import DAG
+from spark_jobs import DEFAULT_ARGS, PipelineSparkSubmitOperator
+
+args = {**DEFAULT_ARGS, "retries": 1, "retry_delay": timedelta(0), "retry_exponential_backoff": 0}
+with DAG("retry_semantics", schedule=None, start_date=pendulum.datetime(2013, 1, 1, tz="UTC"), default_args=args):
+    for name in ("data_error", "fault"):
+        PipelineSparkSubmitOperator(task_id=name, application=f"{APPS}/{name}.py", conn_id="spark_default")
+"""
+
+
+def test_a_data_error_is_not_retried_and_a_fault_is(airflow_db, tmp_path, monkeypatch, capfd):
+    """A DAG of two tasks that each spark-submit a tiny job, one failing on its data, one not."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    for name, source in {"data_error": DATA_ERROR, "fault": FAULT}.items():
+        (tmp_path / f"{name}.py").write_text(source)
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "retry_semantics.py").write_text(f"APPS = {str(tmp_path)!r}\n{DAG_FILE}")
+    from airflow import settings
+
+    monkeypatch.setattr(settings, "DAGS_FOLDER", str(dags))  # dag.test() syncs its DAG from the dags folder
+    bag = DagBag(dag_folder=str(dags))
+    assert bag.import_errors == {}
+
+    run = bag.dags["retry_semantics"].test()
+    tries = {ti.task_id: (ti.state, ti.try_number) for ti in run.get_task_instances()}
+    assert tries == {"data_error": ("failed", 1), "fault": ("failed", 2)}
+    out = capfd.readouterr()
+    assert ("data_error: DataError: no raw flights for 2013-02-30: land the day first (a data error: not retried)"
+            in out.out + out.err)
