@@ -8,10 +8,10 @@ import datetime as dt
 import os
 import platform
 import tempfile
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmarks.harness import stopwatch
 from jobs.datasets.land_flights import land
 from jobs.lake import Lake
 
@@ -45,16 +45,13 @@ def feature_lake(
 
     no_gx = dataclasses.replace(config, validation=dataclasses.replace(config.validation, great_expectations=False))
     lake = Lake(str(home / "lake"))
-    started = time.perf_counter()
-    land(lake, first, days[-1])
-    setup["land_s"] = time.perf_counter() - started
-    started = time.perf_counter()
-    report = validate(spark, lake, no_gx, days, days[0], "benchmark")
-    assert report.success and report.written, report.summary()
-    setup["validate_s"] = time.perf_counter() - started
-    started = time.perf_counter()
-    write_features(build_features(read_inputs(spark, lake, config, days), config), lake.features)
-    setup["features_s"] = time.perf_counter() - started
+    with stopwatch(setup, "land_s"):
+        land(lake, first, days[-1])
+    with stopwatch(setup, "validate_s"):
+        report = validate(spark, lake, no_gx, days, days[0], "benchmark")
+        assert report.success and report.written, report.summary()
+    with stopwatch(setup, "features_s"):
+        write_features(build_features(read_inputs(spark, lake, config, days), config), lake.features)
     return lake
 
 

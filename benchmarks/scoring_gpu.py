@@ -6,9 +6,9 @@ Usage::
                                      [--batches 1024,4096,16384,65536,262144,1048576]
 
 Setup (timed, reported apart): January 2013 is landed into a throw-away lake, validated (without GX)
-and turned into features; the scoring benchmark's model (:func:`benchmarks.scoring.train_model`) is
-logged with ``log_pyfunc``, registered and resolved as the score job resolves it. A day of
-``--rows`` rows is made from January's features (:func:`benchmarks.scoring.scale_up`: bootstrap
+and turned into features; the scoring benchmark's model (:func:`benchmarks.scoring.model.registered_model`)
+is trained, logged with ``log_pyfunc``, registered and resolved as the score job resolves it. A day of
+``--rows`` rows is made from January's features (:func:`benchmarks.scaling.scale_up`: bootstrap
 resamples with the continuous inputs jittered) as one day's partition, one file in row groups of
 262,144 rows.
 
@@ -38,38 +38,39 @@ rows run (a smoke run of the same code).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime as dt
-import logging
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmarks.common import feature_lake, machine, throwaway_home
-from benchmarks.harness import best_of, markdown_table, write_results
-from benchmarks.scoring import (
-    Scale,
-    arrow_dataset,
-    log_model,
-    one_partition,
-    scale_up,
-    train_model,
-    write_predictions,
+from benchmarks.harness import (
+    Line,
+    arguments,
+    best_of,
+    comma_list,
+    line_plot,
+    markdown_table,
+    start,
+    stopwatch,
+    write_results,
 )
+from benchmarks.scaling import one_partition, scale_up
+from benchmarks.scoring.baseline import arrow_dataset, encode_arrow
+from benchmarks.scoring.model import registered_model
+from benchmarks.scoring.scales import DAY, Scale
+from benchmarks.scoring.spark import ARROW_BATCH, DEFAULT_ARROW_BATCH, write_predictions
 from jobs.config import days_ending, load_config
 from jobs.datasets.land_flights import FIRST_DAY
 from jobs.lake import partition_name
 
 JANUARY = days_ending(dt.date(2013, 1, 31), 31)
-DAY = dt.date(2013, 7, 1)
 ROW_GROUP = 262144
-DEFAULT_ARROW_BATCH = 10000
 PCIE_PROBE_BYTES = 256 << 20
 
 
@@ -85,8 +86,6 @@ def pcie_bytes_per_s(repeat: int) -> float:
 
 def encoded_host_arrays(pre: Any, table: Any) -> list[np.ndarray]:
     """What Spark hands the score job's prediction function: int32 codes, then float32 z-scores."""
-    from benchmarks.scoring import encode_arrow
-
     cats, nums = encode_arrow(pre, table)
     return [*(np.ascontiguousarray(cats[:, j], dtype=np.int32) for j in range(cats.shape[1])),
             *(np.ascontiguousarray(nums[:, j]) for j in range(nums.shape[1]))]
@@ -150,7 +149,7 @@ def job_rows(spark: Any, config: Any, ref: Any, load_uri: str, pre: dict[str, An
         variants.insert(1, ("score job, GPU", True, config.score.gpu_batch_size, config.score.gpu_batch_size, pre))
     results = []
     for name, use_gpu, batch_size, arrow_batch, preprocessor in variants:
-        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(arrow_batch))
+        spark.conf.set(ARROW_BATCH, str(arrow_batch))
         predictions = score_features(features, spec, ref, load_uri, batch_size, DAY, use_gpu, preprocessor)
         target = str(out / name.replace(" ", "_").replace(",", ""))
         seconds = best_of(repeat, lambda p=predictions, t=target: write_predictions(p, t))
@@ -170,26 +169,19 @@ def probabilities(spark: Any, path: str) -> np.ndarray:
 
 
 def plot(functions: list[dict[str, Any]], bound_rows_per_s: float | None, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for (stage, device), group in sorted(group_by(functions).items()):
-        ax.plot([r["batch"] for r in group], [r["rows_per_s"] for r in group], marker="o",
-                linestyle="-" if device == "cuda" else "--", label=f"{stage}, {device}")
-    if bound_rows_per_s:
-        ax.axhline(bound_rows_per_s, color="black", linewidth=1, label="PCIe bound (pinned copy rate / row bytes)")
-    ax.set(xscale="log", yscale="log", xlabel="rows per call (batch size)", ylabel="rows/s",
-           title="Scoring throughput against batch size")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    """Rows/s against batch size, log-log: a line per stage and device (the CPU's dashed), and the
+    PCIe bound where there is one."""
+    line_plot(
+        path,
+        [Line(f"{stage}, {device}", [r["batch"] for r in group], [r["rows_per_s"] for r in group],
+              dashed=device != "cuda") for (stage, device), group in sorted(group_by(functions).items())],
+        xlabel="rows per call (batch size)", ylabel="rows/s", title="Scoring throughput against batch size", log=True,
+        levels={"PCIe bound (pinned copy rate / row bytes)": bound_rows_per_s} if bound_rows_per_s else None,
+    )
 
 
 def group_by(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The rows with a batch size, per (stage, device)."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         if "batch" in r:
@@ -198,19 +190,15 @@ def group_by(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str,
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--out", default="benchmarks/results")
+    parser = arguments(__doc__, repeat=3)
     parser.add_argument("--rows", type=int, default=10_000_000, help="rows of the big day")
-    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--batches", default="1024,4096,16384,65536,262144,1048576")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = start(args.out)
     home = throwaway_home("bench-scoring-gpu-")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers need this interpreter's packages
     try:
-        run(home, out, args.rows, args.repeat, sorted(int(b) for b in args.batches.split(",")))
+        run(home, out, args.rows, args.repeat, sorted(comma_list(args.batches, int)))
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
@@ -234,20 +222,17 @@ def run(home: Path, out: Path, big_rows: int, repeat: int, batches: list[int]) -
         "spark.sql.files.maxPartitionBytes": str(16 << 20),
     })
     lake = feature_lake(spark, home, config, FIRST_DAY, JANUARY, setup)
-    started = time.perf_counter()
-    net, preprocessor, hyper, frame = train_model(spark, lake, config)
-    ref, load_uri = log_model(net, preprocessor, hyper, frame, config.train.model_name)
-    setup["train_and_log_s"] = time.perf_counter() - started
+    with stopwatch(setup, "train_and_log_s"):
+        preprocessor, hyper, ref, load_uri = registered_model(spark, lake, config)
 
-    started = time.perf_counter()
-    january_rows = sum(pq.ParquetFile(f).metadata.num_rows for f in Path(lake.features).rglob("*.parquet"))
     spread, root = str(home / "spread"), str(home / "big-day")
-    scale_up(lake.features, spread, big_rows / january_rows, config.features.numeric, seed=config.train.seed)
-    one_partition(spread, root, DAY)
-    shutil.rmtree(spread)
-    big = next(Path(root).rglob("*.parquet"))
-    pq.write_table(pq.read_table(big), big, row_group_size=ROW_GROUP, compression="snappy")
-    setup["generate_big_day_s"] = time.perf_counter() - started
+    with stopwatch(setup, "generate_big_day_s"):
+        january_rows = sum(pq.ParquetFile(f).metadata.num_rows for f in Path(lake.features).rglob("*.parquet"))
+        scale_up(lake.features, spread, big_rows / january_rows, config.features.numeric, seed=config.train.seed)
+        one_partition(spread, root, DAY)
+        shutil.rmtree(spread)
+        big = next(Path(root).rglob("*.parquet"))
+        pq.write_table(pq.read_table(big), big, row_group_size=ROW_GROUP, compression="snappy")
 
     table = arrow_dataset(Scale("big", "big", root, [DAY])).to_table().slice(0, max(batches))
     devices = ["cpu", "cuda"] if gpu else ["cpu"]

@@ -43,18 +43,15 @@ run's timings) to ``--out``.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime as dt
-import logging
 import shutil
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from benchmarks.common import feature_lake, machine, throwaway_home
-from benchmarks.harness import markdown_table, write_results
+from benchmarks.harness import Turns, arguments, markdown_table, start, stopwatch, write_results
 from jobs.config import days_ending, load_config
 from jobs.datasets.land_flights import FIRST_DAY
 
@@ -212,17 +209,84 @@ def gpu_conf(use_gpu: bool) -> tuple[int, dict[str, str]]:
     return count, job_gpu_conf(local_mode=True, gpus=count)
 
 
+def contenders(
+    job: dict[str, Any], experiment_id: str, default_threads: int, gpu_batch: int, gpus: int | None,
+) -> list[Contender]:
+    """The plain loop first (the baseline), with one thread and with torch's default threads, train_fn
+    in-process, TorchDistributor with 1 and 2 processes, all with the job's batch size; with ``gpus``
+    (None: no GPU rows) the plain loop on cuda and TorchDistributor on up to that many GPUs, in fp32
+    and bf16, with ``gpu_batch``."""
+    cpu_batch = job["batch_size"]
+
+    def on(batch_size: int, precision: str) -> dict[str, Any]:
+        return {**job, "batch_size": batch_size, "precision": precision}
+
+    cpu = on(cpu_batch, "fp32")
+    entrants = [Contender("plain loop, 1 thread", 1, "cpu", cpu_batch, "fp32", lambda: plain_loop(cpu, "cpu", 1))]
+    if default_threads > 1:
+        entrants.append(Contender(f"plain loop, {default_threads} threads", 1, "cpu", cpu_batch, "fp32",
+                                  lambda: plain_loop(cpu, "cpu", default_threads)))
+    entrants += [
+        Contender("train_fn in-process (no TorchDistributor)", 1, "cpu", cpu_batch, "fp32",
+                  lambda: in_process(cpu, experiment_id)),
+        *[Contender(f"TorchDistributor, {n} process{'es' if n > 1 else ''}", n, "cpu", cpu_batch, "fp32",
+                    lambda n=n: distributed(cpu, experiment_id, n, use_gpu=False)) for n in (1, 2)],
+    ]
+    if gpus is None:
+        return entrants
+    for batch_size, precision in ((cpu_batch, "fp32"), (gpu_batch, "fp32"), (gpu_batch, "bf16")):
+        gpu_job = on(batch_size, precision)
+        entrants.append(Contender("plain loop", 1, "cuda", batch_size, precision,
+                                  lambda j=gpu_job: plain_loop(j, "cuda", 1)))
+    for n in (1, 2):
+        if n > gpus:
+            continue
+        for precision in ("fp32", "bf16"):
+            gpu_job = on(gpu_batch, precision)
+            entrants.append(Contender(
+                f"TorchDistributor, {n} GPU{'s' if n > 1 else ''}", n, "cuda", gpu_batch, precision,
+                lambda n=n, j=gpu_job: distributed(j, experiment_id, n, use_gpu=True)))
+    return entrants
+
+
+def summarize(entrants: list[Contender], runs: dict[int, list[Timing]]) -> list[dict[str, Any]]:
+    """Each contender's best run (the smallest wall time) against the plain loop's, and every run."""
+    rows_seen = {t.train_rows for timings in runs.values() for t in timings}
+    assert len(rows_seen) == 1, f"the contenders trained on different numbers of rows: {sorted(rows_seen)}"
+    best = {i: min(timings, key=lambda t: t.wall_s) for i, timings in runs.items()}
+    baseline = best[0]
+    # One rank on CPU sees the same rows, batches and initial weights as the plain loop, so the same
+    # losses, as long as the plain loop still shuffles like train_fn; the work is the same either way.
+    for i, contender in enumerate(entrants):
+        if contender.processes == 1 and contender.device == "cpu" and not contender.name.startswith("plain"):
+            if abs(best[i].train_loss - baseline.train_loss) > LOSS_TOLERANCE:
+                print(f"note: {contender.name} ended with train loss {best[i].train_loss:.6f}, the plain loop with "
+                      f"{baseline.train_loss:.6f}: their shuffling (or model) differs")
+    results = []
+    for i, contender in enumerate(entrants):
+        t = best[i]
+        results.append({
+            "contender": contender.name, "processes": contender.processes, "device": contender.device,
+            "batch_size": contender.batch_size, "precision": contender.precision,
+            "roc_auc": None if t.roc_auc is None else round(t.roc_auc, 4),
+            "train_rows": t.train_rows, "epochs": len(t.epoch_seconds),
+            "samples_per_s": round(t.samples_per_s), "loop_s": round(t.loop_s, 3), "fixed_s": round(t.fixed_s, 2),
+            "wall_s": round(t.wall_s, 2), "train_loss": round(t.train_loss, 6),
+            "throughput_ratio": round(t.samples_per_s / baseline.samples_per_s, 2),
+            "wall_ratio": round(t.wall_s / baseline.wall_s, 1),
+            "runs": [{"wall_s": r.wall_s, "epoch_seconds": r.epoch_seconds, "train_loss": r.train_loss}
+                     for r in runs[i]],
+        })
+    return results
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--out", default="benchmarks/results")
+    parser = arguments(__doc__)
     parser.add_argument("--days", type=int, default=None, help="window length (default: train + holdout days)")
     parser.add_argument("--epochs", type=int, default=None, help="default: train.epochs")
-    parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--use-gpu", action="store_true", help="also train on the GPU (on a GPU machine)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = start(args.out)
 
     # Rank processes inherit the environment: they log to the same throw-away store.
     home = throwaway_home("bench-training-")
@@ -247,11 +311,10 @@ def main(argv: list[str] | None = None) -> None:
     # The days before the window too, so the row-count band of its first days has trailing days.
     first = max(FIRST_DAY, days[0] - dt.timedelta(days=config.validation.defaults.band_days))
     lake = feature_lake(spark, home, config, first, days, setup)
-    started = time.perf_counter()
-    train_dirs, holdout_dirs = feature_dirs(spark, lake, train_days), feature_dirs(spark, lake, holdout_days)
-    features = spark.read.option("basePath", lake.features).parquet(*train_dirs)
-    pre = fit_preprocessor(features, config.features, cfg.min_category_count)
-    setup["fit_preprocessor_s"] = time.perf_counter() - started
+    with stopwatch(setup, "fit_preprocessor_s"):
+        train_dirs, holdout_dirs = feature_dirs(spark, lake, train_days), feature_dirs(spark, lake, holdout_days)
+        features = spark.read.option("basePath", lake.features).parquet(*train_dirs)
+        pre = fit_preprocessor(features, config.features, cfg.min_category_count)
     experiment_id = ensure_experiment("bench-training")
 
     job = {
@@ -262,69 +325,11 @@ def main(argv: list[str] | None = None) -> None:
         "threads_per_process": 1,
     }
     cpu_batch, gpu_batch = cfg.batch_size, cfg.gpu_batch_size
-
-    def on(batch_size: int, precision: str) -> dict[str, Any]:
-        return {**job, "batch_size": batch_size, "precision": precision}
-
-    cpu = on(cpu_batch, "fp32")
-    contenders = [Contender("plain loop, 1 thread", 1, "cpu", cpu_batch, "fp32", lambda: plain_loop(cpu, "cpu", 1))]
-    if default_threads > 1:
-        contenders.append(Contender(f"plain loop, {default_threads} threads", 1, "cpu", cpu_batch, "fp32",
-                                    lambda: plain_loop(cpu, "cpu", default_threads)))
-    contenders += [
-        Contender("train_fn in-process (no TorchDistributor)", 1, "cpu", cpu_batch, "fp32",
-                  lambda: in_process(cpu, experiment_id)),
-        *[Contender(f"TorchDistributor, {n} process{'es' if n > 1 else ''}", n, "cpu", cpu_batch, "fp32",
-                    lambda n=n: distributed(cpu, experiment_id, n, use_gpu=False)) for n in (1, 2)],
-    ]
-    if args.use_gpu and torch.cuda.is_available():
-        for batch_size, precision in ((cpu_batch, "fp32"), (gpu_batch, "fp32"), (gpu_batch, "bf16")):
-            gpu_job = on(batch_size, precision)
-            contenders.append(Contender("plain loop", 1, "cuda", batch_size, precision,
-                                        lambda j=gpu_job: plain_loop(j, "cuda", 1)))
-        for n in (1, 2):
-            if n > gpus:
-                continue
-            for precision in ("fp32", "bf16"):
-                gpu_job = on(gpu_batch, precision)
-                contenders.append(Contender(
-                    f"TorchDistributor, {n} GPU{'s' if n > 1 else ''}", n, "cuda", gpu_batch, precision,
-                    lambda n=n, j=gpu_job: distributed(j, experiment_id, n, use_gpu=True)))
-
-    for contender in contenders:  # warm-up: imports, page cache, Python and JIT caches
-        contender.run()
-    runs: dict[int, list[Timing]] = {i: [] for i in range(len(contenders))}
-    for _ in range(args.repeat):
-        for i, contender in enumerate(contenders):  # taking turns, so drift on a shared machine hits all
-            runs[i].append(contender.run())
+    use_gpu = args.use_gpu and torch.cuda.is_available()
+    entrants = contenders(job, experiment_id, default_threads, gpu_batch, gpus if use_gpu else None)
+    runs = Turns(args.repeat).measure({i: contender.run for i, contender in enumerate(entrants)})
     spark.stop()
-
-    rows_seen = {t.train_rows for timings in runs.values() for t in timings}
-    assert len(rows_seen) == 1, f"the contenders trained on different numbers of rows: {sorted(rows_seen)}"
-    best = {i: min(timings, key=lambda t: t.wall_s) for i, timings in runs.items()}
-    baseline = best[0]
-    # One rank on CPU sees the same rows, batches and initial weights as the plain loop, so the same
-    # losses, as long as the plain loop still shuffles like train_fn; the work is the same either way.
-    for i, contender in enumerate(contenders):
-        if contender.processes == 1 and contender.device == "cpu" and not contender.name.startswith("plain"):
-            if abs(best[i].train_loss - baseline.train_loss) > LOSS_TOLERANCE:
-                print(f"note: {contender.name} ended with train loss {best[i].train_loss:.6f}, the plain loop with "
-                      f"{baseline.train_loss:.6f}: their shuffling (or model) differs")
-    results = []
-    for i, contender in enumerate(contenders):
-        t = best[i]
-        results.append({
-            "contender": contender.name, "processes": contender.processes, "device": contender.device,
-            "batch_size": contender.batch_size, "precision": contender.precision,
-            "roc_auc": None if t.roc_auc is None else round(t.roc_auc, 4),
-            "train_rows": t.train_rows, "epochs": len(t.epoch_seconds),
-            "samples_per_s": round(t.samples_per_s), "loop_s": round(t.loop_s, 3), "fixed_s": round(t.fixed_s, 2),
-            "wall_s": round(t.wall_s, 2), "train_loss": round(t.train_loss, 6),
-            "throughput_ratio": round(t.samples_per_s / baseline.samples_per_s, 2),
-            "wall_ratio": round(t.wall_s / baseline.wall_s, 1),
-            "runs": [{"wall_s": r.wall_s, "epoch_seconds": r.epoch_seconds, "train_loss": r.train_loss}
-                     for r in runs[i]],
-        })
+    results = summarize(entrants, runs)
     settings = {
         "train_days": [str(train_days[0]), str(train_days[-1]), len(train_days)],
         "holdout_days": [str(holdout_days[0]), str(holdout_days[-1]), len(holdout_days)],
@@ -335,8 +340,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"machine: {host['cpu_count']} CPUs, {host['device']}, torch {host['torch']} "
           f"({default_threads} default threads), pyspark {host['pyspark']}")
     print(f"window: train {train_days[0]}..{train_days[-1]} ({len(train_days)} days), holdout {holdout_days[0]}.."
-          f"{holdout_days[-1]}; {baseline.train_rows:,} labelled training rows, {epochs} epoch{'s' * (epochs != 1)}, "
-          f"batch {cpu_batch} on the CPU, {gpu_batch} on a GPU; best of {args.repeat} after a warm-up")
+          f"{holdout_days[-1]}; {results[0]['train_rows']:,} labelled training rows, "
+          f"{epochs} epoch{'s' * (epochs != 1)}, batch {cpu_batch} on the CPU, {gpu_batch} on a GPU; "
+          f"best of {args.repeat} after a warm-up")
     print()
     print(markdown_table(
         ["contender", "device", "batch", "precision", "samples/s (loop)", "throughput vs plain", "fixed cost",

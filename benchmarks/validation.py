@@ -18,16 +18,13 @@ data findings quote) to ``--out``.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime as dt
 import json
-import logging
 import tempfile
-from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import best_of, markdown_table, write_results
+from benchmarks.harness import arguments, best_of, markdown_table, start, write_results
 from jobs.config import days_ending, load_config
 from jobs.datasets.land_flights import FIRST_DAY, LAST_DAY, land
 from jobs.lake import Lake
@@ -37,13 +34,8 @@ from jobs.validation.schema import raw_paths
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--out", default="benchmarks/results")
-    parser.add_argument("--repeat", type=int, default=2)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    args = arguments(__doc__).parse_args(argv)
+    out = start(args.out)
 
     lake = Lake(tempfile.mkdtemp(prefix="bench-validation-") + "/lake")
     land(lake, FIRST_DAY, LAST_DAY)
