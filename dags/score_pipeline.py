@@ -10,6 +10,7 @@ training window (`reports/drift/date=D/`). When *D* drifted, `check_drift` updat
 `scoring_drift` Asset, which starts `train_pipeline`; a day scored again after the retraining its
 own drift started does not start another.
 
+Before any model is champion (a new deployment ingests first) the run is skipped, saying so.
 It reads `features/` and never writes it. **Trigger** from the UI with `{"run_date": "2013-01-29"}`
 to score one day whose features exist (a missing day fails at once, saying how to ingest it).
 """

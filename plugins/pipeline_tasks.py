@@ -176,6 +176,13 @@ def plan_scoring(*, features: Asset = FEATURES, champion: Asset = CHAMPION) -> A
             )
         if missing := missing_feature_days(Lake.at(), [dt.date.fromisoformat(d["day"]) for d in days]):
             raise AirflowFailException(f"no features for {', '.join(map(str, missing))}: {ingest_hint(missing)}")
+        from jobs.config import load_config
+        from jobs.tracking import NoModelError, champion_version
+
+        try:  # a new deployment ingests before any model exists: nothing to score with yet
+            champion_version(load_config().train.model_name)
+        except NoModelError as err:
+            raise AirflowSkipException(f"not scoring {', '.join(d['day'] for d in days)}: {err}") from err
         for item in days:
             why = "again, with the new champion" if item["after_retraining"] else "new features"
             print(f"scoring {item['day']} ({why})")

@@ -24,6 +24,10 @@ if [ -z "${AIRFLOW_CONN_SPARK_DEFAULT:-}" ]; then
   export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'
 fi
 
+# Spark's driver and its web UI listen on loopback only (the UI binds to all interfaces otherwise);
+# a cluster across machines sets its own address.
+export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
+
 export GX_ANALYTICS_ENABLED="${GX_ANALYTICS_ENABLED:-False}"
 export MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="${MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR:-false}"
 # spark-submit finds SPARK_HOME (pyspark's folder) and its Python through PATH.

@@ -46,6 +46,7 @@ BEHIND_A_LOGIN = {"airflow-apiserver"}
 LOCAL_ONLY = {
     "PATH": "the image's PATH already holds the installed tools",
     "PIPELINE_REPO": "the image sets it (Dockerfile ENV)",
+    "SPARK_LOCAL_IP": "loopback only on one machine; containers reach each other by service name",
 }
 # What the compose Airflow services set that scripts/env.sh does not, and why.
 DEPLOYMENT_ONLY = {

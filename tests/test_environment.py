@@ -31,3 +31,25 @@ def test_airflow_resolves_the_spark_master_from_the_environment():
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     assert SparkSubmitHook(conn_id="spark_default")._resolve_connection()["master"] == "local[2]"
+
+
+def test_the_spark_ui_listens_on_loopback_only(tmp_path):
+    """A job's Spark UI under the local environment accepts no connection from other machines."""
+    import socket
+
+    env = {k: v for k, v in _source(1).items() if k != "PIPELINE_HOME"}
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = f"""
+import os, psutil
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.master("local[1]").config("spark.ui.port", "{port}").getOrCreate()
+listening = {{c.laddr.ip.removeprefix("::ffff:") for c in psutil.net_connections("tcp") if c.status == "LISTEN" and c.laddr.port == {port}}}
+print(sorted(listening))
+spark.stop()
+"""
+    env["PIPELINE_HOME"] = str(tmp_path)
+    out = subprocess.run([str(REPO / ".venv/bin/python"), "-c", script], env=env, capture_output=True, text=True,
+                         timeout=300, check=True).stdout
+    assert out.strip().splitlines()[-1] == "['127.0.0.1']"

@@ -1,5 +1,6 @@
-"""Retries that mean something, through Airflow (``dag.test()``) and a real spark-submit: a job that
-fails on its data fails its task at once with the job's message; any other failure is retried."""
+"""What the operator adds to spark-submit, through Airflow (``dag.test()``) and a real spark-submit:
+retries that mean something (a job that fails on its data fails its task at once with the job's
+message; any other failure is retried), and the OpenLineage parent job of every Spark job."""
 
 from __future__ import annotations
 
@@ -23,6 +24,13 @@ FAULT = """
 import sys
 sys.exit(3)  # e.g. a lost executor: another try may well work
 """
+# The Python driver runs under the spark-submit JVM: its command line holds the --conf it was given.
+LINEAGE = """
+import os
+arguments = open(f"/proc/{os.getppid()}/cmdline").read().split("\\0")
+print("LINEAGE", sorted(a for a in arguments if a.startswith("spark.openlineage.")))
+"""
+JOBS = {"data_error": DATA_ERROR, "fault": FAULT, "lineage": LINEAGE}
 
 
 @pytest.fixture(scope="module")
@@ -41,16 +49,18 @@ from spark_jobs import DEFAULT_ARGS, PipelineSparkSubmitOperator
 
 args = {**DEFAULT_ARGS, "retries": 1, "retry_delay": timedelta(0), "retry_exponential_backoff": 0}
 with DAG("retry_semantics", schedule=None, start_date=pendulum.datetime(2013, 1, 1, tz="UTC"), default_args=args):
-    for name in ("data_error", "fault"):
+    for name in ("data_error", "fault", "lineage"):
         PipelineSparkSubmitOperator(task_id=name, application=f"{APPS}/{name}.py", conn_id="spark_default")
 """
 
 
-def test_a_data_error_is_not_retried_and_a_fault_is(airflow_db, tmp_path, monkeypatch, capfd):
-    """A DAG of two tasks that each spark-submit a tiny job, one failing on its data, one not."""
+def test_data_errors_are_not_retried_faults_are_and_spark_jobs_know_their_airflow_parent(
+        airflow_db, tmp_path, monkeypatch, capfd):
+    """A DAG of tasks that each spark-submit a tiny job: one fails on its data, one fails
+    otherwise, one prints the OpenLineage settings its spark-submit was given."""
     from airflow.dag_processing.dagbag import DagBag
 
-    for name, source in {"data_error": DATA_ERROR, "fault": FAULT}.items():
+    for name, source in JOBS.items():
         (tmp_path / f"{name}.py").write_text(source)
     dags = tmp_path / "dags"
     dags.mkdir()
@@ -63,7 +73,12 @@ def test_a_data_error_is_not_retried_and_a_fault_is(airflow_db, tmp_path, monkey
 
     run = bag.dags["retry_semantics"].test()
     tries = {ti.task_id: (ti.state, ti.try_number) for ti in run.get_task_instances()}
-    assert tries == {"data_error": ("failed", 1), "fault": ("failed", 2)}
+    assert tries == {"data_error": ("failed", 1), "fault": ("failed", 2), "lineage": ("success", 1)}
     out = capfd.readouterr()
-    assert ("data_error: DataError: no raw flights for 2013-02-30: land the day first (a data error: not retried)"
-            in out.out + out.err)
+    text = out.out + out.err
+    reason = "no raw flights for 2013-02-30: land the day first"
+    assert f"data_error: DataError: {reason} (a data error: not retried)" in text
+    # OpenLineage's Spark listener links the job to its Airflow task through these (scripts/env.sh)
+    lineage = text[text.index("LINEAGE ["):].splitlines()[0]
+    assert "spark.openlineage.parentJobName=retry_semantics.lineage" in lineage, lineage
+    assert "spark.openlineage.parentRunId=" in lineage and "spark.openlineage.rootParentJobName=" in lineage
