@@ -28,6 +28,11 @@ fi
 # a cluster across machines sets its own address.
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
 
+# OpenLineage: every spark-submit gets its Airflow task as parent job (spark.openlineage.parent*),
+# so a Spark-side OpenLineage listener links its lineage to the task. Emitting needs a transport
+# (AIRFLOW__OPENLINEAGE__TRANSPORT) and the openlineage-spark listener: see the README.
+export AIRFLOW__OPENLINEAGE__SPARK_INJECT_PARENT_JOB_INFO="${AIRFLOW__OPENLINEAGE__SPARK_INJECT_PARENT_JOB_INFO:-True}"
+
 export GX_ANALYTICS_ENABLED="${GX_ANALYTICS_ENABLED:-False}"
 export MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="${MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR:-false}"
 # spark-submit finds SPARK_HOME (pyspark's folder) and its Python through PATH.
