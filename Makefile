@@ -6,13 +6,15 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 ENV := source scripts/env.sh &&
 
-.PHONY: help install demo test test-fast lint airflow clean
+.PHONY: help install system-packages demo test test-fast lint airflow ui-screenshot clean
 help:
 	@echo "make demo       install, land the example data, train and score through Airflow, print a summary"
 	@echo "make test       run the whole test suite"
 	@echo "make test-fast  the suite without the end-to-end runs (about 5 minutes): the loop while developing"
 	@echo "make lint       ruff"
-	@echo "make airflow    the Airflow UI and scheduler (airflow standalone) on the same settings"
+	@echo "make airflow    the deployed stack until Ctrl-C: Airflow (UI on :8080) and MLflow (UI on :5000) on"
+	@echo "                PostgreSQL; make airflow SPARK=1 adds a Spark standalone cluster for the tasks"
+	@echo "make ui-screenshot  run tests/test_stack.py and copy its Airflow UI screenshot to docs/airflow-ui.png"
 	@echo "make clean      remove .pipeline/ (lake, MLflow store, Airflow DB)"
 
 $(STAMP): pyproject.toml
@@ -25,10 +27,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# PostgreSQL, Chromium and chromedriver from Debian: the deployed-stack and browser tests and
+# `make airflow` need them. Run every time: it only asks apt for what is missing.
+system-packages:
+	@bash scripts/system_packages.sh
+
 demo: install
 	$(ENV) bash scripts/demo.sh
 
-test: install
+test: install system-packages
 	$(VENV)/bin/pytest
 
 test-fast: install
@@ -37,8 +44,15 @@ test-fast: install
 lint: install
 	$(VENV)/bin/ruff check .
 
-airflow: install
-	$(ENV) airflow standalone
+airflow: install system-packages
+	$(ENV) bash scripts/stack.sh $(if $(SPARK),--spark)
+
+# By hand, not in CI: the README's picture of the UI, from a fresh run of the stack test.
+UI_TEST_HOME := $(CURDIR)/.pipeline/ui-screenshot
+ui-screenshot: install system-packages
+	rm -rf $(UI_TEST_HOME)
+	PIPELINE_TEST_HOME=$(UI_TEST_HOME) $(VENV)/bin/pytest -q -p no:logging tests/test_stack.py
+	mkdir -p docs && cp $(UI_TEST_HOME)/screenshots/*-train_model.png docs/airflow-ui.png
 
 clean:
 	rm -rf .pipeline

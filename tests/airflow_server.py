@@ -1,8 +1,10 @@
-"""A running Airflow for tests: the scheduler, the DAG processor and the API server as real processes.
+"""A running Airflow for tests: the scheduler, the DAG processor and the API server (and, if asked,
+the triggerer) as real processes.
 
-:func:`running_airflow` migrates a fresh SQLite metadata DB under a throw-away ``AIRFLOW_HOME``,
-starts ``airflow scheduler`` (LocalExecutor), ``airflow dag-processor`` and ``airflow api-server``
-as subprocesses, waits until ``/api/v2/monitor/health`` reports them healthy, logs in as the
+:func:`running_airflow` migrates the metadata DB (a fresh SQLite file under a throw-away
+``AIRFLOW_HOME``, or the PostgreSQL database it is given), starts ``airflow scheduler``
+(LocalExecutor), ``airflow dag-processor``, ``airflow api-server`` and optionally ``airflow
+triggerer`` as subprocesses, waits until ``/api/v2/monitor/health`` reports them healthy, logs in as the
 simple auth manager's ``admin`` (``POST /auth/token`` with the password the API server generates)
 and yields an :class:`AirflowServer` with the few REST calls tests need. On exit every process it
 started is stopped, task processes and their ``spark-submit`` JVMs included: the task supervisor
@@ -30,12 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# The triggerer is left out: the pipeline's operators do not defer.
+# The scheduler's and the triggerer's log servers are left off: each would listen on every interface
+# at a fixed port (8793, 8794), and the API server reads the task logs of this machine from its files.
 COMPONENTS = {
-    "scheduler": ["scheduler"],
+    "scheduler": ["scheduler", "--skip-serve-logs"],
     "dag-processor": ["dag-processor"],
-    "api-server": ["api-server", "--host", "127.0.0.1", "--workers", "1"],
+    "api-server": ["api-server", "--host", "127.0.0.1"],
 }
+# Optional: the pipeline's operators do not defer; the deployed stack runs it all the same.
+TRIGGERER = {"triggerer": ["triggerer", "--skip-serve-logs"]}
 TERMINAL_RUN_STATES = {"success", "failed"}
 # A task in one of these states has failed at least once: report it now rather than after the retry delay.
 FAILED_TASK_STATES = {"failed", "up_for_retry", "upstream_failed"}
@@ -107,7 +112,9 @@ class AirflowServer:
 
     def log_tails(self, lines: int = 30) -> str:
         """The last lines of every component's log, for error messages."""
-        return "\n".join(f"--- {name} ({self.logs[name]}) ---\n{_tail(self.logs[name], lines)}" for name in COMPONENTS)
+        return "\n".join(
+            f"--- {name} ({self.logs[name]}) ---\n{_tail(self.logs[name], lines)}" for name in self.processes
+        )
 
     def check_alive(self) -> None:
         """Raise if a component has exited."""
@@ -171,6 +178,10 @@ class AirflowServer:
             "reprocess_behavior": "none",
         }
         return self.request("POST", "/api/v2/backfills/dry_run" if dry_run else "/api/v2/backfills", body)
+
+    def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Trigger a run of ``dag_id`` with ``conf`` as the UI's trigger form does (no logical date)."""
+        return self.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf or {}})
 
     def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
         reply = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns", query={"limit": 100, "order_by": "logical_date"})
@@ -297,24 +308,34 @@ def running_airflow(
     *,
     settings: dict[str, str] | None = None,
     timeout: float = 180,
+    database_url: str | None = None,
+    triggerer: bool = False,
+    port: int | None = None,
+    api_workers: int = 1,
 ) -> Iterator[AirflowServer]:
-    """Start Airflow with a fresh ``AIRFLOW_HOME`` under ``home``; stop it, whatever happens, on exit.
+    """Start Airflow with ``AIRFLOW_HOME`` at ``home/airflow``; stop it, whatever happens, on exit.
 
     The processes get this process' environment (the dags and plugins folders, the Spark
     connection, ``LAKE_ROOT``, ``MLFLOW_TRACKING_URI``, ``PATH`` ...) updated with ``env``, then
     :data:`SERVER_SETTINGS` updated with ``settings``, then what the server itself needs (its
-    home, database, port, and one JWT secret shared by the scheduler and the API server).
+    home, database, port, and one JWT secret shared by all its processes).
+
+    ``database_url``: the metadata DB's SQLAlchemy URL (e.g. a PostgreSQL database of
+    ``tests/stack.py``); default a SQLite file in the home. ``triggerer``: start the triggerer
+    too, and wait for it to be healthy. ``port``: the API server's (default: a free one).
     """
     airflow_home = Path(home) / "airflow"
     airflow_home.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = port or _free_port()
     url = f"http://127.0.0.1:{port}"
+    components = {**COMPONENTS, **(TRIGGERER if triggerer else {})}
+    components["api-server"] = [*components["api-server"], "--workers", str(api_workers)]
     proc_env = {**os.environ, **(env or {}), **SERVER_SETTINGS, **(settings or {})}
     proc_env.pop("AIRFLOW_CONFIG", None)
     proc_env.update(
         {
             "AIRFLOW_HOME": str(airflow_home),
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home}/airflow.db",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": database_url or f"sqlite:///{airflow_home}/airflow.db",
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(port),
             "AIRFLOW__API__BASE_URL": url,
@@ -323,7 +344,7 @@ def running_airflow(
             "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
         }
     )
-    logs = {name: airflow_home / f"{name}.out" for name in ["db-migrate", *COMPONENTS]}
+    logs = {name: airflow_home / f"{name}.out" for name in ["db-migrate", *components]}
     with logs["db-migrate"].open("wb") as out:
         migrate = subprocess.run(
             ["airflow", "db", "migrate"], env=proc_env, stdout=out, stderr=subprocess.STDOUT, timeout=300
@@ -334,7 +355,7 @@ def running_airflow(
     processes: dict[str, subprocess.Popen] = {}
     server = AirflowServer(url=url, home=airflow_home, logs=logs, processes=processes)
     try:
-        for name, args in COMPONENTS.items():
+        for name, args in components.items():
             with logs[name].open("wb") as out:
                 processes[name] = subprocess.Popen(
                     ["airflow", *args],
@@ -350,7 +371,8 @@ def running_airflow(
             server.check_alive()
             with contextlib.suppress(OSError, AirflowError, ValueError):
                 health = server.health()
-                parts = [health.get(k) or {} for k in ("metadatabase", "scheduler", "dag_processor")]
+                parts = [health.get(k.replace("-", "_")) or {} for k in ["metadatabase", *components]
+                         if k != "api-server"]
                 if all(part.get("status") == "healthy" for part in parts):
                     break
             if time.monotonic() > deadline:

@@ -45,7 +45,8 @@ def test_the_spark_ui_listens_on_loopback_only(tmp_path):
 import os, psutil
 from pyspark.sql import SparkSession
 spark = SparkSession.builder.master("local[1]").config("spark.ui.port", "{port}").getOrCreate()
-listening = {{c.laddr.ip.removeprefix("::ffff:") for c in psutil.net_connections("tcp") if c.status == "LISTEN" and c.laddr.port == {port}}}
+listening = {{c.laddr.ip.removeprefix("::ffff:") for c in psutil.net_connections("tcp")
+             if c.status == "LISTEN" and c.laddr.port == {port}}}
 print(sorted(listening))
 spark.stop()
 """

@@ -1,21 +1,13 @@
 """Training as a barrier stage on a real Spark standalone cluster (``local_mode=False``).
 
 The test starts a master and a worker with pyspark's own ``spark-class`` (as docker-compose
-does), submits the train job to it with spark-submit, and stops both afterwards.
+does; ``tests/stack.py``), submits the train job to it with spark-submit, and stops both afterwards.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import json
-import os
-import signal
-import socket
 import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +15,7 @@ import pytest
 import yaml
 
 from jobs.lake import partition_name
+from tests.stack import running_spark_cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -30,77 +23,9 @@ REPO = Path(__file__).resolve().parents[2]
 RUN_DATE = dt.date(2013, 1, 6)  # 3 training days + 2 holdout days: 2013-01-02..2013-01-06
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _cluster_env(work: Path) -> dict[str, str]:
-    import pyspark
-
-    return {
-        **os.environ,
-        "SPARK_HOME": str(Path(pyspark.__file__).parent),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": sys.executable,
-        "SPARK_WORKER_DIR": str(work / "worker"),
-        "SPARK_LOG_DIR": str(work / "logs"),
-    }
-
-
-def _wait(predicate, what: str, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except OSError:
-            pass
-        time.sleep(1)
-    raise TimeoutError(f"{what} did not come up within {timeout:.0f}s")
-
-
-@contextlib.contextmanager
-def standalone_cluster(work: Path, worker_opts: str = ""):
-    """A standalone master and one 2-core worker on 127.0.0.1 (``worker_opts``: its
-    SPARK_WORKER_OPTS, e.g. the GPUs it advertises); yields the master URL, environment and log."""
-    env = {**_cluster_env(work), "SPARK_WORKER_OPTS": worker_opts}
-    spark_class = str(Path(env["SPARK_HOME"]) / "bin" / "spark-class")
-    port, ui = _free_port(), _free_port()
-    url = f"spark://127.0.0.1:{port}"
-    logs = open(work / "cluster.log", "w")  # noqa: SIM115 - closed at teardown
-    master = subprocess.Popen(
-        [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-         "--webui-port", str(ui)],
-        env=env, stdout=logs, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    worker = None
-    try:
-        _wait(lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close() is None, "the master")
-        worker = subprocess.Popen(
-            [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--cores", "2", "--memory", "3g",
-             "--webui-port", str(_free_port()), "--work-dir", str(work / "worker")],
-            env=env, stdout=logs, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-
-        def worker_alive() -> bool:
-            with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as response:
-                return json.load(response).get("aliveworkers", 0) >= 1
-
-        _wait(worker_alive, "the worker")
-        yield {"url": url, "env": env, "log": work / "cluster.log"}
-    finally:
-        for process in (worker, master):
-            if process is not None:
-                os.killpg(process.pid, signal.SIGTERM)
-                process.wait(timeout=30)
-        logs.close()
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with standalone_cluster(tmp_path_factory.mktemp("cluster")) as running:
+    with running_spark_cluster(tmp_path_factory.mktemp("cluster")) as running:
         yield running
 
 
@@ -127,9 +52,9 @@ def test_training_runs_as_a_barrier_stage_on_a_standalone_cluster(cluster, spark
     config_path, features_lake, train_days = small_window(spark, lake, config, tmp_path, num_processes=2,
                                                           model_name="cluster_model")
     tracking = f"sqlite:///{tmp_path}/mlflow.db"
-    env = {**cluster["env"], "MLFLOW_TRACKING_URI": tracking, "PIPELINE_MLFLOW_ARTIFACTS": str(tmp_path / "art")}
+    env = {**cluster.env, "MLFLOW_TRACKING_URI": tracking, "PIPELINE_MLFLOW_ARTIFACTS": str(tmp_path / "art")}
     done = subprocess.run(
-        ["spark-submit", "--master", cluster["url"], "--conf", "spark.executor.memory=1g",
+        ["spark-submit", "--master", cluster.url, "--conf", "spark.executor.memory=1g",
          str(REPO / "jobs/train.py"), "--run-date", RUN_DATE.isoformat(), "--config", str(config_path),
          "--lake-root", str(features_lake), "--local-mode", "false"],
         env=env, capture_output=True, text=True, timeout=600,
@@ -166,11 +91,11 @@ def test_gpu_training_on_a_standalone_worker_that_advertises_its_gpus(spark, lak
     config_path, features_lake, _ = small_window(spark, lake, config, tmp_path, num_processes=1,
                                                  model_name="gpu_cluster_model")
     tracking = f"sqlite:///{tmp_path}/mlflow.db"
-    with standalone_cluster(tmp_path, worker_opts) as gpu_cluster:
-        env = {**gpu_cluster["env"], "MLFLOW_TRACKING_URI": tracking,
+    with running_spark_cluster(tmp_path, worker_opts) as gpu_cluster:
+        env = {**gpu_cluster.env, "MLFLOW_TRACKING_URI": tracking,
                "PIPELINE_MLFLOW_ARTIFACTS": str(tmp_path / "art")}
         done = subprocess.run(
-            ["spark-submit", "--master", gpu_cluster["url"], "--conf", "spark.executor.memory=2g",
+            ["spark-submit", "--master", gpu_cluster.url, "--conf", "spark.executor.memory=2g",
              str(REPO / "jobs/train.py"), "--run-date", RUN_DATE.isoformat(), "--config", str(config_path),
              "--lake-root", str(features_lake), "--local-mode", "false", "--use-gpu", "true"],
             env=env, capture_output=True, text=True, timeout=600,

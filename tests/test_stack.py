@@ -1,0 +1,274 @@
+"""The deployed stack, started here as real processes (``tests/stack.py``): PostgreSQL as the
+backend of Airflow and MLflow, Airflow's API server, scheduler, DAG processor and triggerer
+(LocalExecutor), a Spark standalone master and worker, and the MLflow server over HTTP, all on
+loopback; then the Airflow UI in headless Chromium.
+
+One training run goes through all of it: triggered through the REST API as the UI's trigger form
+does, its ``spark-submit`` on the standalone cluster, logging to the MLflow server and registering
+the model there; its task's "MLflow run" button is then clicked in the browser. The screenshots
+are kept in ``$PIPELINE_TEST_HOME/screenshots`` (the test prints the folder);
+``make ui-screenshot`` copies one to ``docs/airflow-ui.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.jobs.test_train_on_cluster import RUN_DATE, small_window
+from tests.stack import LOOPBACK, Stack, running_stack
+
+pytestmark = pytest.mark.e2e
+
+DAGS = ["ingest_pipeline", "score_pipeline", "train_pipeline"]
+MODEL = "stack_model"
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+SCREENSHOTS = Path(os.environ["PIPELINE_TEST_HOME"]) / "screenshots"
+TRAIN_TIMEOUT = 420  # two epochs of 3 days on one rank: about a minute, with room for a loaded machine
+
+
+class RunningStack:
+    """The stack of this module, and a way to stop it before the module ends (the last test does)."""
+
+    def __init__(self, home: Path, env: dict[str, str]) -> None:
+        self.home = home
+        self._context = running_stack(home, env)
+        self.stack: Stack = self._context.__enter__()
+        self.stopped = False
+
+    def stop(self) -> None:
+        """Stop every part of the stack (once; the fixture's teardown calls it again)."""
+        if not self.stopped:
+            self.stopped = True
+            self._context.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def running(spark, lake, config, tmp_path_factory) -> Iterator[RunningStack]:
+    """The whole stack on a lake of its own: the features of a 3 + 2 day window ending RUN_DATE,
+    and a config that trains two epochs on one rank and names the model MODEL."""
+    home = tmp_path_factory.mktemp("stack")
+    config_path, features_lake, _ = small_window(spark, lake, config, home, num_processes=1,
+                                                 model_name=MODEL)
+    env = {
+        "LAKE_ROOT": str(features_lake),
+        "PIPELINE_CONFIG": str(config_path),
+        "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts"),
+    }
+    stack = RunningStack(home, env)
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+@pytest.fixture(scope="module")
+def stack(running) -> Stack:
+    if running.stopped:
+        pytest.fail("the stack was stopped already")
+    return running.stack
+
+
+@pytest.fixture(scope="module")
+def training(stack) -> dict[str, Any]:
+    """A train_pipeline run triggered through the REST API, finished: its run and train_model's task instance."""
+    airflow = stack.airflow
+    airflow.wait_for_dag("train_pipeline")
+    airflow.unpause("train_pipeline")  # a paused DAG's triggered run would only be queued
+    run_id = airflow.trigger("train_pipeline", {"run_date": RUN_DATE.isoformat()})["dag_run_id"]
+
+    def finished(runs: dict[str, list[dict[str, Any]]]) -> bool:
+        return any(r["dag_run_id"] == run_id for r in runs["train_pipeline"])
+
+    runs = airflow.settle(["train_pipeline"], finished, timeout=TRAIN_TIMEOUT)  # any failed try fails at once
+    [run] = [r for r in runs["train_pipeline"] if r["dag_run_id"] == run_id]
+    assert run["state"] == "success", run
+    [train] = [ti for ti in airflow.task_instances("train_pipeline")
+               if ti["task_id"] == "train_model" and ti["dag_run_id"] == run_id]
+    return {"run": run, "train_model": train}
+
+
+def _listening(processes: list[Any]) -> set[tuple[str, str]]:
+    """(process name, address) of every listening TCP socket of ``processes``."""
+    import psutil
+
+    pids = {p.pid: p for p in processes}
+    found = set()
+    for conn in psutil.net_connections("tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.pid in pids:
+            found.add((pids[conn.pid].name(), conn.laddr.ip.removeprefix("::ffff:")))
+    return found
+
+
+def test_every_part_of_the_stack_answers_on_loopback(stack):
+    airflow = stack.airflow
+    health = airflow.health()
+    for part in ("metadatabase", "scheduler", "dag_processor", "triggerer"):
+        assert health[part]["status"] == "healthy", health
+    assert stack.mlflow.health() == "OK"
+    master = stack.spark.status()
+    assert master["status"] == "ALIVE" and [w["state"] for w in master["workers"]] == ["ALIVE"], master
+    assert master["workers"][0]["cores"] == 2
+    # Airflow's tasks reach the stack's MLflow server and submit to its Spark master
+    assert stack.task_env["MLFLOW_TRACKING_URI"] == stack.mlflow.url
+    assert json.loads(stack.task_env["AIRFLOW_CONN_SPARK_DEFAULT"])["host"] == stack.spark.url
+
+    for dag_id in DAGS:
+        dag = airflow.wait_for_dag(dag_id)
+        assert dag["dag_id"] == dag_id and not dag["has_import_errors"], dag
+    assert airflow.request("GET", "/api/v2/importErrors")["import_errors"] == []
+    # the train task's "MLflow run" button is registered by the plugin (the API server needs that to
+    # show it; GET .../tasks/train_model lists no extra links in Airflow 3.3.2 whatever the operator has)
+    plugins = {p["name"]: p for p in airflow.request("GET", "/api/v2/plugins")["plugins"]}
+    assert any("MLflowRunLink" in link for link in plugins["lakeflow_mlops"]["operator_extra_links"]), plugins
+
+    # nothing of the stack is reachable from another machine
+    addresses = _listening(stack.processes())
+    assert addresses and {ip for _, ip in addresses} == {LOOPBACK}, sorted(addresses)
+
+
+def champion_run(stack: Stack) -> tuple[Any, str]:
+    """The MLflow run of MODEL's champion on the stack's server, and its page there."""
+    import mlflow
+
+    client = mlflow.MlflowClient(stack.mlflow.url)
+    run = client.get_run(client.get_model_version_by_alias(MODEL, "champion").run_id)
+    return run, f"{stack.mlflow.url}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
+
+
+def test_a_training_run_logs_to_the_mlflow_server_and_links_to_it(stack, training):
+    """The run triggered through the REST API trained on the standalone cluster and registered its
+    model on the MLflow server (PostgreSQL behind it); the task's button links to that run."""
+    run, page = champion_run(stack)
+    assert run.data.tags["started_by"] == f"a person: run_date {RUN_DATE}", run.data.tags
+    assert run.data.params["num_processes"] == "1" and run.data.metrics["holdout_roc_auc"] > 0, run.data
+    ti = training["train_model"]
+    assert ti["state"] == "success" and ti["try_number"] == 1, ti
+    path = f"/api/v2/dags/train_pipeline/dagRuns/{urllib.parse.quote(ti['dag_run_id'], safe='')}/taskInstances"
+    links = stack.airflow.request("GET", f"{path}/train_model/links")
+    assert links["extra_links"] == {"MLflow run": page}, links
+    # the job ran on the standalone cluster, not on a local master
+    apps = stack.spark.status()["completedapps"]
+    assert [(app["name"], app["state"]) for app in apps] == [(f"train-{RUN_DATE}", "FINISHED")], apps
+
+
+# --- the browser -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def browser(tmp_path) -> Iterator[Any]:
+    """Headless Chromium (Debian's, through its own chromedriver: nothing is downloaded)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        pytest.fail(f"{CHROMIUM} or {CHROMEDRIVER} is missing: run scripts/system_packages.sh")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1440,900",
+                f"--user-data-dir={tmp_path / 'chromium'}"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER, log_output=str(tmp_path / "driver.log")))
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+class Page:
+    """The browser with waits for a single-page app, and a screenshot of every step in SCREENSHOTS."""
+
+    def __init__(self, driver: Any, timeout: float = 60) -> None:
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        self.driver = driver
+        self.wait = WebDriverWait(driver, timeout)
+        self.shots: list[Path] = []
+
+    def text(self, text: str) -> Any:
+        """Wait until an element showing ``text`` is on the page; return the innermost one."""
+        from selenium.webdriver.common.by import By
+
+        xpath = f"//*[contains(normalize-space(text()), {json.dumps(text)})]"
+        return self.wait.until(lambda d: d.find_element(By.XPATH, xpath))
+
+    def shot(self, name: str) -> Path:
+        path = SCREENSHOTS / f"{len(self.shots) + 1:02d}-{name}.png"
+        assert self.driver.save_screenshot(str(path)), path
+        self.shots.append(path)
+        return path
+
+
+def test_the_airflow_ui_in_chromium_shows_the_runs_and_opens_the_mlflow_run(stack, training, browser, capsys):
+    from selenium.webdriver.common.by import By
+
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+    SCREENSHOTS.mkdir(parents=True)
+    with capsys.disabled():
+        print(f"\nscreenshots of the Airflow UI: {SCREENSHOTS}")
+    airflow, page = stack.airflow, Page(browser)
+    run_id = training["run"]["dag_run_id"]
+    try:
+        # not logged in: the UI sends the browser to the simple auth manager's login page
+        browser.get(f"{airflow.url}/")
+        page.wait.until(lambda d: "/auth/login" in d.current_url)
+        page.shot("login")
+        password = json.loads((airflow.home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
+        browser.find_element(By.NAME, "username").send_keys("admin")
+        browser.find_element(By.NAME, "password").send_keys(password)
+        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        page.wait.until(lambda d: "/auth/login" not in d.current_url)
+        page.text("Health")  # the home page, with the health of each component
+        page.shot("home")
+
+        browser.get(f"{airflow.url}/dags")
+        for dag_id in DAGS:
+            page.text(dag_id)
+        page.shot("dags")
+
+        browser.get(f"{airflow.url}/dags/train_pipeline/runs")
+        page.text(run_id)
+        page.shot("train_pipeline-runs")
+
+        # the task instance's details tab has its extra links: the "MLflow run" button
+        browser.get(f"{airflow.url}/dags/train_pipeline/runs/{run_id}/tasks/train_model/details")
+        button = page.wait.until(lambda d: d.find_element(By.XPATH, "//a[normalize-space(.)='MLflow run']"))
+        _, run_page = champion_run(stack)
+        assert button.get_attribute("href") == run_page
+        page.shot("train_model")
+
+        # which opens the run on the MLflow server, in a new tab, with the version it registered
+        tabs = set(browser.window_handles)
+        button.click()
+        page.wait.until(lambda d: len(d.window_handles) > len(tabs))
+        browser.switch_to.window((set(browser.window_handles) - tabs).pop())
+        page.wait.until(lambda d: d.current_url == run_page)
+        page.text(MODEL)
+        page.shot("mlflow-run")
+    except Exception:
+        page.shot("failed")
+        (SCREENSHOTS / "failed.html").write_text(browser.page_source)
+        raise
+    for path in page.shots:
+        assert path.stat().st_size > 10_000, path  # a rendered page, not a blank one
+
+
+def test_stopping_the_stack_leaves_no_process(running):
+    """Last in this module: stop the stack and check that every process of it (the servers' children,
+    Airflow's task processes and the JVMs they started included) is gone."""
+    import psutil
+
+    processes = running.stack.processes()
+    assert len(processes) > 10, processes
+    running.stop()
+    left = [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert left == [], [(p.pid, p.name()) for p in left]
