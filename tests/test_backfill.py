@@ -1,13 +1,13 @@
-"""The pipeline as a running Airflow operates it (scheduler, DAG processor, API server as real
-processes, not ``dag.test()``): a backfill of the ingest DAG created through the REST API the way a
-person would (``POST /api/v2/backfills``), scoring started by the ``features`` Asset for every
-ingested day, and a day that drifts starting a retraining run by itself through the
-``scoring_drift`` Asset. Every task is a real spark-submit.
+"""The pipeline as the deployed stack operates it (``tests/stack.py``: PostgreSQL behind Airflow and
+an MLflow server, Airflow's API server, scheduler, DAG processor and triggerer, a Spark standalone
+cluster, all real processes on loopback, not ``dag.test()``): a backfill of the ingest DAG created
+through the REST API the way a person would (``POST /api/v2/backfills``), scoring started by the
+``features`` Asset for every ingested day, and a day that drifts starting a retraining run by
+itself through the ``scoring_drift`` Asset. Every task is a real spark-submit.
 
-It works on a lake and an MLflow store of its own (a copy of the session lake's raw and validated
-zones, with the last day's raw flights made to drift, and a fresh SQLite store with a champion
-trained here), because ``tests/test_e2e.py`` expects the session's store to hold only its own
-model and the session's predictions zone only its own day.
+It works on a lake of its own (a copy of the session lake's raw and validated zones, with the last
+day's raw flights made to drift) and the stack's MLflow server, with a champion trained here
+before the DAGs are unpaused.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from jobs.lake import DRIFT_REPORT, partition_day, partition_name
-from tests.airflow_server import running_airflow
+from tests.stack import running_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -38,9 +38,9 @@ KEYS = ["carrier", "flight", "origin", "sched_dep_time"]
 
 @pytest.fixture(scope="module")
 def backfill_env(lake, spark, tmp_path_factory):
-    """The environment of the backfill: its own lake and MLflow store, a short-window config and a champion.
+    """The environment of the backfill: its own lake and a short-window config.
 
-    Yields ``(environment for Airflow, the lake, the champion's ModelRef)``.
+    Yields ``(environment for Airflow's tasks, the lake)``.
     """
     from jobs.lake import Lake
 
@@ -56,14 +56,13 @@ def backfill_env(lake, spark, tmp_path_factory):
     config_path.write_text(yaml.safe_dump(raw, sort_keys=False))
     env = {
         "LAKE_ROOT": own.root,
-        "MLFLOW_TRACKING_URI": f"sqlite:///{home}/mlflow.db",
         "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts"),
         "PIPELINE_CONFIG": str(config_path),
     }
     with pytest.MonkeyPatch.context() as mp:
         for key, value in env.items():
             mp.setenv(key, value)
-        yield env, own, _train_champion(own)
+        yield env, own
     import mlflow
 
     # The jobs' MLflow client set the global URI, and mlflow.set_tracking_uri also writes it to
@@ -80,10 +79,9 @@ def _make_drift(path: str) -> None:
 
 
 def _train_champion(lake):
-    """Build the training window's features and train with the real jobs, in this process.
-
-    The store is new, so the first version becomes champion.
-    """
+    """Build the training window's features and train with the real jobs, in this process, on
+    the MLflow server of ``$MLFLOW_TRACKING_URI``. The store is new, so the first version becomes
+    champion."""
     from jobs import features, train
     from jobs.config import load_config
     from jobs.tracking import champion_version
@@ -104,24 +102,31 @@ def _retrained(runs: dict[str, list[dict]]) -> bool:
             and any(r["state"] == "success" for r in _of(runs["train_pipeline"], "asset_triggered")))
 
 
-def test_backfilled_days_are_scored_and_a_drifting_day_starts_a_retraining(backfill_env, tmp_path):
-    env, lake, champion = backfill_env
+def test_backfilled_days_are_scored_and_a_drifting_day_starts_a_retraining(backfill_env, tmp_path, monkeypatch):
+    env, lake = backfill_env
+    # The schedules on, as deployed: without them the scheduler starts no Asset-triggered run either.
+    with running_stack(tmp_path, env, airflow_settings={"AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True"}) as stack:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", stack.mlflow.url)
+        champion = _train_champion(lake)
+        _check(stack.airflow, lake, champion)
+
+
+def _check(airflow, lake, champion) -> None:
+    """Backfill, let the chain come to rest, and check what it did (the stack still running)."""
     from jobs.config import load_config
     from jobs.tracking import client
 
-    # The schedules on, as deployed: without them the scheduler starts no Asset-triggered run either.
-    with running_airflow(tmp_path, env, settings={"AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True"}) as airflow:
-        for dag_id in DAGS:
-            airflow.wait_for_dag(dag_id)
-            airflow.unpause(dag_id)  # the scheduler starts no run, backfills included, of a paused DAG
-        # The range names logical dates, both ends included: one run per day of DAYS.
-        planned = airflow.backfill("ingest_pipeline", DAYS[0], DAYS[-1], dry_run=True)
-        assert [b["logical_date"][:10] for b in planned["backfills"]] == [d.isoformat() for d in DAYS]
-        backfill = airflow.backfill("ingest_pipeline", DAYS[0], DAYS[-1], max_active_runs=1)
-        assert backfill["dag_id"] == "ingest_pipeline", backfill
-        # Bounded, with room for a shared 2-core machine: failed tries end the wait at once anyway.
-        runs = airflow.settle(DAGS, _retrained, timeout=1500)
-        states = {dag_id: airflow.task_instances(dag_id) for dag_id in DAGS}
+    for dag_id in DAGS:
+        airflow.wait_for_dag(dag_id)
+        airflow.unpause(dag_id)  # the scheduler starts no run, backfills included, of a paused DAG
+    # The range names logical dates, both ends included: one run per day of DAYS.
+    planned = airflow.backfill("ingest_pipeline", DAYS[0], DAYS[-1], dry_run=True)
+    assert [b["logical_date"][:10] for b in planned["backfills"]] == [d.isoformat() for d in DAYS]
+    backfill = airflow.backfill("ingest_pipeline", DAYS[0], DAYS[-1], max_active_runs=1)
+    assert backfill["dag_id"] == "ingest_pipeline", backfill
+    # Bounded, with room for a shared 2-core machine: failed tries end the wait at once anyway.
+    runs = airflow.settle(DAGS, _retrained, timeout=1500)
+    states = {dag_id: airflow.task_instances(dag_id) for dag_id in DAGS}
 
     # unpausing started no doomed run: the scheduled runs for the last day and week of today's
     # calendar (no raw data, no features) were skipped at their first task
