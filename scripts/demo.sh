@@ -29,7 +29,7 @@ run_dag() {
   step "airflow dags test $dag_id $day --conf '$conf' (full log: $log)"
   # dags test runs every task for real, in this process, with real spark-submit.
   airflow dags test "$dag_id" "$day" --conf "$conf" 2>&1 | tee "$log" \
-    | grep --line-buffered -oE "$PROGRESS" | sed -u -E 's/ +\[airflow[^]]*\].*$//; s/ +(loc|source)=[^ ]+$//' || true
+    | grep --line-buffered -oE "$PROGRESS" | sed -u -E 's/ +\[airflow[^]]*\].*$//; s/ +(loc|source)=[^ ]+$//; s/\x27$//' || true
   local state
   state=$(airflow dags state "$dag_id" "$day" 2>/dev/null | tail -n 1 | cut -d, -f1)  # "success, {conf}"
   [ "$state" = "success" ] || { echo "$dag_id for $day ended in state '$state': see $log"; exit 1; }
