@@ -268,7 +268,8 @@ class AirflowServer:
             time.sleep(poll)
 
 
-def _descendants(procs: list[subprocess.Popen]) -> list[Any]:
+def descendants(procs: list[Any]) -> list[Any]:
+    """Every process of ``procs`` now (psutil), with all its children."""
     import psutil
 
     found = []
@@ -283,7 +284,7 @@ def _stop(procs: list[subprocess.Popen], grace: float = 20) -> None:
     """SIGTERM every process started (and all their descendants, whatever their group), then SIGKILL."""
     import psutil
 
-    tree = _descendants(procs)
+    tree = descendants(procs)
     for proc in procs:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)  # each component leads its own group
@@ -291,7 +292,7 @@ def _stop(procs: list[subprocess.Popen], grace: float = 20) -> None:
         with contextlib.suppress(psutil.Error):
             p.terminate()
     _, alive = psutil.wait_procs(tree, timeout=grace)
-    for p in alive + _descendants(procs):
+    for p in alive + descendants(procs):
         with contextlib.suppress(psutil.Error):
             p.kill()
     for proc in procs:

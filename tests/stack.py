@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.airflow_server import AirflowServer, _free_port, _stop, _tail, running_airflow
+from tests.airflow_server import AirflowServer, _free_port, _stop, _tail, descendants, running_airflow
 
 LOOPBACK = "127.0.0.1"
 # Debian installs each PostgreSQL major version's server programs here (not on PATH).
@@ -377,16 +377,9 @@ class Stack:
 
     def processes(self) -> list[Any]:
         """Every process of the stack now (psutil), children included: to check that none outlives it."""
-        import psutil
-
         roots = [self.postgres.process, self.mlflow.process, *self.airflow.processes.values()]
         roots += self.spark.processes if self.spark else []
-        found = []
-        for root in roots:
-            with contextlib.suppress(psutil.Error):
-                parent = psutil.Process(root.pid)
-                found += [parent, *parent.children(recursive=True)]
-        return found
+        return descendants(roots)
 
 
 @contextlib.contextmanager
