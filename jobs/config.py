@@ -14,7 +14,7 @@ import datetime as dt
 import importlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -299,15 +299,20 @@ class WindowArgs(JobArgs):
 
 def parse_job_args(
     parser: argparse.ArgumentParser, argv: list[str] | None = None, kind: type[ArgsT] = JobArgs,  # type: ignore[assignment]
-    drop: tuple[str, ...] = (),
+    train_overrides: tuple[str, ...] = (),
 ) -> ArgsT:
     """Parse ``argv`` into ``kind``: its fields are the shared ones and the job's own options (the
-    parser's destinations, less ``drop``: options the job applies to the config itself); an option
-    the job did not declare is refused by the parser."""
+    parser's destinations); an option the job did not declare is refused by the parser. Options
+    named in ``train_overrides`` are not fields: given (not None), each replaces the ``train.*``
+    setting of its name in the config."""
     ns = vars(parser.parse_args(argv))
-    for name in drop:
-        ns.pop(name)
+    overrides = {name: value for name in train_overrides if (value := ns.pop(name)) is not None}
     config = load_config(ns.pop("config"))
+    if overrides:
+        try:
+            config = replace(config, train=replace(config.train, **overrides))
+        except ValueError as err:
+            parser.error(str(err))
     lake = Lake.at(ns.pop("lake_root"))
     if "days" in ns:
         days_arg = ns.pop("days")

@@ -34,7 +34,7 @@ checkpoints are removed once the model is registered.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from jobs.champion import PROMOTION_METRICS
 from jobs.config import PRECISIONS, JobArgs, job_parser, optional, optional_choice, parse_bool, parse_job_args
@@ -79,14 +79,7 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
                             help=f"{text} (default: train.{name})")
     parser.add_argument("--started-by", default=None,
                         help="what started the run (a schedule, a drift event, a person): an MLflow tag")
-    ns = vars(parser.parse_args(argv))
-    overrides = {name: value for name in OVERRIDES if (value := ns.pop(name)) is not None}
-    args = parse_job_args(parser, argv, TrainArgs, drop=tuple(OVERRIDES))
-    try:
-        train = replace(args.config.train, **overrides)
-    except ValueError as err:
-        parser.error(str(err))
-    return replace(args, config=replace(args.config, train=train))
+    return parse_job_args(parser, argv, TrainArgs, train_overrides=tuple(OVERRIDES))
 
 
 def main(argv: list[str] | None = None) -> None:
