@@ -76,4 +76,4 @@ with DAG(
         "train", task_id="train_model", run_date=plan["run_date"],
         args=[*_param_args(list(TRAIN_PARAMS)), "--started-by", plan["started_by"]],
     )
-    train_model >> publish_champion(plan["run_date"])
+    publish_champion(plan["run_date"], train_model.output)

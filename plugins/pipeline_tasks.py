@@ -75,23 +75,26 @@ def scoring_days(run_date: str | None, features: Iterable[dict[str, Any]],
 
 def training_plan(run_date: str | None, drift: list[dict[str, Any]], scheduled_end: dt.datetime | None,
                   ) -> dict[str, str]:
-    """The last day of the training window and what started the run, in words.
+    """The last day of the training window, what started the run (``trigger``: person, drift or
+    schedule) and that in words (``started_by``).
 
     A person's ``run_date`` wins; a drift event retrains on the window that ends with the latest
     drifted day; a scheduled run trains on the window that ends with the last whole day before
     it ran (``scheduled_end``: the end of its data interval).
     """
     if run_date:
-        return {"run_date": run_date, "started_by": f"a person: run_date {run_date}"}
+        return {"run_date": run_date, "trigger": "person", "started_by": f"a person: run_date {run_date}"}
     if drift:
         latest = max(drift, key=lambda extra: extra["run_date"])
         reasons = "; ".join(latest.get("reasons", [])) or "see the drift report"
         days = sorted({extra["run_date"] for extra in drift})
-        return {"run_date": latest["run_date"], "started_by": f"drift on {', '.join(days)}: {reasons}"}
+        return {"run_date": latest["run_date"], "trigger": "drift",
+                "started_by": f"drift on {', '.join(days)}: {reasons}"}
     if scheduled_end is None:
         raise AirflowFailException("no day to train up to: trigger with {\"run_date\": \"YYYY-MM-DD\"}")
     day = (scheduled_end - dt.timedelta(days=1)).date()
-    return {"run_date": day.isoformat(), "started_by": f"the weekly schedule (window up to {day})"}
+    return {"run_date": day.isoformat(), "trigger": "schedule",
+            "started_by": f"the weekly schedule (window up to {day})"}
 
 
 def missing_feature_days(lake: Any, days: list[dt.date]) -> list[dt.date]:
@@ -240,7 +243,7 @@ def plan_training(*, drift: Asset = DRIFT) -> Any:
         days = days_ending(dt.date.fromisoformat(found["run_date"]), window)
         print(f"started by {found['started_by']}; window {days[0]}..{days[-1]} ({window} days)")
         missing = missing_feature_days(Lake.at(), days)
-        if missing == days and found["started_by"].startswith("the weekly schedule"):
+        if missing == days and found["trigger"] == "schedule":
             raise AirflowSkipException(
                 f"no day of the window {days[0]}..{days[-1]} has features: nothing to train on yet "
                 f"(for the 2013 example data, trigger with a run_date); {ingest_hint(missing)}"
@@ -255,15 +258,12 @@ def plan_training(*, drift: Asset = DRIFT) -> Any:
     return plan()
 
 
-def publish_champion(run_date: Any, *, asset: Asset = CHAMPION) -> Any:
-    """After training: update ``asset`` when the new version became champion; skipped otherwise."""
+def publish_champion(run_date: Any, summary: Any, *, asset: Asset = CHAMPION) -> Any:
+    """After training: update ``asset`` when the new version became champion; skipped otherwise.
+    ``summary``: what the train task returned (the job's training summary)."""
 
     @task(task_id="publish_champion", outlets=[asset])
-    def publish(run_date: str) -> dict[str, Any]:
-        from jobs.lake import Lake
-        from jobs.summary import read_report
-
-        summary = read_report(Lake.at(), "training", run_date)
+    def publish(run_date: str, summary: dict[str, Any]) -> dict[str, Any]:
         gate = summary["gate"]
         if gate["gate_decision"] != "promoted":
             raise AirflowSkipException(f"version {summary['model_version']} was not promoted: "
@@ -274,4 +274,4 @@ def publish_champion(run_date: Any, *, asset: Asset = CHAMPION) -> Any:
         print(f"{summary['model_name']} version {summary['model_version']} is the champion now")
         return extra
 
-    return publish(run_date=run_date)
+    return publish(run_date=run_date, summary=summary)

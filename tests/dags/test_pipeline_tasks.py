@@ -36,13 +36,14 @@ def test_the_training_window_ends_with_the_latest_drifted_day_and_says_why():
     drift = [{"run_date": "2013-01-09", "reasons": ["distance: PSI 0.9"]},
              {"run_date": "2013-01-10", "reasons": ["dest: unknown share +0.2"]}]
     plan = training_plan(None, drift, dt.datetime(2013, 1, 14, tzinfo=dt.UTC))
-    assert plan["run_date"] == "2013-01-10"
+    assert plan["run_date"] == "2013-01-10" and plan["trigger"] == "drift"
     assert plan["started_by"] == "drift on 2013-01-09, 2013-01-10: dest: unknown share +0.2"
 
 
 def test_a_scheduled_training_ends_with_the_last_whole_day_before_it_ran():
     plan = training_plan(None, [], dt.datetime(2013, 1, 14, tzinfo=dt.UTC))
-    assert plan == {"run_date": "2013-01-13", "started_by": "the weekly schedule (window up to 2013-01-13)"}
+    assert plan == {"run_date": "2013-01-13", "trigger": "schedule",
+                    "started_by": "the weekly schedule (window up to 2013-01-13)"}
 
 
 def test_a_person_s_training_run_date_wins():
