@@ -11,7 +11,12 @@ else the latest drifted day, else the last day before the weekly run. The window
 `holdout_days`, logs to MLflow (the run is tagged with what started it; the task's *MLflow run*
 button opens it) and registers a new version of the model, which becomes `champion` only if it
 beats the current champion on the same holdout by `promotion_margin` in `promotion_metric`.
-`publish_champion` then updates the `champion_model` Asset, and scoring re-scores *D* with it.
+With `require_approval` on, a version that wins the gate does not become champion by itself:
+`approve_champion` waits (state *awaiting input*) for a person to Approve or Reject it under the
+UI's **Required actions**, showing the comparison with the current champion; unanswered for 7
+days counts as Reject. Without it, or when the version lost, `approve_champion` is skipped.
+`publish_champion` then moves the alias when a person approved, and updates the `champion_model`
+Asset when there is a new champion; scoring re-scores *D* with it.
 
 **Trigger** from the UI with `{"run_date": "2013-01-28"}`; every other param left empty keeps
 the setting of `jobs/pipeline.yaml` (`train.*`).
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import pendulum
 from airflow.sdk import DAG, AssetOrTimeSchedule, CronDataIntervalTimetable, Param
-from pipeline_tasks import DRIFT, plan_training, publish_champion
+from pipeline_tasks import DRIFT, ChampionApprovalOperator, plan_training, publish_champion
 from spark_jobs import DEFAULT_ARGS, spark_job
 
 from jobs.champion import PROMOTION_METRICS
@@ -44,6 +49,9 @@ TRAIN_PARAMS = {
                               description="holdout metric of the champion gate (log_loss, brier, ece: lower wins)"),
     "promotion_margin": Param(None, type=["null", "number"], minimum=0,
                               description="how much better than the champion a version must be to replace it"),
+    "require_approval": Param(None, type=["null", "boolean"],
+                              description="a version that wins the gate waits for a person's Approve before it "
+                                          "becomes champion (Required actions in the UI)"),
 }
 
 
@@ -76,4 +84,5 @@ with DAG(
         "train", task_id="train_model", run_date=plan["run_date"],
         args=[*_param_args(list(TRAIN_PARAMS)), "--started-by", plan["started_by"]],
     )
-    publish_champion(plan["run_date"], train_model.output)
+    approve = ChampionApprovalOperator(task_id="approve_champion", summary_task=train_model.task_id)
+    train_model >> approve >> publish_champion(plan["run_date"], train_model.output, approval=approve.task_id)

@@ -5,13 +5,17 @@ version's holdout window; the chosen metric must improve by at least the configu
 first version ever registered becomes champion. The decision, both scores and the reason are
 recorded as tags on the new version and returned for the task log. Registry stages are
 deprecated in MLflow 3: the champion is an alias (``models:/<name>@champion``).
+
+With ``train.require_approval`` a winning version does not move the alias itself: it is tagged
+``awaiting_approval`` and the training DAG asks a person (an Airflow human-in-the-loop task, with
+the comparison in front of them); :func:`record_approval` then moves the alias or keeps the champion.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -20,6 +24,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CHAMPION = "champion"
+# gate_decision tag values
+PROMOTED, REJECTED, AWAITING_APPROVAL = "promoted", "rejected", "awaiting_approval"
 LOWER_IS_BETTER = frozenset({"log_loss", "brier", "ece"})
 # Holdout metrics (jobs/metrics.py:evaluate) the gate can compare versions on.
 PROMOTION_METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "ece")
@@ -33,11 +39,18 @@ class GateDecision:
     champion_score: float | None
     champion_version: str | None
     reason: str
+    awaiting_approval: bool = False  # it won, and a person decides whether it becomes champion
+
+    @property
+    def outcome(self) -> str:
+        if self.awaiting_approval:
+            return AWAITING_APPROVAL
+        return PROMOTED if self.promote else REJECTED
 
     def tags(self) -> dict[str, str]:
         """What the new version carries so anyone can see why it was (not) promoted."""
         return {
-            "gate_decision": "promoted" if self.promote else "rejected",
+            "gate_decision": self.outcome,
             "gate_metric": self.metric,
             "gate_challenger_score": f"{self.challenger_score:.6f}",
             "gate_champion_score": "" if self.champion_score is None else f"{self.champion_score:.6f}",
@@ -88,12 +101,13 @@ def current_champion(client: Any, name: str) -> Any | None:
 
 def apply_gate(
     client: Any, name: str, version: str, holdout: pd.DataFrame, inputs: list[str], label: str,
-    metric: str, margin: float, probabilities: Any = None,
+    metric: str, margin: float, probabilities: Any = None, require_approval: bool = False,
 ) -> GateDecision:
     """Compare ``version`` with the champion on ``holdout``, move the alias if it wins, tag it.
 
     ``probabilities``: ``version``'s pyfunc predictions on ``holdout`` when the caller has them
-    (otherwise the version is loaded and scored here)."""
+    (otherwise the version is loaded and scored here). ``require_approval``: a winner is only
+    tagged ``awaiting_approval``; :func:`record_approval` moves the alias once a person approves."""
     from jobs.metrics import evaluate
 
     if probabilities is None:
@@ -106,10 +120,43 @@ def apply_gate(
         champion_score = score_version(f"models:/{name}/{champion.version}", holdout, inputs, label)[metric]
     decision = decide(metric, challenger, champion_score, margin,
                       None if champion is None else str(champion.version))
+    if decision.promote and require_approval:
+        decision = replace(decision, promote=False, awaiting_approval=True)
     for key, value in decision.tags().items():
         client.set_model_version_tag(name, version, key, value)
     if decision.promote:
         client.set_registered_model_alias(name, CHAMPION, version)
-    log.info("champion gate for %s version %s: %s (%s)", name, version, decision.tags()["gate_decision"],
-             decision.reason)
+    log.info("champion gate for %s version %s: %s (%s)", name, version, decision.outcome, decision.reason)
     return decision
+
+
+class ApprovalError(RuntimeError):
+    """An approval that can no longer be applied as it was asked for."""
+
+
+def record_approval(client: Any, name: str, version: str, approved: bool, by: str, compared_with: str) -> str:
+    """A person's answer to a version ``awaiting_approval``: approved, it becomes champion; rejected,
+    the champion stays. Either way the version is tagged with the outcome and who decided.
+
+    ``compared_with``: the champion version the person saw in the comparison ('' for none). If the
+    alias moved since (another version was promoted meanwhile) the approval no longer holds: the
+    comparison is stale, so nothing moves and :class:`ApprovalError` says what to do."""
+    tags = client.get_model_version(name, version).tags
+    if tags.get("gate_decision") != AWAITING_APPROVAL:
+        raise ApprovalError(f"{name} version {version} is not awaiting approval "
+                            f"(gate_decision: {tags.get('gate_decision')!r})")
+    champion = current_champion(client, name)
+    now = "" if champion is None else str(champion.version)
+    if approved and now != compared_with:
+        raise ApprovalError(
+            f"{name} version {version} was compared with champion {compared_with or '(none)'}, but the champion is "
+            f"now {now or '(none)'}: the comparison is stale, nothing was promoted; train again to compare anew"
+        )
+    outcome = PROMOTED if approved else REJECTED
+    reason = f"{'approved' if approved else 'rejected'} by {by}; gate: {tags.get('gate_reason', '')}"
+    for key, value in {"gate_decision": outcome, "gate_reason": reason, "gate_approved_by": by}.items():
+        client.set_model_version_tag(name, version, key, value)
+    if approved:
+        client.set_registered_model_alias(name, CHAMPION, version)
+    log.info("%s version %s %s by %s", name, version, outcome, by)
+    return outcome

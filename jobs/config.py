@@ -99,6 +99,7 @@ class TrainSpec:
     use_gpu: bool
     promotion_metric: str
     promotion_margin: float
+    require_approval: bool = False  # a winning version waits for a person before it becomes champion
     gpu_batch_size: int = 2048
     precision: str = "auto"
     model: str = DEFAULT_MODEL  # module:function(preprocessor, hyperparameters) -> torch module

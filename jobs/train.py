@@ -6,7 +6,8 @@ Usage::
                                [--num-processes N] [--use-gpu true|false] [--local-mode true|false]
                                [--precision auto|bf16|fp16|fp32] [--train-days N] [--holdout-days N]
                                [--epochs N] [--learning-rate X] [--promotion-metric M]
-                               [--promotion-margin X] [--started-by TEXT]
+                               [--promotion-margin X] [--require-approval true|false]
+                               [--started-by TEXT]
 
 Every option but ``--num-processes`` and ``--started-by`` overrides the ``train.*`` setting of the
 same name for this run; an empty value (what an Airflow param left empty renders to) keeps the
@@ -22,7 +23,8 @@ that has it, fp16 with a loss scaler, fp32); rank 0 logs per-epoch metrics, plot
 calibration curves on the holdout) and the model (pyfunc with signature, input example and the
 preprocessing). The driver then registers a new model version
 and tags it with the run date, the window and the holdout metrics, applies the champion gate, and
-writes ``reports/training/date=<run-date>/summary.json`` (version, run, link, metrics, gate).
+writes ``reports/training/date=<run-date>/summary.json`` (version, run, link, metrics, gate). With
+``require_approval`` a winning version is tagged ``awaiting_approval`` instead of becoming champion.
 
 Resuming: rank 0 checkpoints every epoch to ``checkpoints/training/date=<run-date>/<key>/`` in the
 lake, where ``key`` digests everything that shapes the training (window, hyperparameters, code
@@ -59,6 +61,7 @@ OVERRIDES = {
     "learning_rate": (float, "Adam's step size"),
     "promotion_metric": (optional_choice(PROMOTION_METRICS), " | ".join(PROMOTION_METRICS)),
     "promotion_margin": (float, "how much better than the champion a new version must be"),
+    "require_approval": (parse_bool, "true: a winning version waits for a person's approval to become champion"),
 }
 
 

@@ -7,7 +7,8 @@ Who writes what (one owner per lake partition):
   the day it was trained up to), writes ``predictions/`` for those days and updates :data:`DRIFT`
   for a day that drifted.
 - ``train_pipeline`` runs weekly or on :data:`DRIFT`, reads the feature partitions of its window
-  and writes none; a version that is promoted updates :data:`CHAMPION`.
+  and writes none; a version that is promoted (by the gate, or by a person when the run requires
+  approval) updates :data:`CHAMPION`.
 
 Plain Assets with the days in the event's ``extra``, not Airflow's partitioned assets: an event
 that carries a partition key never queues a DAG that is not partition-aware
@@ -25,6 +26,7 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 
+from airflow.providers.standard.operators.hitl import HITLOperator
 from airflow.sdk import Asset, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
@@ -108,6 +110,37 @@ def ingest_hint(days: list[dt.date]) -> str:
     span = (days[-1] - days[0]).days + 1
     return (f"ingest them first: trigger ingest_pipeline with {{\"run_date\": \"{days[-1]}\", \"days\": {span}}}, "
             f"or backfill ingest_pipeline from {days[0]} to {days[-1]}")
+
+
+def _score(value: str) -> str:
+    return value if value else "(none)"
+
+
+def approval_request(summary: dict[str, Any]) -> tuple[str, str]:
+    """The subject and Markdown body a person sees when a version that won the gate needs their
+    approval: the comparison with the current champion, the holdout metrics and where to look."""
+    gate, name, version = summary["gate"], summary["model_name"], summary["model_version"]
+    champion = gate.get("gate_champion_version") or ""
+    subject = (f"Make {name} version {version} the champion?" if not champion
+               else f"Replace {name} champion v{champion} with version {version}?")
+    rows = [
+        "| | challenger (this run) | champion |",
+        "|---|---|---|",
+        f"| version | {version} | {_score(champion)} |",
+        f"| holdout {gate['gate_metric']} | {gate['gate_challenger_score']} | {_score(gate['gate_champion_score'])} |",
+    ]
+    metrics = ", ".join(f"{key} {value:.0f}" if key == "rows" else f"{key} {value:.4f}"
+                        for key, value in sorted(summary.get("metrics", {}).items()))
+    body = "\n".join([
+        f"The champion gate says: **{gate['gate_reason']}**.", "", *rows, "",
+        f"Trained on {summary.get('train_window', '?')}, compared on the holdout {summary.get('holdout_window', '?')}"
+        " (both versions scored on the same rows).",
+        f"Challenger's holdout metrics: {metrics or 'none'}.",
+        f"MLflow run: {summary.get('run_url') or summary.get('run_id', '?')}", "",
+        "**Approve** moves the `champion` alias to this version (scoring re-scores the window's last day "
+        "with it); **Reject** keeps the current champion. Either way the version is tagged with your answer.",
+    ])
+    return subject, body
 
 
 # ---- the tasks ---------------------------------------------------------------------------------
@@ -258,14 +291,64 @@ def plan_training(*, drift: Asset = DRIFT) -> Any:
     return plan()
 
 
-def publish_champion(run_date: Any, summary: Any, *, asset: Asset = CHAMPION) -> Any:
-    """After training: update ``asset`` when the new version became champion; skipped otherwise.
-    ``summary``: what the train task returned (the job's training summary)."""
+class ChampionApprovalOperator(HITLOperator):
+    """Asks a person (Airflow's human-in-the-loop: the task waits in *awaiting input*, the UI's
+    *Required actions* shows the request) whether the version that won the champion gate becomes
+    champion, with the comparison in front of them; skipped when the gate needed nobody (the run
+    does not require approval, or the version lost). ``summary_task``: the train task's id.
+    Unanswered within ``response_timeout``, the answer is Reject: the champion stays."""
 
-    @task(task_id="publish_champion", outlets=[asset])
+    APPROVE, REJECT = "Approve", "Reject"
+
+    def __init__(self, *, summary_task: str, **kwargs: Any) -> None:
+        kwargs.setdefault("response_timeout", dt.timedelta(days=7))
+        super().__init__(subject="champion approval", options=[self.APPROVE, self.REJECT], defaults=[self.REJECT],
+                         **kwargs)
+        self.summary_task = summary_task
+
+    def execute(self, context: Any) -> Any:
+        from jobs.champion import AWAITING_APPROVAL
+
+        summary = context["ti"].xcom_pull(task_ids=self.summary_task)
+        if summary["gate"]["gate_decision"] != AWAITING_APPROVAL:
+            raise AirflowSkipException(f"no approval to ask for: version {summary['model_version']} is "
+                                       f"{summary['gate']['gate_decision']} ({summary['gate'].get('gate_reason', '')})")
+        self.subject, self.body = approval_request(summary)
+        self.log.info("%s: waiting for a person's answer under Required actions", self.subject)
+        return super().execute(context)
+
+
+def _responder(answer: dict[str, Any]) -> str:
+    user = answer.get("responded_by_user") or {}
+    return str(user.get("name") or user.get("id") or "a person") if isinstance(user, dict) else str(user)
+
+
+def publish_champion(run_date: Any, summary: Any, *, approval: str | None = None, asset: Asset = CHAMPION) -> Any:
+    """After training (and the approval task ``approval``, when there is one): update ``asset`` when
+    the new version became champion; skipped otherwise. ``summary``: what the train task returned
+    (the job's training summary). A version awaiting approval is promoted or kept out here, by the
+    approval task's answer (:func:`jobs.champion.record_approval`)."""
+
+    @task(task_id="publish_champion", outlets=[asset], trigger_rule="none_failed")
     def publish(run_date: str, summary: dict[str, Any]) -> dict[str, Any]:
+        from jobs.champion import AWAITING_APPROVAL, PROMOTED
+
         gate = summary["gate"]
-        if gate["gate_decision"] != "promoted":
+        if gate["gate_decision"] == AWAITING_APPROVAL:
+            answer = get_current_context()["ti"].xcom_pull(task_ids=approval) if approval else None
+            if not answer:
+                raise AirflowFailException(f"version {summary['model_version']} awaits approval, but no "
+                                           "answer was recorded: run the approval task again")
+            from jobs.champion import record_approval
+            from jobs.tracking import client
+
+            approved, by = answer["chosen_options"] == [ChampionApprovalOperator.APPROVE], _responder(answer)
+            outcome = record_approval(client(), summary["model_name"], summary["model_version"], approved, by,
+                                      gate.get("gate_champion_version") or "")
+            if outcome != PROMOTED:
+                raise AirflowSkipException(f"version {summary['model_version']} was rejected by {by}: "
+                                           "the champion stays")
+        elif gate["gate_decision"] != PROMOTED:
             raise AirflowSkipException(f"version {summary['model_version']} was not promoted: "
                                        f"{gate.get('gate_reason', '')}")
         extra = {"run_date": run_date, "model_name": summary["model_name"],

@@ -192,6 +192,32 @@ class AirflowServer:
         reply = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances", query={"limit": 100})
         return reply["task_instances"]
 
+    def wait_for_task(self, dag_id: str, run_id: str, task_id: str, state: str, timeout: float,
+                      poll: float = 5) -> dict[str, Any]:
+        """Wait until ``task_id`` of run ``run_id`` is in ``state``; any failed try fails the wait at once."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            tis = [ti for ti in self.task_instances(dag_id) if ti["dag_run_id"] == run_id]
+            if any(ti["state"] in FAILED_TASK_STATES for ti in tis):
+                raise AirflowError(f"a run of {dag_id} failed:\n{self.describe(dag_id)}")
+            found = [ti for ti in tis if ti["task_id"] == task_id and ti["state"] == state]
+            if found:
+                return found[0]
+            if time.monotonic() > deadline:
+                raise AirflowError(f"{dag_id} {run_id}: {task_id} not {state} within {timeout:.0f} s\n"
+                                   f"{self.describe(dag_id)}")
+            time.sleep(poll)
+
+    def hitl(self, dag_id: str, run_id: str, task_id: str, answer: list[str] | None = None) -> dict[str, Any]:
+        """A human-in-the-loop task's request (what the UI's Required actions shows); with ``answer``,
+        respond with those options as a person does there, and return the recorded response."""
+        path = (f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
+                f"/taskInstances/{task_id}/-1/hitlDetails")
+        if answer is None:
+            return self.request("GET", path)
+        return self.request("PATCH", path, {"chosen_options": answer, "params_input": {}})
+
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int, lines: int = 60) -> str:
         """The last ``lines`` lines of one try of a task's log, as the UI shows it."""
         path = (

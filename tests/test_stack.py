@@ -4,8 +4,10 @@ backend of Airflow and MLflow, Airflow's API server, scheduler, DAG processor an
 loopback; then the Airflow UI in headless Chromium.
 
 One training run goes through all of it: triggered through the REST API as the UI's trigger form
-does, its ``spark-submit`` on the standalone cluster, logging to the MLflow server and registering
-the model there; its task's "MLflow run" button is then clicked in the browser. The screenshots
+does, with ``require_approval``, its ``spark-submit`` on the standalone cluster, logging to the MLflow
+server and registering the model there; the version waits for a person, who reads the comparison
+and approves it (through the REST API the UI's Required actions page uses), and only then becomes
+champion; its task's "MLflow run" button is then clicked in the browser. The screenshots
 are kept in ``$PIPELINE_TEST_HOME/screenshots`` (the test prints the folder);
 ``make ui-screenshot`` copies one to ``docs/airflow-ui.png``.
 """
@@ -79,11 +81,26 @@ def stack(running) -> Stack:
 
 @pytest.fixture(scope="module")
 def training(stack) -> dict[str, Any]:
-    """A train_pipeline run triggered through the REST API, finished: its run and train_model's task instance."""
+    """A train_pipeline run triggered through the REST API with approval required, approved by a
+    person once it asks, finished: its run, train_model's task instance and the approval request."""
+    import mlflow
+
+    from jobs.champion import current_champion
+
     airflow = stack.airflow
     airflow.wait_for_dag("train_pipeline")
     airflow.unpause("train_pipeline")  # a paused DAG's triggered run would only be queued
-    run_id = airflow.trigger("train_pipeline", {"run_date": RUN_DATE.isoformat()})["dag_run_id"]
+    run_id = airflow.trigger("train_pipeline", {"run_date": RUN_DATE.isoformat(),
+                                                "require_approval": True})["dag_run_id"]
+    airflow.wait_for_task("train_pipeline", run_id, "approve_champion", "awaiting_input", timeout=TRAIN_TIMEOUT)
+    request = airflow.hitl("train_pipeline", run_id, "approve_champion")
+    # the version won the gate (the first one ever) but is not champion before a person says so
+    client = mlflow.MlflowClient(stack.mlflow.url)
+    assert current_champion(client, MODEL) is None
+    [version] = client.search_model_versions(f"name = '{MODEL}'")
+    assert version.tags["gate_decision"] == "awaiting_approval", version.tags
+    answer = airflow.hitl("train_pipeline", run_id, "approve_champion", answer=["Approve"])
+    assert answer["chosen_options"] == ["Approve"], answer
 
     def finished(runs: dict[str, list[dict[str, Any]]]) -> bool:
         return any(r["dag_run_id"] == run_id for r in runs["train_pipeline"])
@@ -93,7 +110,7 @@ def training(stack) -> dict[str, Any]:
     assert run["state"] == "success", run
     [train] = [ti for ti in airflow.task_instances("train_pipeline")
                if ti["task_id"] == "train_model" and ti["dag_run_id"] == run_id]
-    return {"run": run, "train_model": train}
+    return {"run": run, "train_model": train, "approval": request}
 
 
 def _listening(processes: list[Any]) -> set[tuple[str, str]]:
@@ -135,6 +152,12 @@ def test_every_part_of_the_stack_answers_on_loopback(stack):
     assert addresses and {ip for _, ip in addresses} == {LOOPBACK}, sorted(addresses)
 
 
+def stack_version(stack: Stack) -> Any:
+    import mlflow
+
+    return mlflow.MlflowClient(stack.mlflow.url).get_model_version_by_alias(MODEL, "champion")
+
+
 def champion_run(stack: Stack) -> tuple[Any, str]:
     """The MLflow run of MODEL's champion on the stack's server, and its page there."""
     import mlflow
@@ -152,6 +175,12 @@ def test_a_training_run_logs_to_the_mlflow_server_and_links_to_it(stack, trainin
     assert run.data.params["num_processes"] == "1" and run.data.metrics["holdout_roc_auc"] > 0, run.data
     ti = training["train_model"]
     assert ti["state"] == "success" and ti["try_number"] == 1, ti
+    # the person saw the comparison, and their answer is on the version
+    request = training["approval"]
+    assert request["subject"] == f"Make {MODEL} version 1 the champion?", request
+    assert "| holdout roc_auc |" in request["body"] and run.info.run_id in request["body"], request["body"]
+    version = stack_version(stack)
+    assert version.tags["gate_decision"] == "promoted" and version.tags["gate_approved_by"] == "admin", version.tags
     path = f"/api/v2/dags/train_pipeline/dagRuns/{urllib.parse.quote(ti['dag_run_id'], safe='')}/taskInstances"
     links = stack.airflow.request("GET", f"{path}/train_model/links")
     assert links["extra_links"] == {"MLflow run": page}, links
@@ -238,6 +267,11 @@ def test_the_airflow_ui_in_chromium_shows_the_runs_and_opens_the_mlflow_run(stac
         browser.get(f"{airflow.url}/dags/train_pipeline/runs")
         page.text(run_id)
         page.shot("train_pipeline-runs")
+
+        # the approval the person answered, with the comparison they read
+        browser.get(f"{airflow.url}/dags/train_pipeline/runs/{run_id}/tasks/approve_champion/required_actions")
+        page.text(training["approval"]["subject"])
+        page.shot("approve_champion")
 
         # the task instance's details tab has its extra links: the "MLflow run" button
         browser.get(f"{airflow.url}/dags/train_pipeline/runs/{run_id}/tasks/train_model/details")

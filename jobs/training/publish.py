@@ -96,7 +96,7 @@ def publish(
                            BASELINE_ARTIFACT)
     decision = apply_gate(
         mlflow_client, cfg.model_name, str(version.version), holdout, spec.inputs, spec.label,
-        cfg.promotion_metric, cfg.promotion_margin, predictions,
+        cfg.promotion_metric, cfg.promotion_margin, predictions, cfg.require_approval,
     )
     train_window, holdout_window = windows
     for key, value in {
@@ -116,7 +116,6 @@ def publish(
         "train_window": train_window, "holdout_window": holdout_window, "metrics": metrics, "gate": decision.tags(),
     }
     write_text(lake.report("training", run_date), json.dumps(summary, indent=2))
-    log.info(
-        "champion gate: version %s %s: %s", version.version,
-        "is the new champion" if decision.promote else "stays a challenger", decision.reason,
-    )
+    outcome = {"promoted": "is the new champion", "rejected": "stays a challenger",
+               "awaiting_approval": "won the gate and awaits a person's approval"}[decision.outcome]
+    log.info("champion gate: version %s %s: %s", version.version, outcome, decision.reason)

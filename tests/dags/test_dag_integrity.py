@@ -16,6 +16,7 @@ EXPECTED_EDGES = {
     "ingest_pipeline": {("wait_for_raw", "validate_raw"), ("validate_raw", "build_features"),
                         ("build_features", "publish_features")},
     "train_pipeline": {("plan_training", "train_model"), ("plan_training", "publish_champion"),
+                       ("train_model", "approve_champion"), ("approve_champion", "publish_champion"),
                        ("train_model", "publish_champion")},
     "score_pipeline": {("plan_scoring", "score_batch"), ("plan_scoring", "check_drift"),
                        ("score_batch", "check_drift")},
@@ -135,7 +136,8 @@ def test_every_training_param_reaches_the_job_as_the_setting_it_names(dag_bag):
 
     dag = dag_bag.dags["train_pipeline"]
     values = {"train_days": 14, "holdout_days": 3, "epochs": 2, "learning_rate": 0.01, "num_processes": 1,
-              "use_gpu": True, "precision": "bf16", "promotion_metric": "log_loss", "promotion_margin": 0.01}
+              "use_gpu": True, "precision": "bf16", "promotion_metric": "log_loss", "promotion_margin": 0.01,
+              "require_approval": True}
     assert set(dag.params) == {"run_date", *values}
     for name, value in values.items():
         dag.params.get_param(name).resolve(value)  # valid per the trigger form's schema

@@ -66,3 +66,22 @@ def test_missing_feature_days_are_named_with_what_to_trigger(tmp_path):
     hint = ingest_hint(missing)
     assert '{"run_date": "2013-01-05", "days": 3}' in hint and "from 2013-01-03 to 2013-01-05" in hint
 
+
+
+def test_the_approval_request_shows_the_comparison_with_the_champion():
+    from pipeline_tasks import approval_request
+
+    summary = {"model_name": "flights", "model_version": "7", "train_window": "2013-01-01..2013-01-21",
+               "holdout_window": "2013-01-22..2013-01-28", "metrics": {"roc_auc": 0.6712, "log_loss": 0.4951},
+               "run_url": "http://127.0.0.1:5000/#/experiments/1/runs/abc",
+               "gate": {"gate_decision": "awaiting_approval", "gate_metric": "roc_auc",
+                        "gate_challenger_score": "0.671200", "gate_champion_score": "0.650000",
+                        "gate_champion_version": "5", "gate_reason": "roc_auc 0.6712 vs champion v5 0.6500"}}
+    subject, body = approval_request(summary)
+    assert subject == "Replace flights champion v5 with version 7?"
+    assert "| holdout roc_auc | 0.671200 | 0.650000 |" in body and "| version | 7 | 5 |" in body
+    assert "roc_auc 0.6712 vs champion v5 0.6500" in body and "http://127.0.0.1:5000/#/experiments/1/runs/abc" in body
+    assert "2013-01-22..2013-01-28" in body and "log_loss 0.4951" in body
+    first = {**summary, "gate": {**summary["gate"], "gate_champion_version": "", "gate_champion_score": ""}}
+    subject, body = approval_request(first)
+    assert subject == "Make flights version 7 the champion?" and "| version | 7 | (none) |" in body

@@ -115,3 +115,53 @@ def test_gate_promotes_better_versions_only(holdout_and_nets, config, tmp_path):
     assert str(client.get_model_version_by_alias(name, CHAMPION).version) == better
     tags = client.get_model_version(name, better).tags
     assert tags["gate_decision"] == "promoted" and tags["gate_champion_version"] == first
+
+
+def test_with_approval_required_a_winner_waits_for_a_person(holdout_and_nets, config, tmp_path):
+    """The gate only tags a winning version awaiting_approval; a person's answer then moves the
+    alias (approve) or keeps the champion (reject); an approval given against a comparison the
+    alias has since moved away from promotes nothing."""
+    import mlflow
+
+    from jobs.champion import AWAITING_APPROVAL, ApprovalError, current_champion, record_approval
+    from jobs.model import log_pyfunc
+    from jobs.tracking import ensure_experiment
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
+    mlflow.set_experiment(experiment_id=ensure_experiment("approval-tests"))
+    client = mlflow.MlflowClient()
+    name, data = "approval_model", holdout_and_nets
+    features, label = config.features.inputs, config.features.label
+
+    def register(net) -> str:
+        with mlflow.start_run():
+            info = log_pyfunc(net, data["pre"], data["hyper"], data["holdout"].head(5))
+        return str(mlflow.register_model(info.model_uri, name).version)
+
+    def gate(version: str):
+        return apply_gate(client, name, version, data["holdout"], features, label, "roc_auc", 0.002,
+                          require_approval=True)
+
+    first = register(data["untrained"])
+    decision = gate(first)
+    assert not decision.promote and decision.outcome == AWAITING_APPROVAL
+    assert current_champion(client, name) is None  # nothing moves before a person answers
+    assert client.get_model_version(name, first).tags["gate_decision"] == AWAITING_APPROVAL
+    assert record_approval(client, name, first, False, "ana", "") == "rejected"
+    assert current_champion(client, name) is None
+    tags = client.get_model_version(name, first).tags
+    assert tags["gate_decision"] == "rejected" and tags["gate_approved_by"] == "ana"
+    assert tags["gate_reason"].startswith("rejected by ana; gate: no champion yet")
+    with pytest.raises(ApprovalError, match="not awaiting approval"):
+        record_approval(client, name, first, True, "ana", "")  # answered already
+
+    second = register(data["untrained"])
+    assert gate(second).outcome == AWAITING_APPROVAL
+    third = register(data["trained"])
+    assert gate(third).outcome == AWAITING_APPROVAL  # compared with no champion, like the second
+    assert record_approval(client, name, second, True, "bo", "") == "promoted"
+    assert str(current_champion(client, name).version) == second
+    with pytest.raises(ApprovalError, match="stale"):
+        record_approval(client, name, third, True, "bo", "")  # the champion moved since its comparison
+    assert str(current_champion(client, name).version) == second
+    assert client.get_model_version(name, third).tags["gate_decision"] == AWAITING_APPROVAL
