@@ -102,7 +102,21 @@ def _xcoms(dag_id: str, task_id: str) -> dict:
         return {row.key: row.value for row in rows}
 
 
-def test_ingest_train_score_through_airflow(dags, airflow_env, config):
+def _ui_log(dag_id: str, task_id: str) -> str:
+    """What the UI's log tab shows for the last try of ``task_id``'s latest run."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.log.log_reader import TaskLogReader
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        ti = session.scalars(select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.task_id == task_id)
+                             .order_by(TaskInstance.start_date.desc())).first()
+        stream, _ = TaskLogReader().read_log_chunks(ti, ti.try_number, {})
+        return "\n".join(getattr(line, "event", str(line)) for line in stream)
+
+
+def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, tmp_path):
     lake = airflow_env
     from jobs.tracking import client
 
@@ -118,7 +132,9 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config):
     assert written == [partition_name(dt.date.fromisoformat(d)) for d in days]
 
     states = _run(dags["train_pipeline"], TRAIN_DATE)
-    assert states == {"plan_training": "success", "train_model": "success", "publish_champion": "success"}
+    # no approval asked for (require_approval is off by default): the gate promoted the version itself
+    assert states == {"plan_training": "success", "train_model": "success", "approve_champion": "skipped",
+                      "publish_champion": "success"}
 
     mlflow_client = client()
     versions = mlflow_client.search_model_versions(f"name = '{config.train.model_name}'")
@@ -154,7 +170,21 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config):
     # training read the window's features and wrote none (the ingest run's files are untouched)
     assert sorted(p.name for p in Path(lake.features).iterdir() if partition_day(p.name) is not None) == written
 
+    caplog.clear()
     states = _run(dags["score_pipeline"], SCORE_DATE)
+    # dag.test() logs each task's run only to the console; `make demo` files each task's part where
+    # the UI reads task logs (scripts/dag_test_logs.py), so the log tab of such a run is not empty
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dag_test_logs", REPO / "scripts/dag_test_logs.py")
+    dag_test_logs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dag_test_logs)
+    console = tmp_path / "console.log"
+    console.write_text(caplog.text)
+    assert len(dag_test_logs.write_task_logs(str(console))) == 3  # plan_scoring, score_batch, check_drift
+    shown = _ui_log("score_pipeline", "score_batch")
+    assert "[DAG TEST] running task <TaskInstance: score_pipeline.score_batch" in shown, shown
+    assert "task_id=plan_scoring" not in shown
     # a normal day: no drift, so no Asset event (the check is skipped)
     assert states == {"plan_scoring": "success", "score_batch": "success", "check_drift": "skipped"}
     assert _asset_events("scoring_drift") == []
