@@ -2,7 +2,10 @@
 
 Both versions are scored by the same code (their MLflow pyfuncs) on the same rows, the new
 version's holdout window; the chosen metric must improve by at least the configured margin. The
-first version ever registered becomes champion. The decision, both scores and the reason are
+first version ever registered becomes champion. An undefined metric (NaN: a holdout of one class
+has no ROC AUC) is handled explicitly (:func:`undefined_metric_decision`): the first version still
+becomes champion, with a warning; a challenger whose metric is undefined never replaces a
+champion. The decision, both scores and the reason are
 recorded as tags on the new version and returned for the task log. Registry stages are
 deprecated in MLflow 3: the champion is an alias (``models:/<name>@champion``).
 
@@ -39,6 +42,7 @@ class GateDecision:
     champion_score: float | None
     champion_version: str | None
     reason: str
+    warning: str = ""  # set when the decision rests on an undefined metric
     awaiting_approval: bool = False  # it won, and a person decides whether it becomes champion
 
     @property
@@ -56,6 +60,7 @@ class GateDecision:
             "gate_champion_score": "" if self.champion_score is None else f"{self.champion_score:.6f}",
             "gate_champion_version": self.champion_version or "",
             "gate_reason": self.reason,
+            **({"gate_warning": self.warning} if self.warning else {}),
         }
 
 
@@ -64,8 +69,7 @@ def decide(
 ) -> GateDecision:
     """Promote when there is no champion, or the challenger is better by at least ``margin``."""
     if not math.isfinite(challenger):
-        return GateDecision(False, metric, challenger, champion, champion_version,
-                            f"challenger {metric} is {challenger}: cannot be compared")
+        return undefined_metric_decision(metric, challenger, champion, champion_version)
     if champion is None:
         return GateDecision(True, metric, challenger, None, None, "no champion yet: the first model becomes champion")
     if not math.isfinite(champion):
@@ -77,6 +81,26 @@ def decide(
     reason = (f"{metric} {challenger:.4f} vs champion v{champion_version} {champion:.4f}: "
               f"{direction} is better, improvement {gain:+.4f} {'>=' if promote else '<'} margin {margin}")
     return GateDecision(promote, metric, challenger, champion, champion_version, reason)
+
+
+def undefined_metric_decision(
+    metric: str, challenger: float, champion: float | None, champion_version: str | None
+) -> GateDecision:
+    """The gate when the challenger's ``metric`` is undefined (NaN, e.g. ROC AUC on a holdout of one
+    class): the first version becomes champion as documented, with a warning; otherwise the
+    champion stays, whether its own score is defined or not."""
+    undefined = f"challenger {metric} is undefined ({challenger}) on this holdout"
+    if champion is None:
+        warning = (f"{undefined}: promoted only because there is no champion yet; check the holdout window "
+                   f"(one class only?) and retrain on a window with both classes")
+        return GateDecision(True, metric, challenger, None, None,
+                            f"no champion yet: the first model becomes champion although its {metric} is undefined",
+                            warning)
+    state = "defined" if math.isfinite(champion) else "undefined too"
+    return GateDecision(False, metric, challenger, champion, champion_version,
+                        f"{undefined}; champion v{champion_version}'s {metric} is {state} ({champion}): "
+                        "a challenger with an undefined metric never replaces the champion",
+                        f"{undefined}: not compared")
 
 
 def score_version(model_uri: str, holdout: pd.DataFrame, inputs: list[str], label: str) -> dict[str, float]:
@@ -126,6 +150,8 @@ def apply_gate(
         client.set_model_version_tag(name, version, key, value)
     if decision.promote:
         client.set_registered_model_alias(name, CHAMPION, version)
+    if decision.warning:
+        log.warning("champion gate for %s version %s: %s", name, version, decision.warning)
     log.info("champion gate for %s version %s: %s (%s)", name, version, decision.outcome, decision.reason)
     return decision
 

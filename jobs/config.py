@@ -102,6 +102,7 @@ class TrainSpec:
     require_approval: bool = False  # a winning version waits for a person before it becomes champion
     gpu_batch_size: int = 2048
     precision: str = "auto"
+    collective_timeout_s: int = 300  # how long a rank waits in a collective for a peer (gloo's default: 30 min)
     model: str = DEFAULT_MODEL  # module:function(preprocessor, hyperparameters) -> torch module
     hyperparameters: dict[str, Any] = field(default_factory=lambda: {"embedding_dim": 6, "hidden_units": [64, 32]})
 
@@ -125,6 +126,27 @@ class TrainSpec:
 
 
 @dataclass(frozen=True)
+class TrackingSpec:
+    """How MLflow calls behave when the tracking server is slow or gone: each setting maps to the
+    MLflow environment variable in :data:`TRACKING_ENV` (a variable already set in the environment
+    wins). The defaults fail a call to a dead server within about 10 s, not MLflow's 4 minutes."""
+
+    request_timeout: int = 30  # seconds one HTTP request may take
+    max_retries: int = 2  # retries of a failed request
+    backoff_factor: int = 1  # retry n waits about backoff_factor * 2**(n-1) s
+    backoff_jitter: float = 0.5  # plus up to this many seconds at random
+    check_timeout: float = 10  # the up-front check of the server (jobs.tracking.check_tracking_server)
+
+
+TRACKING_ENV = {  # TrackingSpec field -> MLflow's environment variable (mlflow/environment_variables.py)
+    "request_timeout": "MLFLOW_HTTP_REQUEST_TIMEOUT",
+    "max_retries": "MLFLOW_HTTP_REQUEST_MAX_RETRIES",
+    "backoff_factor": "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR",
+    "backoff_jitter": "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER",
+}
+
+
+@dataclass(frozen=True)
 class ScoreSpec:
     batch_size: int
     use_gpu: bool = False
@@ -141,6 +163,7 @@ class PipelineConfig:
     train: TrainSpec
     score: ScoreSpec
     csv_options: dict[str, str] = field(default_factory=dict)
+    tracking: TrackingSpec = field(default_factory=TrackingSpec)
     source: str = field(default="", compare=False)
 
 
@@ -166,6 +189,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
             train=TrainSpec(**raw["train"]),
             score=_score_spec(raw["score"]),
             csv_options={k: str(v) for k, v in (raw.get("csv_options") or {}).items()},
+            tracking=TrackingSpec(**(raw.get("tracking") or {})),
             source=str(path),
         )
     except (KeyError, TypeError, ValueError) as exc:

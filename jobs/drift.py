@@ -11,7 +11,9 @@ stability index ``PSI = sum((a - e) * ln(a / e))`` over the bins (0: the same; >
 > 0.2 a large one), the share of rows with categories the model does not know against the
 baseline's share, and the PSI of the predictions. A day *drifts* when a monitored feature's PSI,
 an increase of the unknown share or (when it has a threshold) the predictions' PSI passes its
-threshold (``score.drift``).
+threshold (``score.drift``). A day with fewer rows than ``score.drift.min_rows`` is not judged:
+its bins are noise (one row fills one bin, PSI ~ 8), so its report has status ``too_few_rows``,
+not drift, and starts no retraining.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class DriftSpec:
     # Features reported but not alerted on: those whose single-day distribution differs from a
     # multi-day window by construction (a day has one day of the week).
     ignore: list[str] = field(default_factory=list)
+    # A day with fewer rows is not judged (status "too_few_rows"): its shares are noise.
+    min_rows: int = 100
 
 
 def _numeric_bucket(col: str, edges: list[float]) -> Any:
@@ -156,13 +160,17 @@ def measure(
     prediction_psi = round(psi(baseline[PREDICTION]["shares"], _shares(counts[PREDICTION])), 6)
     if spec.prediction_psi_threshold is not None and prediction_psi > spec.prediction_psi_threshold:
         reasons.append(f"predictions: PSI {prediction_psi:.3f} > {spec.prediction_psi_threshold}")
+    status = "drifted" if reasons else "stable"
+    if rows < spec.min_rows:  # the PSIs are still reported, but they say nothing about drift
+        status, reasons = "too_few_rows", []
     return {
         "rows": rows,
         "baseline_rows": baseline["rows"],
-        "drifted": bool(reasons),
+        "status": status,
+        "drifted": status == "drifted",
         "reasons": reasons,
         "thresholds": {"psi": spec.psi_threshold, "prediction_psi": spec.prediction_psi_threshold,
-                       "unknown_share_increase": spec.unknown_share_threshold},
+                       "unknown_share_increase": spec.unknown_share_threshold, "min_rows": spec.min_rows},
         "features": features_out,
         "prediction": {"psi": prediction_psi, "baseline_shares": baseline[PREDICTION]["shares"],
                        "shares": _shares(counts[PREDICTION]), "edges": baseline[PREDICTION]["edges"]},
@@ -174,6 +182,9 @@ def headline(report: dict[str, Any], top: int = 3) -> str:
     predictions' PSI."""
     monitored = sorted(((c, e["psi"]) for c, e in report["features"].items() if e["monitored"]), key=lambda x: -x[1])
     verdict = "DRIFTED (" + "; ".join(report["reasons"]) + ")" if report["drifted"] else "none over the thresholds"
+    if report.get("status") == "too_few_rows":
+        verdict = (f"too few rows to judge drift ({report['rows']} < score.drift.min_rows "
+                   f"{report['thresholds']['min_rows']}); not drift")
     highest = ", ".join(f"{c} {v:.3f}" for c, v in monitored[:top]) or "no monitored features"
     return f"{verdict}; highest monitored PSI: {highest}; predictions PSI {report['prediction']['psi']:.3f}"
 

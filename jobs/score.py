@@ -310,7 +310,8 @@ def report_drift(
     write_bytes(lake.report("drift", run_date, DRIFT_PLOT), image.getvalue())
     line = headline(report)
     log.info("drift against the training window: %s (report: %s)", line, path)
-    return {"drifted": report["drifted"], "reasons": report["reasons"], "headline": line, "report": path}
+    return {"drifted": report["drifted"], "status": report["status"], "reasons": report["reasons"], "headline": line,
+            "report": path}
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.config import artifact_root, tracking_uri
+from jobs.config import TRACKING_ENV, TrackingSpec, artifact_root, tracking_uri
 from jobs.errors import DataError
 
 
@@ -18,6 +18,39 @@ def client():  # noqa: ANN201 - MlflowClient, imported lazily
 
     mlflow.set_tracking_uri(tracking_uri())
     return MlflowClient(tracking_uri())
+
+
+class TrackingServerUnavailable(RuntimeError):
+    """The tracking server does not answer. Not a data error: the task is retried."""
+
+
+def configure_tracking(spec: TrackingSpec) -> dict[str, str]:
+    """Bound every MLflow HTTP call of this process and of the processes it starts (the training
+    ranks inherit the environment): set the MLflow variables of ``tracking.*`` (:data:`TRACKING_ENV`)
+    that the environment does not set already. Returns what is in effect."""
+    for name, variable in TRACKING_ENV.items():
+        os.environ.setdefault(variable, str(getattr(spec, name)))
+    return {variable: os.environ[variable] for variable in TRACKING_ENV.values()}
+
+
+def check_tracking_server(uri: str | None = None, timeout: float = 10) -> None:
+    """Fail at once, saying what to do, when the tracking server at ``uri`` (an http(s) URI; a
+    database or file store has no server) does not answer its ``/health`` within ``timeout``."""
+    import requests
+
+    uri = uri or tracking_uri()
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        response = requests.get(f"{uri.rstrip('/')}/health", timeout=timeout)
+        response.raise_for_status()
+    except requests.RequestException as err:
+        raise TrackingServerUnavailable(
+            f"tracking server at {uri} not reachable: {type(err).__name__}: {err}. Start it with `make airflow` "
+            "(this machine's stack), `docker compose up -d mlflow` (the compose stack) or `mlflow server "
+            "--backend-store-uri <store> --serve-artifacts --host <host> --port <port>`, or point "
+            "MLFLOW_TRACKING_URI at a running server (unset, the jobs use a local SQLite store)"
+        ) from err
 
 
 def ensure_experiment(name: str) -> str:

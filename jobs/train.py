@@ -42,7 +42,9 @@ from jobs.champion import PROMOTION_METRICS
 from jobs.config import PRECISIONS, JobArgs, job_parser, optional, optional_choice, parse_bool, parse_job_args
 from jobs.errors import run_job
 from jobs.spark import configure_logging, get_spark
-from jobs.training.data import feature_dirs, fit_preprocessor, split_window
+from jobs.tracking import check_tracking_server, configure_tracking
+from jobs.training.data import check_labels, feature_dirs, fit_preprocessor, split_window
+from jobs.training.lifecycle import failed_on_error, terminate_on_signal
 from jobs.training.loop import train_fn
 from jobs.training.publish import open_run, publish
 from jobs.training.resources import gpu_resources, training_processes
@@ -88,6 +90,10 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
 def main(argv: list[str] | None = None) -> None:
     configure_logging()
     args = parse_args(argv)
+    terminate_on_signal()  # SIGTERM or a dead parent: end the run as FAILED and stop the ranks
+    # Bounded MLflow calls, and a tracking server that does not answer fails the job now, saying so.
+    configure_tracking(args.config.tracking)
+    check_tracking_server(timeout=args.config.tracking.check_timeout)
     cfg, spec = args.config.train, args.config.features
     use_gpu, local_mode, precision = cfg.use_gpu, cfg.local_mode, cfg.precision
     num_processes = training_processes(use_gpu, local_mode, args.num_processes, cfg.num_processes)
@@ -99,7 +105,12 @@ def main(argv: list[str] | None = None) -> None:
     spark = get_spark(f"train-{args.run_date}", gpu_resources(local_mode, num_processes) if use_gpu else None)
     train_dirs, holdout_dirs = feature_dirs(spark, args.lake, train_days), feature_dirs(spark, args.lake, holdout_days)
     features = spark.read.option("basePath", args.lake.features).parquet(*train_dirs)
-    pre = fit_preprocessor(features, spec, cfg.min_category_count)
+    # Labels first: a window without them fails here, in seconds, not inside the ranks.
+    train_window = f"training window {train_days[0]}..{train_days[-1]} ({args.lake.features})"
+    check_labels(features, spec.label, train_window)
+    check_labels(spark.read.option("basePath", args.lake.features).parquet(*holdout_dirs), spec.label,
+                 f"holdout window {holdout_days[0]}..{holdout_days[-1]} ({args.lake.features})", both_classes=False)
+    pre = fit_preprocessor(features, spec, cfg.min_category_count, train_window)
     log.info("training on %s..%s, holdout %s..%s; vocabularies: %s", train_days[0], train_days[-1],
              holdout_days[0], holdout_days[-1], {c: len(v) for c, v in pre.vocab.items()})
 
@@ -125,24 +136,22 @@ def main(argv: list[str] | None = None) -> None:
         "hyper": dict(cfg.hyperparameters), "epochs": cfg.epochs, "batch_size": batch_size,
         "learning_rate": cfg.learning_rate, "precision": precision, "seed": cfg.seed, "use_gpu": use_gpu,
         "threads_per_process": 1, "checkpoint_dir": run.checkpoint_dir,
+        "collective_timeout_s": cfg.collective_timeout_s,
     }
     from pyspark.ml.torch.distributor import TorchDistributor
 
     from jobs.tracking import client
 
-    try:
+    # Any failure from here on, SIGTERM included, ends the run as FAILED (a retry still resumes it).
+    with failed_on_error(client(), run.run_id):
         result = TorchDistributor(num_processes=num_processes, local_mode=local_mode, use_gpu=use_gpu).run(
             train_fn, job
         )
         if not result:
             raise RuntimeError("training returned no result from rank 0")
-    except BaseException:
-        client().set_terminated(run.run_id, status="FAILED")
-        raise
-
-    # Register, gate and report.
-    windows = (f"{train_days[0]}..{train_days[-1]}", f"{holdout_days[0]}..{holdout_days[-1]}")
-    publish(spark, args.lake, args.config, args.run_date, run, result, features, pre, holdout_dirs, windows)
+        # Register, gate and report.
+        windows = (f"{train_days[0]}..{train_days[-1]}", f"{holdout_days[0]}..{holdout_days[-1]}")
+        publish(spark, args.lake, args.config, args.run_date, run, result, features, pre, holdout_dirs, windows)
 
 
 if __name__ == "__main__":

@@ -242,6 +242,8 @@ def drift_check(days: Any, *, asset: Asset = DRIFT) -> Any:
         drift = read_report(Lake.at(), "scoring", day).get("drift")
         if drift is None:
             raise AirflowSkipException(f"drift was not measured for {day}: the model has no drift baseline")
+        if drift.get("status") == "too_few_rows":
+            raise AirflowSkipException(f"drift not judged on {day}: {drift['headline']} (report: {drift['report']})")
         if not drift["drifted"]:
             raise AirflowSkipException(f"no drift on {day} (report: {drift['report']})")
         if item["after_retraining"]:

@@ -4,8 +4,10 @@ of the feature Parquet, read with pyarrow (no Spark in the ranks)."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 from typing import TYPE_CHECKING, Any
 
+from jobs.errors import DataError
 from jobs.spark import MissingPartitionError, path_exists
 
 if TYPE_CHECKING:
@@ -36,8 +38,44 @@ def feature_dirs(spark: SparkSession, lake: Lake, days: list[dt.date]) -> list[s
     return dirs
 
 
-def fit_preprocessor(df: DataFrame, spec: FeatureSpec, min_count: int) -> Preprocessor:
-    """Vocabularies (categories seen at least ``min_count`` times) and mean/std of labelled rows."""
+class LabelError(DataError):
+    """A training window whose labels cannot train or evaluate a classifier."""
+
+
+class FeatureStatsError(DataError):
+    """Numeric features whose mean or standard deviation is not finite."""
+
+
+def check_labels(df: DataFrame, label: str, window: str, *, both_classes: bool = True) -> None:
+    """Fail before any training when ``window``'s rows have no label, or (``both_classes``) only one
+    class: one small Spark job instead of a failure deep inside the ranks."""
+    from pyspark.sql import functions as F
+
+    counts = df.agg(F.count(F.lit(1)).alias("rows"), F.count(label).alias("labelled"),
+                    F.countDistinct(label).alias("classes")).first()
+    if counts["labelled"] == 0:
+        raise LabelError(
+            f"{window}: none of its {counts['rows']} feature rows has a label ({label} is null in all of them): "
+            "check that the label's source columns arrive (validation, features job), or train on another window "
+            "(--run-date, train.train_days)"
+        )
+    if both_classes and counts["classes"] < 2:
+        value = df.where(F.col(label).isNotNull()).select(label).first()[0]
+        raise LabelError(
+            f"{window}: all {counts['labelled']} labelled rows have {label} = {value}: a classifier needs both "
+            "classes; train on a longer or another window (train.train_days, --run-date) or check the label's "
+            "definition (features.builder)"
+        )
+
+
+def fit_preprocessor(
+    df: DataFrame, spec: FeatureSpec, min_count: int, window: str = "the training window"
+) -> Preprocessor:
+    """Vocabularies (categories seen at least ``min_count`` times) and mean/std of labelled rows.
+
+    A numeric feature whose mean or standard deviation is NaN or infinite (NaN or infinite values,
+    or values so large that their sum overflows) fails with a :class:`FeatureStatsError` naming the
+    feature(s) and ``window``: standardising by it would turn the feature into zeros or NaN."""
     from pyspark.sql import functions as F
 
     from jobs.model import Preprocessor, safe_std
@@ -58,6 +96,16 @@ def fit_preprocessor(df: DataFrame, spec: FeatureSpec, min_count: int) -> Prepro
         *[F.mean(c).alias(f"mean_{c}") for c in spec.numeric],
         *[F.stddev_pop(c).alias(f"std_{c}") for c in spec.numeric],
     ).first()
+    bad = {c: (stats[f"mean_{c}"], stats[f"std_{c}"]) for c in spec.numeric
+           if any(v is not None and not math.isfinite(v) for v in (stats[f"mean_{c}"], stats[f"std_{c}"]))}
+    if bad:
+        listed = ", ".join(f"{c} (mean {m}, std {s})" for c, (m, s) in bad.items())
+        raise FeatureStatsError(
+            f"{window}: numeric feature(s) with non-finite statistics: {listed}. Their labelled rows hold NaN, "
+            "infinite or absurdly large values (near the float maximum), and standardising by these statistics "
+            "would zero the feature. Find the rows (e.g. isnan(col) or abs(col) > 1e300 in the features), add a "
+            "rule that quarantines them (jobs/rules.py), or drop the feature from features.numeric"
+        )
     return Preprocessor(
         categorical=list(spec.categorical),
         numeric=list(spec.numeric),

@@ -184,6 +184,7 @@ def train_in_process(job: dict[str, Any]) -> dict[str, Any] | None:
 
 def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
     """The body of :func:`train_fn`."""
+    import datetime as dt
     import time
 
     import numpy as np
@@ -209,11 +210,13 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
     # Every tensor this rank hands to a collective is created on ``device``: NCCL has no CPU
     # backend, so a CPU tensor that gloo takes without a word fails on a GPU.
     device = rank_device(job["use_gpu"])
+    # A rank whose peer died waits this long in a collective, not gloo's 30 minutes (train.collective_timeout_s).
+    timeout = dt.timedelta(seconds=job.get("collective_timeout_s", 1800))
     if device.type == "cuda":
         torch.cuda.set_device(device)  # the object collectives (broadcast_object_list) use the current device
-        dist.init_process_group("nccl", device_id=device)
+        dist.init_process_group("nccl", device_id=device, timeout=timeout)
     else:
-        dist.init_process_group("gloo")
+        dist.init_process_group("gloo", timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     precision = resolve_precision(job.get("precision", "fp32"), device)
     pre = Preprocessor.from_json(job["preprocessor"])

@@ -39,9 +39,11 @@ def open_run(lake: Lake, run_date: dt.date, experiment: str, params: dict[str, A
     from jobs.storage import write_json
     from jobs.tracking import client, ensure_experiment, run_link
     from jobs.training.checkpoints import checkpointed_epochs, resumable_run
+    from jobs.training.lifecycle import OWNER_TAG, fail_stale_runs, owner_tag
 
     mlflow_client = client()
     experiment_id = ensure_experiment(experiment)
+    fail_stale_runs(mlflow_client, experiment_id)  # runs a killed attempt left RUNNING
     # Everything that shapes the training: an attempt resumes only a checkpoint of the same inputs.
     key = hashlib.sha256(json.dumps({**params, "preprocessor": pre.to_json()}, default=str,
                                     sort_keys=True).encode()).hexdigest()[:16]
@@ -59,6 +61,7 @@ def open_run(lake: Lake, run_date: dt.date, experiment: str, params: dict[str, A
         if "git_commit" in params:
             mlflow_client.set_tag(run_id, "mlflow.source.git.commit", params["git_commit"].removesuffix("-dirty"))
         write_json(f"{checkpoint_dir}/{CHECKPOINT_RUN}", {"run_id": run_id})
+    mlflow_client.set_tag(run_id, OWNER_TAG, owner_tag())  # who runs it now: see fail_stale_runs
     log.info("MLflow run: %s", run_link(experiment_id, run_id))
     return TrainingRun(run_id, experiment_id, checkpoint_dir)
 

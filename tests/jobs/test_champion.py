@@ -30,8 +30,11 @@ def test_promotion_needs_an_improvement_of_at_least_the_margin(metric, challenge
     assert decision.tags()["gate_decision"] == ("promoted" if promote else "rejected")
 
 
-def test_an_unmeasurable_challenger_is_never_promoted():
-    assert not decide("roc_auc", math.nan, None, margin=0.0).promote
+def test_an_unmeasurable_challenger_never_replaces_a_champion():
+    assert not decide("roc_auc", math.nan, 0.7, margin=0.0, champion_version="1").promote
+    assert not decide("roc_auc", math.nan, math.nan, margin=0.0, champion_version="1").promote
+    first = decide("roc_auc", math.nan, None, margin=0.0)  # the first model: champion, with a warning
+    assert first.promote and first.warning and first.tags()["gate_warning"] == first.warning
 
 
 @pytest.fixture(scope="module")
