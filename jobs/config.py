@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from jobs.candidates import BaselineSpec, EvaluationSpec, SweepSpec, baseline_specs, evaluation_spec, sweep_spec
 from jobs.drift import DriftSpec
 from jobs.lake import ROOT_ENV, Lake
 
@@ -104,6 +105,7 @@ class TrainSpec:
     precision: str = "auto"
     collective_timeout_s: int = 300  # how long a rank waits in a collective for a peer (gloo's default: 30 min)
     model: str = DEFAULT_MODEL  # module:function(preprocessor, hyperparameters) -> torch module
+    validation_days: int = 0  # between the training and the holdout days: threshold and sweep choices
     hyperparameters: dict[str, Any] = field(default_factory=lambda: {"embedding_dim": 6, "hidden_units": [64, 32]})
 
     def __post_init__(self) -> None:
@@ -114,6 +116,8 @@ class TrainSpec:
         if self.promotion_metric not in PROMOTION_METRICS:
             raise ValueError(f"train.promotion_metric must be one of {', '.join(PROMOTION_METRICS)}, "
                              f"got {self.promotion_metric!r}")
+        if self.validation_days < 0:
+            raise ValueError(f"train.validation_days must be at least 0, got {self.validation_days}")
         for name in ("train_days", "holdout_days", "epochs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"train.{name} must be at least 1, got {getattr(self, name)}")
@@ -122,7 +126,7 @@ class TrainSpec:
 
     @property
     def window_days(self) -> int:
-        return self.train_days + self.holdout_days
+        return self.train_days + self.validation_days + self.holdout_days
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,9 @@ class PipelineConfig:
     csv_options: dict[str, str] = field(default_factory=dict)
     tracking: TrackingSpec = field(default_factory=TrackingSpec)
     source: str = field(default="", compare=False)
+    evaluation: EvaluationSpec = field(default_factory=EvaluationSpec)
+    baselines: tuple[BaselineSpec, ...] = ()
+    sweep: SweepSpec = field(default_factory=SweepSpec)
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
@@ -181,7 +188,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
             )
             for name, spec in raw["tables"].items()
         }
-        return PipelineConfig(
+        config = PipelineConfig(
             dataset=raw["dataset"],
             tables=tables,
             validation=_validation_spec(raw["validation"]),
@@ -191,7 +198,13 @@ def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
             csv_options={k: str(v) for k, v in (raw.get("csv_options") or {}).items()},
             tracking=TrackingSpec(**(raw.get("tracking") or {})),
             source=str(path),
+            evaluation=evaluation_spec(raw.get("evaluation")),
+            baselines=baseline_specs(raw.get("baselines")),
+            sweep=sweep_spec(raw.get("sweep")),
         )
+        if config.evaluation.chosen_on_validation and config.train.validation_days < 1:
+            raise ValueError("evaluation.threshold is chosen on the validation days: set train.validation_days")
+        return config
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"invalid pipeline config {path}: {exc}") from exc
 

@@ -59,3 +59,48 @@ def loss_figure(history: dict[str, Sequence[float]]) -> Figure:
     ax.set(xlabel="epoch", ylabel="log loss", title="Loss by epoch")
     ax.legend()
     return fig
+
+
+def pr_figure(labels: Sequence[float], probabilities: Sequence[float]) -> Figure:
+    """Precision against recall, with the average precision, against the positives' share."""
+    from sklearn.metrics import average_precision_score, precision_recall_curve
+
+    precision, recall, _ = precision_recall_curve(labels, probabilities)
+    fig, ax = _figure()
+    ax.plot(recall, precision, label=f"model (AP {average_precision_score(labels, probabilities):.3f})")
+    share = float(np.mean(np.asarray(labels, dtype=np.float64)))
+    ax.axhline(share, linestyle="--", color="grey", label=f"random ({share:.2f})")
+    ax.set(xlabel="recall", ylabel="precision", title="Precision-recall curve (holdout)", ylim=(0, 1.02))
+    ax.legend(loc="upper right")
+    return fig
+
+
+def confusion_figure(counts: dict[str, float], threshold: dict[str, object]) -> Figure:
+    """The 2x2 confusion matrix (rows: actual, columns: predicted) at the report's threshold."""
+    cells = np.array([[counts["tn"], counts["fp"]], [counts["fn"], counts["tp"]]], dtype=np.float64)
+    fig, ax = _figure()
+    ax.imshow(cells, cmap="Blues")
+    for (i, j), value in np.ndenumerate(cells):
+        ax.text(j, i, f"{int(value):,}", ha="center", va="center",
+                color="white" if value > cells.max() / 2 else "black")
+    ax.set_xticks([0, 1], ["negative", "positive"])
+    ax.set_yticks([0, 1], ["negative", "positive"])
+    ax.set(xlabel="predicted", ylabel="actual",
+           title=f"Confusion at {float(threshold['value']):.3f} ({threshold['policy']})")
+    return fig
+
+
+def segments_figure(rows: Sequence[dict]) -> Figure:
+    """ROC AUC of each segment value, one panel per segment column, against the rows' count."""
+    from matplotlib.figure import Figure
+
+    columns = list(dict.fromkeys(row["segment"] for row in rows)) or ["(no segments)"]
+    fig = Figure(figsize=(5, 2.2 * len(columns)), dpi=100, layout="constrained")
+    for ax, column in zip(fig.subplots(len(columns), 1, squeeze=False)[:, 0], columns, strict=True):
+        found = [row for row in rows if row["segment"] == column]
+        aucs = [row["roc_auc"] if row["roc_auc"] is not None else np.nan for row in found]
+        ax.bar([str(row["value"]) for row in found], aucs, color="tab:blue")
+        ax.axhline(0.5, linestyle="--", color="grey")
+        ax.set(ylabel="ROC AUC", title=f"by {column}", ylim=(0.3, 1.0))
+        ax.tick_params(axis="x", labelrotation=90, labelsize=7)
+    return fig

@@ -274,7 +274,8 @@ def plan_training(*, drift: Asset = DRIFT) -> Any:
         params = params or {}
         found = training_plan(params.get("run_date"), _extras(triggering_asset_events, drift), data_interval_end)
         cfg = load_config().train
-        window = (params.get("train_days") or cfg.train_days) + (params.get("holdout_days") or cfg.holdout_days)
+        window = ((params.get("train_days") or cfg.train_days) + cfg.validation_days
+                  + (params.get("holdout_days") or cfg.holdout_days))
         days = days_ending(dt.date.fromisoformat(found["run_date"]), window)
         print(f"started by {found['started_by']}; window {days[0]}..{days[-1]} ({window} days)")
         missing = missing_feature_days(Lake.at(), days)

@@ -2,7 +2,8 @@
 real spark-submit, on real days: ingest a window, train on it, score the day after; the Asset events
 each DAG emits are read back from Airflow's metadata DB, where the scheduler finds them.
 
-The training window is shortened (5 training days, 2 holdout days, 2 epochs) through a config
+The training window is shortened (3 training days, 2 validation days, 2 holdout
+days, 2 epochs) through a config
 file passed to the jobs with PIPELINE_CONFIG; everything else is the embedded default.
 """
 
@@ -31,7 +32,7 @@ SCORE_DATE = dt.date(2013, 1, 8)
 def airflow_env(lake, tmp_path_factory):
     """Airflow's metadata DB migrated, and a short-window config for the jobs."""
     raw = yaml.safe_load((REPO / "jobs/pipeline.yaml").read_text())
-    raw["train"].update(train_days=5, holdout_days=2, epochs=2)
+    raw["train"].update(train_days=3, validation_days=2, holdout_days=2, epochs=2)
     path = tmp_path_factory.mktemp("config") / "pipeline.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     os.environ["PIPELINE_CONFIG"] = str(path)
@@ -141,7 +142,7 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     assert len(versions) == 1
     version = versions[0]
     assert version.tags["run_date"] == TRAIN_DATE.isoformat()
-    assert version.tags["train_window"] == "2013-01-01..2013-01-05"
+    assert version.tags["train_window"] == "2013-01-01..2013-01-03"
     assert version.tags["holdout_window"] == "2013-01-06..2013-01-07"
     run = mlflow_client.get_run(version.run_id)
     assert run.info.status == "FINISHED"

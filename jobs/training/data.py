@@ -28,6 +28,14 @@ def split_window(run_date: dt.date, train_days: int, holdout_days: int) -> tuple
     return days[:train_days], days[train_days:]
 
 
+def split_validation(run_date: dt.date, train_days: int, validation_days: int, holdout_days: int,
+                     ) -> tuple[list[dt.date], list[dt.date], list[dt.date]]:
+    """(training, validation, holdout days): consecutive, oldest first, the holdout ending with
+    ``run_date``; the validation days (possibly none) sit between the other two."""
+    train, rest = split_window(run_date, train_days, validation_days + holdout_days)
+    return train, rest[:validation_days], rest[validation_days:]
+
+
 def feature_dirs(spark: SparkSession, lake: Lake, days: list[dt.date]) -> list[str]:
     dirs = [lake.partition(lake.features, day) for day in days]
     missing = [d for d in dirs if not path_exists(spark, d)]

@@ -22,7 +22,7 @@ def test_parse_job_args_resolves_the_training_window_from_config(tmp_path):
     args = parse_job_args(job_parser(None, window=True),
                           ["--run-date", "2013-01-28", "--days", "train", "--lake-root", "/x/"], WindowArgs)
     cfg = load_config()
-    assert args.days == cfg.train.train_days + cfg.train.holdout_days
+    assert args.days == cfg.train.train_days + cfg.train.validation_days + cfg.train.holdout_days
     assert args.window[-1] == dt.date(2013, 1, 28) and len(args.window) == args.days
     assert args.lake == Lake("/x")
 

@@ -39,7 +39,8 @@ def training_setup(spark, lake, config, tmp_path_factory):
     days = [dt.date(2013, 1, d) for d in (2, 3, 4, 5)]
     write_features(build_features(read_inputs(spark, lake, config, days), config), str(home / "lake" / "features"))
     raw = yaml.safe_load((REPO / "jobs/pipeline.yaml").read_text())
-    raw["train"].update(train_days=3, holdout_days=1, epochs=EPOCHS, batch_size=64)
+    raw["train"].update(train_days=3, validation_days=0, holdout_days=1, epochs=EPOCHS, batch_size=64)
+    raw["evaluation"]["threshold"] = 0.5  # no validation days to choose it on
     (home / "pipeline.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     return home
 
