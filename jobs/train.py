@@ -13,18 +13,21 @@ Every option but ``--num-processes`` and ``--started-by`` overrides the ``train.
 same name for this run; an empty value (what an Airflow param left empty renders to) keeps the
 config's.
 
-The window is ``train.train_days + train.holdout_days`` days ending with the run date: the model is
-fitted on the first ``train_days`` and evaluated on the last ``holdout_days``. The driver fits the
+The window is ``train.train_days + train.validation_days + train.holdout_days`` days ending with the
+run date: the model is fitted on the first ``train_days`` and evaluated on the last ``holdout_days``;
+the validation days between them choose the report's threshold (:mod:`jobs.evaluation`). The driver fits the
 preprocessing (vocabularies, normalisation statistics) with Spark, opens an MLflow run and logs the
 parameters; TorchDistributor starts ``num_processes`` ranks (gloo on CPU; NCCL on GPU, one rank per
 GPU, by default every GPU of the machine in local mode), each reading the feature Parquet itself and
 keeping its rows on its device; steps run in ``train.precision`` (bf16 autocast by default on a GPU
 that has it, fp16 with a loss scaler, fp32); rank 0 logs per-epoch metrics, plots (loss curves, ROC and
 calibration curves on the holdout) and the model (pyfunc with signature, input example and the
-preprocessing). The driver then registers a new model version
-and tags it with the run date, the window and the holdout metrics, applies the champion gate, and
-writes ``reports/training/date=<run-date>/summary.json`` (version, run, link, metrics, gate). With
-``require_approval`` a winning version is tagged ``awaiting_approval`` instead of becoming champion.
+preprocessing). The driver then registers a new model version and tags it with the run date, the
+window and the holdout metrics, logs the evaluation report, checks that the candidate beats the best
+MLlib baseline of the same window (:mod:`jobs.assessment`: otherwise it stops before the gate,
+saying why), applies the champion gate, and writes ``reports/training/date=<run-date>/summary.json``
+(version, run, link, metrics, gate). With ``require_approval`` a winning version is tagged
+``awaiting_approval`` instead of becoming champion.
 
 Resuming: rank 0 checkpoints every epoch to ``checkpoints/training/date=<run-date>/<key>/`` in the
 lake, where ``key`` digests everything that shapes the training (window, hyperparameters, code
@@ -43,7 +46,7 @@ from jobs.config import PRECISIONS, JobArgs, job_parser, optional, optional_choi
 from jobs.errors import run_job
 from jobs.spark import configure_logging, get_spark
 from jobs.tracking import check_tracking_server, configure_tracking
-from jobs.training.data import check_labels, feature_dirs, fit_preprocessor, split_window
+from jobs.training.data import check_labels, feature_dirs, fit_preprocessor, split_validation
 from jobs.training.lifecycle import failed_on_error, terminate_on_signal
 from jobs.training.loop import train_fn
 from jobs.training.publish import open_run, publish
@@ -98,12 +101,14 @@ def main(argv: list[str] | None = None) -> None:
     use_gpu, local_mode, precision = cfg.use_gpu, cfg.local_mode, cfg.precision
     num_processes = training_processes(use_gpu, local_mode, args.num_processes, cfg.num_processes)
     batch_size = cfg.gpu_batch_size if use_gpu else cfg.batch_size
-    train_days, holdout_days = split_window(args.run_date, cfg.train_days, cfg.holdout_days)
+    train_days, validation_days, holdout_days = split_validation(args.run_date, cfg.train_days, cfg.validation_days,
+                                                                 cfg.holdout_days)
 
     # Fit the preprocessing on the training days with Spark. GPU resources must be known when the
     # session starts; spark-submit --conf settings win.
     spark = get_spark(f"train-{args.run_date}", gpu_resources(local_mode, num_processes) if use_gpu else None)
     train_dirs, holdout_dirs = feature_dirs(spark, args.lake, train_days), feature_dirs(spark, args.lake, holdout_days)
+    validation_dirs = feature_dirs(spark, args.lake, validation_days)
     features = spark.read.option("basePath", args.lake.features).parquet(*train_dirs)
     # Labels first: a window without them fails here, in seconds, not inside the ranks.
     train_window = f"training window {train_days[0]}..{train_days[-1]} ({args.lake.features})"
@@ -151,7 +156,8 @@ def main(argv: list[str] | None = None) -> None:
             raise RuntimeError("training returned no result from rank 0")
         # Register, gate and report.
         windows = (f"{train_days[0]}..{train_days[-1]}", f"{holdout_days[0]}..{holdout_days[-1]}")
-        publish(spark, args.lake, args.config, args.run_date, run, result, features, pre, holdout_dirs, windows)
+        publish(spark, args.lake, args.config, args.run_date, run, result, features, pre, holdout_dirs, windows,
+                validation_dirs=validation_dirs)
 
 
 if __name__ == "__main__":

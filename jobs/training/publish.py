@@ -69,6 +69,7 @@ def open_run(lake: Lake, run_date: dt.date, experiment: str, params: dict[str, A
 def publish(
     spark: SparkSession, lake: Lake, config: PipelineConfig, run_date: dt.date, run: TrainingRun,
     result: dict[str, Any], features: DataFrame, pre: Preprocessor, holdout_dirs: list[str], windows: tuple[str, str],
+    validation_dirs: list[str] | None = None,
 ) -> None:
     """Register the model rank 0 logged, log its drift baseline, apply the champion gate, tag the
     version, finish the run, drop the checkpoints and write ``reports/training/date=D/summary.json``."""
@@ -97,7 +98,12 @@ def publish(
     predictions = mlflow.pyfunc.load_model(result["model_uri"]).predict(holdout[spec.inputs])
     mlflow_client.log_dict(run.run_id, build_baseline(features, pre, predictions, config.score.drift.bins),
                            BASELINE_ARTIFACT)
-    decision = apply_gate(
+    from jobs.assessment import assess
+
+    # The evaluation report, and the bar: a candidate that does not beat the best baseline stops here.
+    stopped = assess(spark, config, run.run_id, result["model_uri"], holdout_dirs, validation_dirs or [],
+                     run_date, windows[1], version=str(version.version))
+    decision = stopped or apply_gate(
         mlflow_client, cfg.model_name, str(version.version), holdout, spec.inputs, spec.label,
         cfg.promotion_metric, cfg.promotion_margin, predictions, cfg.require_approval,
     )
@@ -120,5 +126,6 @@ def publish(
     }
     write_text(lake.report("training", run_date), json.dumps(summary, indent=2))
     outcome = {"promoted": "is the new champion", "rejected": "stays a challenger",
-               "awaiting_approval": "won the gate and awaits a person's approval"}[decision.outcome]
+               "awaiting_approval": "won the gate and awaits a person's approval",
+               "stopped_at_bar": "was not sent to the gate"}[decision.outcome]
     log.info("champion gate: version %s %s: %s", version.version, outcome, decision.reason)
