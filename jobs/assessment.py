@@ -141,7 +141,8 @@ def assess(spark: SparkSession, config: PipelineConfig, run_id: str, model_uri: 
     model = mlflow.pyfunc.load_model(model_uri)
     probabilities = model.predict(holdout[spec.inputs])
     validation_probabilities = model.predict(validation[spec.inputs]) if len(validation) else None
-    for key, value in {KIND: "pytorch", NAME: name, WINDOW: window, "run_date": str(run_date)}.items():
+    tags = mlflow_client.get_run(run_id).data.tags
+    for key, value in {KIND: "pytorch", NAME: tags.get(NAME, name), WINDOW: window, "run_date": str(run_date)}.items():
         mlflow_client.set_tag(run_id, key, value)
     evaluate_candidate(run_id, holdout, probabilities, spec.label, evaluation, validation, validation_probabilities)
 
@@ -150,7 +151,10 @@ def assess(spark: SparkSession, config: PipelineConfig, run_id: str, model_uri: 
     experiment_id = mlflow_client.get_run(run_id).info.experiment_id
     baselines = window_runs(mlflow_client, experiment_id, run_date, window, "baseline")
     champion = champion_metrics(mlflow_client, cfg.model_name, holdout, spec.inputs, spec.label)
-    table = log_comparison(mlflow_client, run_id, comparison_rows({name: candidate}, baselines, champion))
+    siblings = {n: {m.removeprefix("holdout_"): v for m, v in r.data.metrics.items()}
+                for n, r in window_runs(mlflow_client, experiment_id, run_date, window, "pytorch").items()}
+    candidates = {**siblings, tags.get(NAME, name): candidate}
+    table = log_comparison(mlflow_client, run_id, comparison_rows(candidates, baselines, champion))
     log.info("holdout %s, every candidate, baseline and the champion:\n%s", window, table)
     key = f"holdout_{metric}"
     scores = {n: r.data.metrics[key] for n, r in baselines.items() if key in r.data.metrics}

@@ -38,6 +38,7 @@ checkpoints are removed once the model is registered.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 
@@ -49,7 +50,7 @@ from jobs.tracking import check_tracking_server, configure_tracking
 from jobs.training.data import check_labels, feature_dirs, fit_preprocessor, split_validation
 from jobs.training.lifecycle import failed_on_error, terminate_on_signal
 from jobs.training.loop import train_fn
-from jobs.training.publish import open_run, publish
+from jobs.training.publish import TrainingRun, open_run, publish
 from jobs.training.resources import gpu_resources, training_processes
 
 log = logging.getLogger("jobs.train")
@@ -67,6 +68,7 @@ OVERRIDES = {
     "promotion_metric": (optional_choice(PROMOTION_METRICS), " | ".join(PROMOTION_METRICS)),
     "promotion_margin": (float, "how much better than the champion a new version must be"),
     "require_approval": (parse_bool, "true: a winning version waits for a person's approval to become champion"),
+    "hyperparameters": (json.loads, "the model's hyperparameters, a JSON object"),
 }
 
 
@@ -76,6 +78,9 @@ class TrainArgs(JobArgs):
 
     num_processes: int | None
     started_by: str | None
+    parent_run_id: str | None = None  # a sweep candidate: train and report, register nothing
+    candidate_name: str | None = None
+    promote_run: str | None = None  # register and gate this finished sweep candidate instead of training
 
 
 def parse_args(argv: list[str] | None = None) -> TrainArgs:
@@ -87,6 +92,11 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
                             help=f"{text} (default: train.{name})")
     parser.add_argument("--started-by", default=None,
                         help="what started the run (a schedule, a drift event, a person): an MLflow tag")
+    parser.add_argument("--parent-run-id", type=optional(str), default=None,
+                        help="train as a sweep candidate under this MLflow run: report, do not register")
+    parser.add_argument("--candidate-name", type=optional(str), default=None, help="the sweep candidate's name")
+    parser.add_argument("--promote-run", type=optional(str), default=None,
+                        help="no training: register this finished sweep candidate run, then bar and gate it")
     return parse_job_args(parser, argv, TrainArgs, train_overrides=tuple(OVERRIDES))
 
 
@@ -118,6 +128,16 @@ def main(argv: list[str] | None = None) -> None:
     pre = fit_preprocessor(features, spec, cfg.min_category_count, train_window)
     log.info("training on %s..%s, holdout %s..%s; vocabularies: %s", train_days[0], train_days[-1],
              holdout_days[0], holdout_days[-1], {c: len(v) for c, v in pre.vocab.items()})
+    windows = (f"{train_days[0]}..{train_days[-1]}", f"{holdout_days[0]}..{holdout_days[-1]}")
+    if args.promote_run:  # the sweep's best: trained already, register and gate it
+        from jobs.sweep import candidate_result
+
+        result, experiment_id = candidate_result(args.promote_run)
+        # no checkpoints to drop: a folder no training uses
+        run = TrainingRun(args.promote_run, experiment_id, args.lake.checkpoint("training", args.run_date, "promoted"))
+        publish(spark, args.lake, args.config, args.run_date, run, result, features, pre, holdout_dirs, windows,
+                validation_dirs=validation_dirs)
+        return
 
     # Open (or resume) the MLflow run with everything that shapes the training as its parameters.
     from jobs.config import tracking_uri
@@ -132,6 +152,8 @@ def main(argv: list[str] | None = None) -> None:
         **cfg.hyperparameters, **code_version(),
     }
     tags = {"started_by": args.started_by} if args.started_by else {}
+    if args.parent_run_id:
+        tags["mlflow.parentRunId"] = args.parent_run_id
     run = open_run(args.lake, args.run_date, cfg.experiment, params, pre, cfg.epochs, tags)
 
     # Train: TorchDistributor runs train_fn in every rank; rank 0 logs to the run and logs the model.
@@ -154,8 +176,13 @@ def main(argv: list[str] | None = None) -> None:
         )
         if not result:
             raise RuntimeError("training returned no result from rank 0")
+        if args.parent_run_id:  # a sweep candidate: the report, no registration
+            from jobs.sweep import finish_candidate
+
+            finish_candidate(spark, args.config, run.run_id, result, holdout_dirs, validation_dirs, args.run_date,
+                             windows[1], args.candidate_name or run.run_id, run.checkpoint_dir)
+            return
         # Register, gate and report.
-        windows = (f"{train_days[0]}..{train_days[-1]}", f"{holdout_days[0]}..{holdout_days[-1]}")
         publish(spark, args.lake, args.config, args.run_date, run, result, features, pre, holdout_dirs, windows,
                 validation_dirs=validation_dirs)
 
