@@ -7,10 +7,16 @@ else the latest drifted day, else the last day before the weekly run. The window
 `train_days + holdout_days` days ending with *D*; every day of it must have features (built by
 `ingest_pipeline`: this DAG writes none), or the run fails at once saying what to ingest.
 
-`train_model` trains with TorchDistributor on the first `train_days` and evaluates on the last
-`holdout_days`, logs to MLflow (the run is tagged with what started it; the task's *MLflow run*
-button opens it) and registers a new version of the model, which becomes `champion` only if it
-beats the current champion on the same holdout by `promotion_margin` in `promotion_metric`.
+`train_baselines` fits the Spark MLlib baselines (logistic regression, gradient-boosted trees) on
+the same days, each its own MLflow run. Beside it, the sweep: `plan_sweep` builds the candidate
+configs from the `sweep_*` params (learning rates, widths, depths, epochs; `sweep_size` of them)
+under a parent MLflow run, and `train_candidate` is mapped over them: one TorchDistributor
+training each, fitted on the first `train_days`, with an evaluation report on the validation
+and holdout days. `select_candidate` picks the best on the validation days; `train_model`
+registers it, and sends it to the champion gate only if it beats the best baseline on the
+holdout (otherwise the run and version record why); it becomes `champion` only if it beats the
+current champion on the same holdout by `promotion_margin` in `promotion_metric` (the task's
+*MLflow run* button opens its run).
 With `require_approval` on, a version that wins the gate does not become champion by itself:
 `approve_champion` waits (state *awaiting input*) for a person to Approve or Reject it under the
 UI's **Required actions**, showing the comparison with the current champion; unanswered for 7
@@ -27,7 +33,8 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, AssetOrTimeSchedule, CronDataIntervalTimetable, Param
 from pipeline_tasks import DRIFT, ChampionApprovalOperator, plan_training, publish_champion
-from spark_jobs import DEFAULT_ARGS, spark_job
+from spark_jobs import DEFAULT_ARGS, spark_job, spark_job_mapped
+from sweep_tasks import plan_sweep, select_candidate
 
 from jobs.champion import PROMOTION_METRICS
 from jobs.config import PRECISIONS
@@ -55,6 +62,21 @@ TRAIN_PARAMS = {
 }
 
 
+# The sweep: each list empty keeps sweep.<name> of the config.
+SWEEP_PARAMS = {
+    "sweep_size": Param(None, type=["null", "integer"], minimum=1, maximum=32,
+                        description="candidates the sweep trains (default: sweep.size, 2)"),
+    "sweep_learning_rates": Param(None, type=["null", "array"], items={"type": "number", "exclusiveMinimum": 0},
+                                  description="learning rates to try"),
+    "sweep_widths": Param(None, type=["null", "array"], items={"type": "integer", "minimum": 1},
+                          description="hidden layer widths to try"),
+    "sweep_depths": Param(None, type=["null", "array"], items={"type": "integer", "minimum": 1},
+                          description="numbers of hidden layers to try"),
+    "sweep_epochs": Param(None, type=["null", "array"], items={"type": "integer", "minimum": 1},
+                          description="epochs to try"),
+}
+
+
 def _param_args(names: list[str]) -> list[str]:
     """``--name {{ params.name }}`` per param, empty when the param is (the job keeps its config)."""
     args: list[str] = []
@@ -76,13 +98,21 @@ with DAG(
         "run_date": Param(None, type=["null", "string"], format="date",
                           description="last day of the window (empty: the drifted day, or the day before the run)"),
         **TRAIN_PARAMS,
+        **SWEEP_PARAMS,
     },
     tags=["mlops", "training"],
 ):
     plan = plan_training()
+    baselines = spark_job("baselines", task_id="train_baselines", run_date=plan["run_date"],
+                          args=[*_param_args(["train_days", "holdout_days"]), "--started-by", plan["started_by"]])
+    candidates = plan_sweep(plan["run_date"], plan["started_by"], list(TRAIN_PARAMS))
+    sweep = spark_job_mapped("train", candidates, task_id="train_candidate")
+    best = select_candidate(candidates)
     train_model = spark_job(
         "train", task_id="train_model", run_date=plan["run_date"],
-        args=[*_param_args(list(TRAIN_PARAMS)), "--started-by", plan["started_by"]],
+        args=[*_param_args(list(TRAIN_PARAMS)), "--started-by", plan["started_by"], "--promote-run", best],
     )
+    sweep >> best
+    baselines >> train_model  # the bar: the candidate must beat the baselines of the same window
     approve = ChampionApprovalOperator(task_id="approve_champion", summary_task=train_model.task_id)
     train_model >> approve >> publish_champion(plan["run_date"], train_model.output, approval=approve.task_id)

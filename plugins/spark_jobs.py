@@ -142,3 +142,12 @@ def spark_job_per_day(job: str, days: Any, *, task_id: str, args: list[str] | No
     return PipelineSparkSubmitOperator.partial(
         task_id=task_id, map_index_template="{{ task.application_args[1] }}", **_submit_kwargs(job), **kwargs,
     ).expand(application_args=days.map(_day_args(list(args or []))))
+
+
+def spark_job_mapped(job: str, arg_lists: Any, *, task_id: str, map_index: int = 3, **kwargs: Any) -> Any:
+    """One mapped task per item of ``arg_lists`` (another task's list of argument lists), each
+    spark-submitting ``jobs/<job>.py <args>``; the UI names each by its ``map_index``-th argument."""
+    return PipelineSparkSubmitOperator.partial(
+        task_id=task_id, map_index_template=f"{{{{ task.application_args[{map_index}] }}}}", **_submit_kwargs(job),
+        **kwargs,
+    ).expand(application_args=arg_lists)

@@ -21,7 +21,7 @@ airflow db migrate > "$PIPELINE_HOME/airflow-db-migrate.log" 2>&1 \
   || { cat "$PIPELINE_HOME/airflow-db-migrate.log"; exit 1; }
 
 # What each job and task says about itself, as it says it, without Airflow's log prefixes.
-PROGRESS='(jobs(\.[a-z_]+)*: .*|epoch [0-9]+/[0-9]+: .*|[A-Za-z.]*(Error|Failed|Exception): .*|(scoring|(no )?drift on) [0-9]{4}-[0-9]{2}-[0-9]{2}.*|(started by|features ready for|raw [a-z_]+ for|registered [a-z_]+ version) .*|[A-Za-z_]+ version [0-9]+ is the champion now)'
+PROGRESS='(jobs(\.[a-z_]+)*: .*|epoch [0-9]+/[0-9]+: .*|[A-Za-z.]*(Error|Failed|Exception): .*|(scoring|(no )?drift on) [0-9]{4}-[0-9]{2}-[0-9]{2}.*|(started by|features ready for|raw [a-z_]+ for|registered [a-z_]+ version) .*|[A-Za-z_]+ version [0-9]+ is the champion now|\| (role|candidate|baseline|champion) \|.*|sweep candidate .*|best of [0-9]+ candidates .*)'
 
 run_dag() {
   local dag_id=$1 day=$2 conf=$3 log="$PIPELINE_HOME/logs/$1-$2.log"

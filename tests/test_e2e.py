@@ -33,6 +33,10 @@ def airflow_env(lake, tmp_path_factory):
     """Airflow's metadata DB migrated, and a short-window config for the jobs."""
     raw = yaml.safe_load((REPO / "jobs/pipeline.yaml").read_text())
     raw["train"].update(train_days=3, validation_days=2, holdout_days=2, epochs=2)
+    # One baseline, regularised to a constant (holdout ROC AUC 0.5): the bar is there and cleared,
+    # so the run goes on to the gate (tests/jobs/test_baselines.py stops a worse candidate).
+    raw["baselines"] = [{"name": "flat_lr", "kind": "logistic_regression",
+                         "params": {"maxIter": 5, "regParam": 10.0, "elasticNetParam": 1.0}}]
     path = tmp_path_factory.mktemp("config") / "pipeline.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     os.environ["PIPELINE_CONFIG"] = str(path)
@@ -103,6 +107,32 @@ def _xcoms(dag_id: str, task_id: str) -> dict:
         return {row.key: row.value for row in rows}
 
 
+def check_sweep_bar_and_report(mlflow_client, run_id: str, config) -> None:
+    """The promoted version is the sweep's best child on the validation days; it cleared the bar
+    over the baseline; its report is what its saved holdout predictions give."""
+    import mlflow.artifacts
+
+    from jobs.evaluation import REPORT, build_report, read_predictions
+
+    run = mlflow_client.get_run(run_id)
+    parent = mlflow_client.get_run(run.data.tags["mlflow.parentRunId"])
+    assert parent.data.tags["best_run_id"] == run_id and parent.info.status == "FINISHED"
+    children = mlflow_client.search_runs([run.info.experiment_id],
+                                         f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    assert len(children) == 2 and {c.data.params["learning_rate"] for c in children} == {"0.01", "0.003"}
+    assert run.data.metrics["validation_roc_auc"] == max(c.data.metrics["validation_roc_auc"] for c in children)
+    assert run.data.tags["bar_decision"] == "cleared"
+    table = mlflow.artifacts.load_text(f"runs:/{run_id}/comparison/comparison.md")
+    rows = {tuple(line.split(" | ")[:2]) for line in table.splitlines()[2:]}
+    assert rows == {("| candidate", c.data.tags["candidate_name"]) for c in children} | {("| baseline", "flat_lr")}
+    report = mlflow.artifacts.load_dict(f"runs:/{run_id}/{REPORT}")
+    assert report["threshold"]["policy"] == "validation_f1"
+    again = build_report(read_predictions(run_id), config.features.label, config.evaluation, report["threshold"],
+                         report["validation"])
+    assert json.loads(json.dumps(again)) == report
+    assert report["holdout"]["roc_auc"] == pytest.approx(run.data.metrics["holdout_roc_auc"], abs=1e-6)
+
+
 def _ui_log(dag_id: str, task_id: str) -> str:
     """What the UI's log tab shows for the last try of ``task_id``'s latest run."""
     from airflow.models.taskinstance import TaskInstance
@@ -132,9 +162,11 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     written = sorted(p.name for p in Path(lake.features).iterdir() if partition_day(p.name) is not None)
     assert written == [partition_name(dt.date.fromisoformat(d)) for d in days]
 
-    states = _run(dags["train_pipeline"], TRAIN_DATE)
-    # no approval asked for (require_approval is off by default): the gate promoted the version itself
-    assert states == {"plan_training": "success", "train_model": "success", "approve_champion": "skipped",
+    states = _run(dags["train_pipeline"], TRAIN_DATE, sweep_size=2, sweep_learning_rates=[0.01, 0.003],
+                  sweep_epochs=[1])
+    assert states == {"plan_training": "success", "train_baselines": "success", "plan_sweep": "success",
+                      "train_candidate": "success", "select_candidate": "success", "train_model": "success",
+                      "approve_champion": "skipped",
                       "publish_champion": "success"}
 
     mlflow_client = client()
@@ -147,7 +179,8 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     run = mlflow_client.get_run(version.run_id)
     assert run.info.status == "FINISHED"
     assert 0.5 < run.data.metrics["holdout_roc_auc"] <= 1.0
-    assert len(mlflow_client.get_metric_history(version.run_id, "train_loss")) == 2  # one per epoch
+    assert len(mlflow_client.get_metric_history(version.run_id, "train_loss")) == 1  # the sweep's one epoch
+    check_sweep_bar_and_report(mlflow_client, version.run_id, config)
     assert run.data.params["train_start"] == "2013-01-01"
     plots = {a.path for a in mlflow_client.list_artifacts(version.run_id, "plots")}
     assert plots == {"plots/loss_curves.png", "plots/roc_curve.png", "plots/calibration_curve.png"}

@@ -15,15 +15,19 @@ sys.path.insert(0, str(DAGS_DIR.parent / "plugins"))  # as Airflow puts its plug
 EXPECTED_EDGES = {
     "ingest_pipeline": {("wait_for_raw", "validate_raw"), ("validate_raw", "build_features"),
                         ("build_features", "publish_features")},
-    "train_pipeline": {("plan_training", "train_model"), ("plan_training", "publish_champion"),
-                       ("train_model", "approve_champion"), ("approve_champion", "publish_champion"),
-                       ("train_model", "publish_champion")},
+    "train_pipeline": {("plan_training", "train_baselines"), ("plan_training", "plan_sweep"),
+                       ("plan_sweep", "train_candidate"), ("plan_sweep", "select_candidate"),
+                       ("train_candidate", "select_candidate"), ("plan_training", "train_model"),
+                       ("select_candidate", "train_model"), ("train_baselines", "train_model"),
+                       ("plan_training", "publish_champion"), ("train_model", "publish_champion"),
+                       ("train_model", "approve_champion"), ("approve_champion", "publish_champion")},
     "score_pipeline": {("plan_scoring", "score_batch"), ("plan_scoring", "check_drift"),
                        ("score_batch", "check_drift")},
 }
 # The Spark jobs each DAG runs: validate and features (the writers of validated/ and features/)
 # belong to ingest alone.
-SPARK_JOBS = {"ingest_pipeline": {"validate", "features"}, "train_pipeline": {"train"}, "score_pipeline": {"score"}}
+SPARK_JOBS = {"ingest_pipeline": {"validate", "features"}, "train_pipeline": {"train", "baselines"},
+              "score_pipeline": {"score"}}
 # Worker tasks that update Assets: (dag, task) -> the Assets.
 OUTLETS = {
     ("ingest_pipeline", "publish_features"): {"features"},
@@ -138,11 +142,13 @@ def test_every_training_param_reaches_the_job_as_the_setting_it_names(dag_bag):
     values = {"train_days": 14, "holdout_days": 3, "epochs": 2, "learning_rate": 0.01, "num_processes": 1,
               "use_gpu": True, "precision": "bf16", "promotion_metric": "log_loss", "promotion_margin": 0.01,
               "require_approval": True}
-    assert set(dag.params) == {"run_date", *values}
+    assert set(dag.params) - {"run_date", *values} == {"sweep_size", "sweep_learning_rates", "sweep_widths",
+                                                        "sweep_depths", "sweep_epochs"}
     for name, value in values.items():
         dag.params.get_param(name).resolve(value)  # valid per the trigger form's schema
     args = _render(dag.get_task("train_model").application_args, values)
     parsed = parse_args(args)
+    assert parsed.promote_run == "2013-01-28"  # the select_candidate output (rendered as a stand-in here)
     train = parsed.config.train
     assert {name: getattr(train, name) for name in values if name != "num_processes"} == {
         k: v for k, v in values.items() if k != "num_processes"}
@@ -172,3 +178,32 @@ def test_ingest_takes_a_window_the_jobs_understand(dag_bag):
     for task_id in ("validate_raw", "build_features"):
         args = _render(dag.get_task(task_id).application_args, {"run_date": "2013-01-29", "days": 29})
         assert args[:2] == ["--run-date", "2013-01-29"] and args[args.index("--days") + 1] == "29"
+
+
+def test_the_sweep_is_mapped_over_as_many_candidates_as_configured(dag_bag, config):
+    """train_candidate is mapped over plan_sweep's list: sweep_size candidate configs (the
+    config's by default), each a train-job argument list the job parses, under one parent run."""
+    from sweep_tasks import SWEEP_PARAMS, job_options
+
+    from jobs.sweep import candidate_args, candidates
+    from jobs.train import parse_args
+
+    dag = dag_bag.dags["train_pipeline"]
+    mapped = dag.get_task("train_candidate")
+    assert mapped.expand_input.value["application_args"].operator.task_id == "plan_sweep"
+    base = {"learning_rate": config.train.learning_rate, "epochs": config.train.epochs,
+            "hyperparameters": dict(config.train.hyperparameters)}
+    defaults = {key: dag.params[name] for name, key in SWEEP_PARAMS.items()}
+    assert len(candidates(config.sweep, base, defaults)) == config.sweep.size == 2
+    params = {"sweep_size": 3, "sweep_learning_rates": [0.01, 0.02], "sweep_widths": [16, 8], "sweep_depths": [1],
+              "sweep_epochs": [1]}
+    for name, value in params.items():
+        dag.params.get_param(name).resolve(value)
+    found = candidates(config.sweep, base, {key: params[name] for name, key in SWEEP_PARAMS.items()})
+    assert [c["name"] for c in found] == ["lr=0.01,width=16,depth=1,epochs=1", "lr=0.01,width=8,depth=1,epochs=1",
+                                          "lr=0.02,width=16,depth=1,epochs=1"]
+    args = ["--run-date", "2013-01-28", *job_options({"epochs": 5, "use_gpu": True}, ["epochs", "use_gpu"]),
+            *candidate_args(found[1], "parent")]
+    parsed = parse_args(args)
+    assert parsed.parent_run_id == "parent" and parsed.config.train.epochs == 1  # the candidate's own wins
+    assert parsed.config.train.hyperparameters["hidden_units"] == [8] and parsed.config.train.use_gpu is True
