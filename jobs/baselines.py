@@ -3,7 +3,7 @@
 Usage::
 
     spark-submit jobs/baselines.py --run-date 2013-01-28 [--config PATH] [--lake-root PATH]
-                                   [--started-by TEXT]
+                                   [--train-days N] [--holdout-days N] [--started-by TEXT]
 
 Each baseline of the config's ``baselines`` (logistic regression, gradient-boosted trees) is fitted
 with pyspark.ml on the training days' feature partitions, encoded as the PyTorch model encodes them
@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobs.config import JobArgs, job_parser, parse_job_args
+from jobs.config import JobArgs, job_parser, optional, parse_job_args
 from jobs.errors import run_job
 from jobs.spark import configure_logging, get_spark
 
@@ -48,7 +48,10 @@ class BaselinesArgs(JobArgs):
 def parse_args(argv: list[str] | None = None) -> BaselinesArgs:
     parser = job_parser(__doc__)
     parser.add_argument("--started-by", default=None, help="what started the run: an MLflow tag")
-    return parse_job_args(parser, argv, BaselinesArgs)
+    for name in ("train_days", "holdout_days"):  # the window, as the train job's options of the same name
+        parser.add_argument(f"--{name.replace('_', '-')}", type=optional(int), default=None,
+                            help=f"(default: train.{name})")
+    return parse_job_args(parser, argv, BaselinesArgs, train_overrides=("train_days", "holdout_days"))
 
 
 def estimator(spec: BaselineSpec, label: str, seed: int) -> Any:
