@@ -80,7 +80,7 @@ def segment_rows(frame: pd.DataFrame, label: str, segments: list[str], threshold
 
     out = []
     for column in segments:
-        values = frame[column].astype("string").fillna("(null)")
+        values = _labels(frame[column])
         counts = values.value_counts()
         values = values.where(values.map(counts) >= min_rows, OTHER)
         for value in sorted(values.unique(), key=_segment_order):
@@ -94,6 +94,16 @@ def segment_rows(frame: pd.DataFrame, label: str, segments: list[str], threshold
                 "precision": at["precision"], "recall": at["recall"],
             })
     return out
+
+
+def _labels(column: pd.Series) -> pd.Series:
+    """A segment column's values as text: whole numbers stored as floats (an hour, a month) without
+    their ".0"; nulls as ``(null)``."""
+    import pandas as pd
+
+    if pd.api.types.is_float_dtype(column) and (column.dropna() % 1 == 0).all():
+        column = column.astype("Int64")
+    return column.astype("string").fillna("(null)")
 
 
 def _segment_order(value: str) -> tuple[int, float, str]:

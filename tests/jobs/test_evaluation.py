@@ -11,7 +11,7 @@ rng = np.random.default_rng(3)
 N = 600
 FRAME = pd.DataFrame({
     "carrier": rng.choice(["AA", "UA", "B6", "ZZ"], size=N, p=[0.45, 0.35, 0.17, 0.03]),
-    "dep_hour": rng.integers(5, 9, size=N),
+    "dep_hour": rng.integers(5, 9, size=N).astype(float),  # as the features store it
     PROBABILITY: rng.uniform(size=N),
 })
 FRAME["label"] = (rng.uniform(size=N) < FRAME[PROBABILITY]).astype(float)
