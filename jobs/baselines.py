@@ -192,10 +192,10 @@ def train_baselines(spark: SparkSession, lake: Lake, config: PipelineConfig, run
 def main(argv: list[str] | None = None) -> None:
     configure_logging()
     args = parse_args(argv)
-    spark = get_spark(f"baselines-{args.run_date}")
     if not args.config.baselines:
         log.info("no baselines configured (baselines: in %s): nothing to train", args.config.source)
         return
+    spark = get_spark(f"baselines-{args.run_date}")
     train_baselines(spark, args.lake, args.config, args.run_date, args.started_by)
 
 

@@ -93,7 +93,8 @@ def best_candidate(config: PipelineConfig, parent_run_id: str) -> dict[str, Any]
     rows = [{"name": c.data.tags.get("candidate_name", c.info.run_id), "run_id": c.info.run_id,
              f"validation_{metric}": c.data.metrics.get(f"validation_{metric}"),
              f"holdout_{metric}": c.data.metrics.get(f"holdout_{metric}")} for c in children]
-    scored = [row for row in rows if row[f"validation_{metric}"] is not None]
+    # A single candidate goes forward without a choice (and without validation days).
+    scored = rows if len(rows) == 1 else [row for row in rows if row[f"validation_{metric}"] is not None]
     if not scored:
         mlflow_client.set_terminated(parent_run_id, status="FAILED")
         raise RuntimeError(f"no finished candidate of sweep run {parent_run_id} has a validation_{metric} "
@@ -103,11 +104,12 @@ def best_candidate(config: PipelineConfig, parent_run_id: str) -> dict[str, Any]
         if better(metric, row[f"validation_{metric}"], best[f"validation_{metric}"]):
             best = row
     mlflow_client.log_text(parent_run_id, pd.DataFrame(rows).to_csv(index=False), "sweep/candidates.csv")
-    mlflow_client.log_metric(parent_run_id, f"best_validation_{metric}", best[f"validation_{metric}"])
+    if best[f"validation_{metric}"] is not None:
+        mlflow_client.log_metric(parent_run_id, f"best_validation_{metric}", best[f"validation_{metric}"])
     mlflow_client.set_tag(parent_run_id, "best_run_id", best["run_id"])
     mlflow_client.set_tag(parent_run_id, "best_candidate", best["name"])
     mlflow_client.set_terminated(parent_run_id, status="FINISHED")
-    log.info("sweep %s: %d candidates, best by validation %s: %s (%.4f)", parent_run_id, len(rows), metric,
+    log.info("sweep %s: %d candidate(s), best by validation %s: %s (%s)", parent_run_id, len(rows), metric,
              best["name"], best[f"validation_{metric}"])
     return {"run_id": best["run_id"], "name": best["name"], "score": best[f"validation_{metric}"]}
 

@@ -61,7 +61,7 @@ def select_candidate(candidate_args: Any) -> Any:
         first = candidate_args[0]
         best = best_candidate(load_config(), first[first.index("--parent-run-id") + 1])
         print(f"best of {len(candidate_args)} candidates on the validation days: {best['name']} "
-              f"(run {best['run_id']}, {best['score']:.4f})")
+              f"(run {best['run_id']}, validation {load_config().train.promotion_metric} {best['score']})")
         return best["run_id"]
 
     return select(candidate_args=candidate_args)

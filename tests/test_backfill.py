@@ -50,7 +50,9 @@ def backfill_env(lake, spark, tmp_path_factory):
         shutil.copytree(f"{lake.root}/{zone}", f"{own.root}/{zone}")
     _make_drift(own.raw_file("flights", DRIFT_DAY))
     raw = yaml.safe_load((REPO / "jobs/pipeline.yaml").read_text())
-    raw["train"].update(train_days=5, holdout_days=2, epochs=2)
+    raw["train"].update(train_days=5, validation_days=0, holdout_days=2, epochs=2)
+    # One candidate, no baselines: the retraining as it was before the sweep (tested in test_e2e.py)
+    raw.update(evaluation={"threshold": 0.5}, baselines=[], sweep={"size": 1})
     raw["validation"]["great_expectations"] = False  # tested on its own; here it only adds time
     config_path = home / "pipeline.yaml"
     config_path.write_text(yaml.safe_dump(raw, sort_keys=False))

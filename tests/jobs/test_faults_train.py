@@ -42,7 +42,8 @@ def make_lake(home: Path, frame, epochs: int = 1, **train) -> Path:
 
     write_features(frame, str(home / "lake" / "features"))
     raw = yaml.safe_load((REPO / "jobs/pipeline.yaml").read_text())
-    raw["train"].update(train_days=3, holdout_days=1, epochs=epochs, batch_size=64, **train)
+    raw["train"].update(train_days=3, validation_days=0, holdout_days=1, epochs=epochs, batch_size=64, **train)
+    raw["evaluation"]["threshold"] = 0.5  # no validation days to choose it on
     (home / "pipeline.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     return home
 

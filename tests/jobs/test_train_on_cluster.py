@@ -37,7 +37,8 @@ def small_window(spark, lake, config, tmp_path: Path, **train: Any) -> tuple[Pat
 
     raw = yaml.safe_load((REPO / "jobs/pipeline.yaml").read_text())
     raw["train"].update(train_days=3, validation_days=0, holdout_days=2, epochs=2, **train)
-    raw["evaluation"]["threshold"] = 0.5  # no validation days to choose it on
+    # no validation days to choose on; in train_pipeline (test_stack.py) one candidate, no baselines
+    raw.update(evaluation={"threshold": 0.5}, baselines=[], sweep={"size": 1})
     config_path = tmp_path / "pipeline.yaml"
     config_path.write_text(yaml.safe_dump(raw, sort_keys=False))
     train_days, holdout_days = split_window(RUN_DATE, 3, 2)
