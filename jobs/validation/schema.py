@@ -152,6 +152,7 @@ def read_raw_strings(
 
     schema = ", ".join([*(f"`{c}` string" for c in table.columns), f"`{CORRUPT_RECORD}` string"])
     options = {
+        "escape": '"',  # a quote inside a quoted value is doubled (RFC 4180), not backslashed (Spark's default)
         **(csv_options or {}),
         "header": "true",
         "enforceSchema": "true",
