@@ -187,9 +187,10 @@ def lock_partitions(
 ) -> PartitionLocks:
     """Lock every partition the run writes (each daily table's days, each reference table's
     snapshot): a run already writing one of them fails this one here, before anything is read."""
-    check_reserved_names([config.tables[name] for name in suites if name in config.tables])
+    tables = [config.tables[name] for name in suites if name in config.tables]  # validate() names the others
+    check_reserved_names(tables)
     locks = PartitionLocks(lake, Owner(run_id))
-    locks.acquire([(name, day) for name in suites for day in (days if config.tables[name].daily else [run_date])])
+    locks.acquire([(t.name, day) for t in tables for day in (days if t.daily else [run_date])])
     return locks
 
 
