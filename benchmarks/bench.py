@@ -2,13 +2,13 @@
 
 Usage::
 
-    python -m benchmarks.bench [--out benchmarks/results] [--repeat 2] [--smoke] [--factors 1,3,15]
+    python -m benchmarks.bench [--out benchmarks/results] [--repeat 2] [--smoke] [--factors 1,3,10,15]
                                [--others validation,training,scoring]
 
 In one local[2] session, on a throw-away lake of the real example data (the whole year; ``--smoke``:
 two days), the stages that run side by side with what a user would pick instead, each at several
 sizes made with the scale-up generator's rule (``--factors``: flights per real flight; default
-1,3,15, i.e. 0.34M, 1M and 5M rows for the year; smoke: 1,2, about 2,000 and 4,000 rows):
+1,3,10,15, i.e. 0.34M, 1M, 3.4M and 5M rows for the year; smoke: 1,2, about 2,000 and 4,000 rows):
 
 - ``features``: the features job vs the same plan in Polars and DuckDB (:mod:`benchmarks.features`);
 - ``scoring``: the score job vs ``mlflow.pyfunc.spark_udf`` and the single-process baseline, on the
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from jobs.config import PipelineConfig
     from jobs.lake import Lake
 
-FULL_FACTORS, SMOKE_FACTORS = "1,3,15", "1,2"
+FULL_FACTORS, SMOKE_FACTORS = "1,3,10,15", "1,2"
 SMOKE_DAYS = [dt.date(2013, 7, 1), dt.date(2013, 7, 2)]
 OTHERS = "validation,training,scoring"
 STAGES = ("features", "scoring")
