@@ -172,3 +172,10 @@ def test_ingest_takes_a_window_the_jobs_understand(dag_bag):
     for task_id in ("validate_raw", "build_features"):
         args = _render(dag.get_task(task_id).application_args, {"run_date": "2013-01-29", "days": 29})
         assert args[:2] == ["--run-date", "2013-01-29"] and args[args.index("--days") + 1] == "29"
+
+
+def test_publishing_runs_after_an_approval_or_a_skipped_one_but_not_after_a_skipped_training(dag_bag):
+    """publish_champion follows train_model whether approve_champion ran or was skipped, and is
+    skipped with them when the run skipped training (a weekly run before any features exist)."""
+    publish = dag_bag.dags["train_pipeline"].get_task("publish_champion")
+    assert publish.trigger_rule == "none_failed_min_one_success"
