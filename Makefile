@@ -6,12 +6,14 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 ENV := source scripts/env.sh &&
 
-.PHONY: help install system-packages demo test test-fast lint airflow ui-screenshot clean
+.PHONY: help install system-packages demo test test-fast lint bench airflow ui-screenshot clean
 help:
 	@echo "make demo       install, land the example data, train and score through Airflow, print a summary"
 	@echo "make test       run the whole test suite"
 	@echo "make test-fast  the suite without the end-to-end runs (about 5 minutes): the loop while developing"
 	@echo "make lint       ruff"
+	@echo "make bench      every benchmark: results table and plots in benchmarks/results/ (make bench SMOKE=1:"
+	@echo "                tiny sizes, a minute or two)"
 	@echo "make airflow    the deployed stack until Ctrl-C: Airflow (UI on :8080) and MLflow (UI on :5000) on"
 	@echo "                PostgreSQL; make airflow SPARK=1 adds a Spark standalone cluster for the tasks"
 	@echo "make ui-screenshot  run tests/test_stack.py and copy its Airflow UI screenshot to docs/airflow-ui.png"
@@ -43,6 +45,11 @@ test-fast: install
 
 lint: install
 	$(VENV)/bin/ruff check .
+
+# The full run takes an hour or more on 2 cores; SMOKE=1 checks that every stage runs (the suite does too).
+BENCH_OUT ?= benchmarks/results
+bench: install
+	$(ENV) $(VENV)/bin/python -m benchmarks.bench --out $(BENCH_OUT) $(if $(SMOKE),--smoke)
 
 airflow: install system-packages
 	$(ENV) bash scripts/stack.sh $(if $(SPARK),--spark)

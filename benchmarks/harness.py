@@ -166,3 +166,26 @@ def line_plot(
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path
+
+
+@dataclasses.dataclass(frozen=True)
+class Fit:
+    """``t(N) = a + N / b`` over a contender's sizes: the fixed cost ``a`` (seconds) and the
+    throughput ``b`` (rows/s; None when the time does not grow with N)."""
+
+    a: float
+    b: float | None
+
+    def seconds(self, rows: float) -> float:
+        """The fitted time at ``rows``."""
+        return self.a + (rows / self.b if self.b else 0.0)
+
+
+def fit_fixed_and_rate(rows: Sequence[float], seconds: Sequence[float]) -> Fit:
+    """Least squares of ``t = a + N / b`` over the points (one point: all of it counts as throughput)."""
+    import numpy as np
+
+    if len(rows) < 2:
+        return Fit(0.0, rows[0] / seconds[0] if rows and seconds[0] > 0 else None)
+    slope, intercept = np.polyfit(np.asarray(rows, dtype=float), np.asarray(seconds, dtype=float), 1)
+    return Fit(float(intercept), float(1.0 / slope) if slope > 0 else None)

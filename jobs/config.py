@@ -39,6 +39,13 @@ class TableSpec:
     columns: dict[str, str]
     daily: bool
     required: bool = True  # False: a missing daily partition means "no rows that day", with a warning
+    # Floating-point columns where NaN, infinities and huge magnitudes are data, not errors.
+    allow_non_finite: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        odd = [c for c in self.allow_non_finite if self.columns.get(c) not in ("double", "float")]
+        if odd:
+            raise ValueError(f"tables.{self.name}.allow_non_finite: {odd} are not double or float columns")
 
     def ddl(self) -> str:
         """The Spark DDL schema string, in file column order."""
@@ -185,6 +192,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
                 columns=dict(spec["columns"]),
                 daily=bool(spec["daily"]),
                 required=bool(spec.get("required", True)),
+                allow_non_finite=tuple(spec.get("allow_non_finite") or ()),
             )
             for name, spec in raw["tables"].items()
         }

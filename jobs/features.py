@@ -23,6 +23,7 @@ from jobs.config import PipelineConfig, WindowArgs, import_object, job_parser, p
 from jobs.errors import run_job
 from jobs.lake import PARTITION, Lake
 from jobs.spark import MissingPartitionError, configure_logging, get_spark, list_partitions
+from jobs.validation.partitions import check_not_failed, failed_days
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -34,7 +35,8 @@ def read_inputs(
     spark: SparkSession, lake: Lake, config: PipelineConfig, days: list[dt.date]
 ) -> dict[str, DataFrame]:
     """Every configured table from the validated zone: daily ones for ``days``, reference ones as
-    of the last day (their latest snapshot on or before it)."""
+    of the last day (their latest snapshot on or before it). A day (or a snapshot newer than the
+    one found) whose last validation failed is an error, not a missing or older partition."""
     from pyspark.sql import functions as F
 
     tables = {}
@@ -42,6 +44,7 @@ def read_inputs(
         path = lake.validated(name)
         available = list_partitions(spark, path)
         if spec.daily:
+            check_not_failed(lake, name, days)
             wanted = [d for d in days if d in available]
             missing = sorted(set(days) - set(wanted))
             if missing and spec.required:
@@ -51,6 +54,9 @@ def read_inputs(
                 )
         else:
             as_of = [d for d in available if d <= max(days)]
+            # A snapshot that failed after the one found would be read in its place: fail instead.
+            check_not_failed(lake, name, [d for d in failed_days(lake, name) if d <= max(days) and
+                                          (not as_of or d >= as_of[-1])])
             if not as_of:
                 raise MissingPartitionError(
                     f"no validated snapshot of {name!r} on or before {max(days)} under {path}: "

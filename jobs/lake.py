@@ -11,6 +11,8 @@ nothing else spells them. The lake is a local folder or any Hadoop/fsspec URI (`
     features/date=.../                             one row per entity: model inputs + label
     predictions/date=.../                          the model's probability per row
     reports/<kind>/date=.../<file>                 validation, training, scoring and drift reports
+    reports/validation/failed/<table>/date=....json   the mark of a day whose validation failed
+    locks/<table>/date=....lock                    the run writing a day's validated and quarantine partitions
     checkpoints/<kind>/date=.../<key>/             state a retried run resumes from
 """
 
@@ -22,6 +24,8 @@ from dataclasses import dataclass
 
 ROOT_ENV = "LAKE_ROOT"  # where the lake is; default: $PIPELINE_HOME/lake
 PARTITION = "date"  # the partition column of every dated zone; a source column may not use the name
+# Names of columns the validate job adds to a table's own start with this; a source column may not.
+RESERVED_PREFIX = "_"
 
 SUMMARY = "summary.json"  # a job's report of one run (validation, training, scoring)
 VALIDATION_PAGE = "report.html"  # the validation report for a person
@@ -99,6 +103,18 @@ class Lake:
 
     def partition(self, zone_path: str, day: dt.date) -> str:
         return f"{zone_path}/{partition_name(day)}"
+
+    def lock(self, table: str, day: dt.date) -> str:
+        """The lock file of the run writing ``table``'s validated and quarantine partitions of ``day``."""
+        return f"{self.root}/locks/{table}/{partition_name(day)}.lock"
+
+    def locks(self, table: str) -> str:
+        """The folder of ``table``'s partition locks."""
+        return f"{self.root}/locks/{table}"
+
+    def validation_failure(self, table: str, day: dt.date) -> str:
+        """The mark left when ``table``'s partition of ``day`` failed validation (removed when it passes)."""
+        return f"{self.root}/reports/validation/failed/{table}/{partition_name(day)}.json"
 
     def checkpoint(self, kind: str, day: dt.date, key: str) -> str:
         """Where a job keeps state to resume from; ``key`` tells its inputs apart (e.g. a digest)."""

@@ -224,6 +224,12 @@ class Condition(Rule):
         return ~F.expr(self.sql)
 
 
+def calendar_date(year: str, month: str, day: str) -> str:
+    """SQL for the date of a row's year, month and day columns: null when they make no calendar
+    date (February 30, month 13), where ``make_date`` would stop the whole job under ANSI mode."""
+    return f"try_to_date(format_string('%04d-%02d-%02d', `{year}`, `{month}`, `{day}`), 'yyyy-MM-dd')"
+
+
 def not_null(*columns: str) -> list[Rule]:
     """One :class:`NotNull` rule per column, named ``<column>_not_null``."""
     return [NotNull(name=f"{c}_not_null", description=f"{c} is present", column=c) for c in columns]
@@ -233,14 +239,22 @@ def not_null(*columns: str) -> list[Rule]:
 class TableSuite:
     """What a table's rows must satisfy.
 
-    ``partition_date``: for a daily table, a SQL expression giving the date a row is about; every
-    row must match the partition it arrived in (a hard check: a file landed under the wrong day).
+    ``partition_date``: for a daily table, a SQL expression giving the date a row is about (null
+    when the row has none: use :func:`calendar_date`); every row must match the partition it
+    arrived in (a hard check: a file landed under the wrong day), a row without a date is
+    quarantined. ``key``: the columns that tell a row apart, shown with every example in the report.
     """
 
     rules: list[Rule] = field(default_factory=list)
     partition_date: str | None = None
+    key: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.partition_date and "make_date(" in self.partition_date.replace(" ", "").lower():
+            raise ValueError(
+                f"partition_date {self.partition_date!r}: make_date fails the whole run on one impossible date "
+                "(ANSI mode); use jobs.rules.calendar_date(year, month, day), which gives null instead"
+            )
         names = [r.name for r in self.rules]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:

@@ -72,6 +72,32 @@ def write_bytes(uri: str, data: bytes) -> None:
             fs.delete_file(staging)
 
 
+def create_exclusive(uri: str, data: bytes) -> bool:
+    """Create the file ``uri`` holding ``data`` unless it exists; whether this call created it.
+
+    On a local filesystem the whole file appears at once and exactly one of several concurrent
+    callers wins (a hard link, which fails when the name exists). Elsewhere it is a check and a
+    write: two callers racing within a moment could both win (pyarrow has no conditional put).
+    """
+    fs, path = filesystem(uri)
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    if fs.type_name != "local":
+        if fs.get_file_info(path).type != pafs.FileType.NotFound:
+            return False
+        write_bytes(uri, data)
+        return True
+    staging = f"{path}.{uuid.uuid4().hex}.tmp"
+    with open(staging, "wb") as out:
+        out.write(data)
+    try:
+        os.link(staging, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.remove(staging)
+
+
 def write_text(uri: str, text: str) -> None:
     """Write ``text`` (UTF-8) to ``uri`` atomically, replacing what was there."""
     write_bytes(uri, text.encode("utf-8"))

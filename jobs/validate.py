@@ -27,6 +27,13 @@ a partition left without rows is removed), so a re-run rewrites the same rows. A
 job checks rows in == validated + quarantined for every partition. The report (JSON and an HTML
 page) goes to ``reports/validation/date=<run date>/days=<N>/``; the log prints a summary table.
 Raw data is only read.
+
+Faults (:mod:`jobs.validation.partitions`): the run locks its partitions before Spark starts (a
+second run of the same days fails at once, naming this one; a dead owner's lock is taken over),
+removes Spark staging a killed run left behind, and when a batch check fails, removes each failed
+day's validated partition and marks the day, so readers fail with "failed validation" instead of
+reading what no longer passes. Column names are checked first: ``date`` (the partition column) and
+names starting with ``_`` are reserved.
 """
 
 from __future__ import annotations
@@ -40,14 +47,14 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.config import PipelineConfig, TableSpec, WindowArgs, import_object, job_parser, parse_job_args
 from jobs.errors import run_job
-from jobs.lake import PARTITION, SUMMARY, VALIDATION_PAGE, Lake, partition_name
+from jobs.lake import PARTITION, SUMMARY, VALIDATION_PAGE, Lake
 from jobs.rules import QUARANTINE, WARN, References, TableSuite
-from jobs.spark import configure_logging, delete_path, get_spark
+from jobs.spark import configure_logging, get_spark
 from jobs.storage import write_text
 from jobs.validation.batch import batch_checks, partition_stats, trailing_counts
+from jobs.validation.partitions import Owner, PartitionLocks, clean_staging
 from jobs.validation.report import (
     Check,
-    DataLossError,
     PartitionCounts,
     RuleResult,
     RunReport,
@@ -56,7 +63,16 @@ from jobs.validation.report import (
     render_html,
 )
 from jobs.validation.rows import examples, flag_rows, job_rules, run_expectations
-from jobs.validation.schema import CORRUPT_RECORD, raw_paths, read_header, read_raw_strings, schema_drift
+from jobs.validation.schema import (
+    check_reserved_names,
+    compression,
+    raw_paths,
+    read_header,
+    read_raw_strings,
+    schema_drift,
+    unexpected_files,
+)
+from jobs.validation.writing import mark_failures, write_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -93,14 +109,25 @@ def validate_table(
     partition_of = {path: part if table.daily else run_date.isoformat() for part, path in paths.items()}
     declared = list(table.columns)
     for path, part in partition_of.items():
+        folder, name = path.rsplit("/", 1)
+        for other in unexpected_files(spark, folder, name, skip_folders=not table.daily):
+            report.warnings.append(f"{other}: not {name}, so not read (move it out, or land it as {name})")
+            log.warning("%s partition %s: %s", table.name, part, report.warnings[-1])
+        kind = compression(spark, path)
+        if kind:
+            report.checks.append(Check(table.name, part, "file_not_compressed", False, kind,
+                                       f"{path} is {kind}-compressed under a .csv name: land it decompressed "
+                                       f"(a plain CSV file under the same name)"))
+            continue
         problem = schema_drift(read_header(spark, path), declared)
         report.checks.append(Check(table.name, part, "header_matches_schema", not problem, path, f"{path}: {problem}"))
     run = TableRun(table, report, partitions=list(partition_of.values()))
     if report.failures or not paths:
         return run
     raw = read_raw_strings(spark, lake, table, list(paths.values()), run_date, config.csv_options)
-    flagged = flag_rows(raw, table, suite.rules, refs).cache()
-    names = [n for n, _ in job_rules(table)] + [r.name for r in suite.rules]
+    flagged = flag_rows(raw, table, suite.rules, refs, suite.partition_date).cache()
+    job = job_rules(table, suite.partition_date)
+    names = [n for n, _ in job] + [r.name for r in suite.rules]
     stats = partition_stats(flagged, table, suite, names)
     limits = config.validation.limits(table.name)
     trailing = trailing_counts(spark, lake, table, days, limits.band_days) if table.daily else {}
@@ -118,7 +145,7 @@ def validate_table(
         )
     total = {n: sum(s.get(f"rule:{n}", 0) for s in stats.values()) for n in names}
     report.rules = [
-        RuleResult(name, description, QUARANTINE, "(job)", [], total[name]) for name, description in job_rules(table)
+        RuleResult(name, description, QUARANTINE, "(job)", [], total[name]) for name, description in job
     ]
     gx = {}
     if suite.rules and config.validation.great_expectations:
@@ -136,7 +163,7 @@ def validate_table(
                         result["unexpected"], total[rule.name], result["error"] or "counts differ")
     for result in report.rules:
         if result.flagged:
-            result.examples = examples(flagged, result.rule, result.columns)
+            result.examples = examples(flagged, result.rule, result.columns, suite.key)
     run.flagged = flagged
     return run
 
@@ -151,63 +178,20 @@ def reference_values(run: TableRun, column: str) -> list[Any]:
     return [r[0] for r in rows if r[0] is not None]
 
 
-# --- writing ----------------------------------------------------------------------------------
-
-
-def split(run: TableRun, run_id: str) -> tuple[DataFrame, DataFrame]:
-    """(validated rows, typed; quarantined rows, as text with the rules broken and the run id)."""
-    from pyspark.sql import functions as F
-
-    columns = list(run.spec.columns)
-    flagged = run.flagged
-    validated = flagged.where(F.size("_rules") == 0).select(PARTITION, *columns)
-    quarantined = flagged.where(F.size("_rules") > 0).select(
-        PARTITION, *[F.col(f"_raw.{c}").alias(c) for c in [*columns, CORRUPT_RECORD]],
-        F.col("_rules").alias("_rules"), F.lit(run_id).alias("_run_id"),
-    )
-    return validated, quarantined
-
-
-def write_zone(spark: SparkSession, df: DataFrame, path: str, expected: dict[str, int]) -> dict[str, int]:
-    """Replace a zone's partitions with ``df``'s rows (one sorted file each); returns the rows read back.
-
-    ``expected``: rows per partition of the window. Spark's dynamic overwrite replaces the
-    partitions that get rows; one that gets none is deleted, so nothing from an earlier run of
-    the same days survives.
-    """
-    from pyspark.sql import functions as F
-
-    for part, rows in expected.items():
-        if rows == 0:
-            delete_path(spark, f"{path}/{partition_name(dt.date.fromisoformat(part))}")
-    if any(expected.values()):
-        order = [c for c, t in df.dtypes if c != PARTITION and not t.startswith("array")]
-        df.repartition(PARTITION).sortWithinPartitions(*order).write.mode("overwrite").partitionBy(PARTITION).parquet(path)
-        back = spark.read.parquet(path).where(F.col(PARTITION).isin(list(expected)))
-        rows = back.groupBy(PARTITION).count().collect()
-        written = {r[PARTITION].isoformat(): r["count"] for r in rows}
-    else:
-        written = {}
-    return {part: written.get(part, 0) for part in expected}
-
-
-def write_table(spark: SparkSession, lake: Lake, run: TableRun, run_id: str) -> None:
-    """Write the quarantine, then the validated zone; then check that no row was lost."""
-    validated, quarantined = split(run, run_id)
-    partitions = run.report.partitions
-    name = run.spec.name
-    q = write_zone(spark, quarantined, lake.quarantine(name), {p: c.quarantined for p, c in partitions.items()})
-    v = write_zone(spark, validated, lake.validated(name), {p: c.validated for p, c in partitions.items()})
-    for part, counts in partitions.items():
-        counts.written_validated, counts.written_quarantined = v[part], q[part]
-        if v[part] + q[part] != counts.rows_in:
-            raise DataLossError(
-                f"{run.spec.name} partition {part}: {counts.rows_in} rows in, but {v[part]} validated + "
-                f"{q[part]} quarantined were written"
-            )
-
-
 # --- the run ----------------------------------------------------------------------------------
+
+
+def lock_partitions(
+    lake: Lake, config: PipelineConfig, suites: dict[str, TableSuite], days: list[dt.date], run_date: dt.date,
+    run_id: str,
+) -> PartitionLocks:
+    """Lock every partition the run writes (each daily table's days, each reference table's
+    snapshot): a run already writing one of them fails this one here, before anything is read."""
+    tables = [config.tables[name] for name in suites if name in config.tables]  # validate() names the others
+    check_reserved_names(tables)
+    locks = PartitionLocks(lake, Owner(run_id))
+    locks.acquire([(t.name, day) for t in tables for day in (days if t.daily else [run_date])])
+    return locks
 
 
 def validate(
@@ -219,19 +203,40 @@ def validate(
     run_id: str,
     write: bool = True,
     suites: dict[str, TableSuite] | None = None,
+    locks: PartitionLocks | None = None,
 ) -> RunReport:
     """Validate every table with rules for the window; when all batch checks pass and ``write``,
     write the validated and quarantine zones. Returns the report (not written to the lake).
 
-    ``suites`` defaults to the config's ``validation.suites``.
+    With ``write``, the run holds its partitions' locks (``locks``, taken by the caller with
+    :func:`lock_partitions`, or taken here), removes staging a killed run left, and when a check
+    fails, removes each failed day's validated partition and marks it (see
+    :mod:`jobs.validation.partitions`). ``suites`` defaults to the config's ``validation.suites``.
     """
     if suites is None:
         suites = import_object(config.validation.suites)()
     unknown = sorted(set(suites) - set(config.tables))
     if unknown:
         raise ValueError(f"{config.validation.suites} has rules for undeclared tables {unknown}")
+    check_reserved_names([config.tables[name] for name in suites])
     # Reference tables first: daily tables check their keys against them.
     order = sorted(suites, key=lambda name: config.tables[name].daily)
+    own = write and locks is None
+    if own:
+        locks = lock_partitions(lake, config, suites, days, run_date, run_id)
+    try:
+        for name in order if write else []:
+            clean_staging(spark, locks, name, [lake.validated(name), lake.quarantine(name)])
+        return _validate(spark, lake, config, suites, order, days, run_date, run_id, write)
+    finally:
+        if own:
+            locks.release()
+
+
+def _validate(
+    spark: SparkSession, lake: Lake, config: PipelineConfig, suites: dict[str, TableSuite], order: list[str],
+    days: list[dt.date], run_date: dt.date, run_id: str, write: bool,
+) -> RunReport:
     runs: dict[str, TableRun] = {}
     for name in order:
         suite = suites[name]
@@ -251,8 +256,10 @@ def validate(
     if report.success and write:
         for run in runs.values():
             if run.flagged is not None:
-                write_table(spark, lake, run, run_id)
+                write_table(spark, lake, run.spec, run.report, run.flagged, run_id)
         report.written = True
+    elif write:
+        mark_failures(spark, lake, report, lake.validation_report(run_date, len(days), VALIDATION_PAGE))
     for run in runs.values():
         if run.flagged is not None:
             run.flagged.unpersist()
@@ -273,8 +280,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parse_job_args(parser, argv, ValidateArgs)
     run_id = args.run_id or f"manual__{args.run_date}"
-    spark = get_spark(f"validate-{args.run_date}")
-    report = validate(spark, args.lake, args.config, args.window, args.run_date, run_id)
+    suites = import_object(args.config.validation.suites)()
+    # Locked before Spark starts: a second run of the same days fails in seconds, naming this one.
+    locks = lock_partitions(args.lake, args.config, suites, args.window, args.run_date, run_id)
+    try:
+        spark = get_spark(f"validate-{args.run_date}")
+        report = validate(spark, args.lake, args.config, args.window, args.run_date, run_id, suites=suites, locks=locks)
+    finally:
+        locks.release()
     summary, page = (args.lake.validation_report(args.run_date, args.days, name) for name in (SUMMARY, VALIDATION_PAGE))
     write_text(summary, report.to_json())
     write_text(page, render_html(report))
@@ -282,8 +295,8 @@ def main(argv: list[str] | None = None) -> None:
     if not report.success:
         problems = "\n  - ".join(c.describe() for c in report.failures)
         raise ValidationFailed(
-            f"validation of {args.window[0]}..{args.run_date} failed; nothing was written:\n  - {problems}\n"
-            f"full report: {page}"
+            f"validation of {args.window[0]}..{args.run_date} failed; nothing was written and the failed days' "
+            f"validated partitions were removed:\n  - {problems}\nfull report: {page}"
         )
 
 

@@ -332,7 +332,7 @@ def publish_champion(run_date: Any, summary: Any, *, approval: str | None = None
     (the job's training summary). A version awaiting approval is promoted or kept out here, by the
     approval task's answer (:func:`jobs.champion.record_approval`)."""
 
-    @task(task_id="publish_champion", outlets=[asset], trigger_rule="none_failed")
+    @task(task_id="publish_champion", outlets=[asset], trigger_rule="none_failed_min_one_success")
     def publish(run_date: str, summary: dict[str, Any]) -> dict[str, Any]:
         from jobs.champion import AWAITING_APPROVAL, PROMOTED
 

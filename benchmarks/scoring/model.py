@@ -22,16 +22,19 @@ TRAIN_STEPS = 300
 
 
 def registered_model(
-    spark: SparkSession, lake: Lake, config: Any,
+    spark: SparkSession, lake: Lake, config: Any, days: list[dt.date] = TRAIN_DAYS, name: str | None = None,
 ) -> tuple[Preprocessor, dict[str, Any], ModelRef, str]:
-    """:func:`train_model` then :func:`log_model` under ``train.model_name``: (the preprocessor, the
-    hyperparameters, the version, where workers load it)."""
-    net, pre, hyper, frame = train_model(spark, lake, config)
-    return (pre, hyper, *log_model(net, pre, hyper, frame, config.train.model_name))
+    """:func:`train_model` on ``days`` then :func:`log_model` under ``name`` (default
+    ``train.model_name``): (the preprocessor, the hyperparameters, the version, where workers load it)."""
+    net, pre, hyper, frame = train_model(spark, lake, config, days)
+    return (pre, hyper, *log_model(net, pre, hyper, frame, name or config.train.model_name))
 
 
-def train_model(spark: SparkSession, lake: Lake, config: Any) -> tuple[Any, Preprocessor, dict[str, Any], Any]:
-    """A small model on January's features: (net, preprocessor, hyperparameters, a pandas example)."""
+def train_model(
+    spark: SparkSession, lake: Lake, config: Any, days: list[dt.date] = TRAIN_DAYS,
+) -> tuple[Any, Preprocessor, dict[str, Any], Any]:
+    """A small model on ``days`` of features (default January): (net, preprocessor, hyperparameters,
+    a pandas example)."""
     import torch
     from pyspark.sql import functions as F
 
@@ -40,7 +43,7 @@ def train_model(spark: SparkSession, lake: Lake, config: Any) -> tuple[Any, Prep
 
     spec, cfg = config.features, config.train
     features = spark.read.option("basePath", lake.features).parquet(
-        *[lake.partition(lake.features, d) for d in TRAIN_DAYS])
+        *[lake.partition(lake.features, d) for d in days])
     pre = fit_preprocessor(features, spec, cfg.min_category_count)
     frame = features.where(F.col(spec.label).isNotNull()).toPandas()
     cats, nums = (torch.from_numpy(a) for a in pre.encode(frame))

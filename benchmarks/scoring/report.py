@@ -46,6 +46,7 @@ def report_tables(host: dict[str, Any], settings: dict[str, Any], setup: dict[st
     print()
     print(markdown_table(
         ["scale", "rows", "score job / baseline", "raw-column UDF / baseline", "raw-column UDF / score job",
+         "spark_udf / score job",
          "mapInArrow / baseline", "read+write / baseline", "no-op UDF / baseline",
          "max abs diff vs job: raw-column UDF, mapInArrow, baseline"],
         [ratio_row(r) for r in results],
@@ -74,7 +75,8 @@ def ratio_row(result: dict[str, Any]) -> list[Any]:
     c, k = {x["key"]: x for x in result["contenders"]}, result["checks"]
     return [
         result["scale"], f"{result['rows']:,}", f"{c['spark']['vs_baseline']}x", f"{c['raw']['vs_baseline']}x",
-        f"{c['raw']['stage_s'] / c['spark']['stage_s']:.2f}x", f"{c['arrow']['vs_baseline']}x",
+        f"{c['raw']['stage_s'] / c['spark']['stage_s']:.2f}x",
+        f"{c['mlflow_udf']['stage_s'] / c['spark']['stage_s']:.2f}x", f"{c['arrow']['vs_baseline']}x",
         f"{c['read_write']['vs_baseline']}x", f"{c['handoff']['vs_baseline']}x",
         f"{k['raw_vs_job_max_abs_diff']:.1e}, {k['arrow_vs_job_sorted_max_abs_diff']:.1e} (sorted), "
         f"{k['baseline_vs_job_sorted_max_abs_diff']:.1e} (sorted)",

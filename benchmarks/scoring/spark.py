@@ -100,6 +100,22 @@ def score_features_arrow(
     return encoded.mapInArrow(score, schema).select(*prediction_columns(spec, model, F.col("probability"), run_date))
 
 
+def mlflow_udf(spark: Any, load_uri: str) -> Any:
+    """MLflow's own Spark scoring of the same model version: ``mlflow.pyfunc.spark_udf`` (the pyfunc
+    on the raw feature columns, in this environment: ``env_manager="local"``)."""
+    import mlflow.pyfunc
+
+    return mlflow.pyfunc.spark_udf(spark, load_uri, result_type="double", env_manager="local")
+
+
+def score_features_mlflow(features: DataFrame, spec: FeatureSpec, model: ModelRef, udf: Any,
+                          run_date: dt.date) -> DataFrame:
+    """The score job's output with the probability from :func:`mlflow_udf` over the model's inputs."""
+    from pyspark.sql import functions as F
+
+    return features.select(*prediction_columns(spec, model, udf(*[F.col(c) for c in spec.inputs]), run_date))
+
+
 def read_write_only(features: DataFrame, spec: FeatureSpec, model: ModelRef, run_date: dt.date) -> DataFrame:
     """The score job's read and output without the model: a constant probability."""
     from pyspark.sql import functions as F

@@ -20,12 +20,13 @@ if TYPE_CHECKING:
 
 LATE_MINUTES = 15
 WEATHER_COLUMNS = ["temp", "dewp", "humid", "wind_dir", "wind_speed", "precip", "pressure", "visib"]
+FLIGHT_KEY = ("year", "month", "day", "carrier", "flight", "origin", "sched_dep_time")  # one row each
 KEY_COLUMNS = ["year", "month", "day", "carrier", "flight", "origin", "dest", "sched_dep_time", "hour", "minute"]
 
 
 def suites() -> dict[str, TableSuite]:
     """The rules each raw table's rows must satisfy (see :mod:`jobs.rules`)."""
-    from jobs.rules import Between, Condition, InSet, Matches, TableSuite, Unique, not_null
+    from jobs.rules import Between, Condition, InSet, Matches, TableSuite, Unique, calendar_date, not_null
 
     def clock(column: str, low: int) -> Condition:
         return Condition(
@@ -38,7 +39,8 @@ def suites() -> dict[str, TableSuite]:
         return f"(({column} div 100) * 60 + {column} % 100)"
 
     flights = TableSuite(
-        partition_date="make_date(year, month, day)",
+        partition_date=calendar_date("year", "month", "day"),
+        key=FLIGHT_KEY,
         rules=[
             *not_null(*KEY_COLUMNS, "sched_arr_time", "distance", "time_hour"),
             Between(name="distance_positive", description="distance is more than 0 miles",
@@ -57,7 +59,7 @@ def suites() -> dict[str, TableSuite]:
                       description="dep_time is sched_dep_time plus dep_delay (modulo a day)",
                       sql=f"pmod({minutes('dep_time')} - {minutes('sched_dep_time')} - dep_delay, 1440) = 0"),
             Unique(name="flight_key_unique", description="one row per carrier, flight number, origin and departure",
-                   key=("year", "month", "day", "carrier", "flight", "origin", "sched_dep_time")),
+                   key=FLIGHT_KEY),
             InSet(name="carrier_known", description="carrier is in the airlines table",
                   column="carrier", reference="airlines.carrier"),
             InSet(name="origin_known", description="origin is in the airports table",
@@ -71,7 +73,8 @@ def suites() -> dict[str, TableSuite]:
         ],
     )
     weather = TableSuite(
-        partition_date="make_date(year, month, day)",
+        partition_date=calendar_date("year", "month", "day"),
+        key=("origin", "year", "month", "day", "hour"),
         rules=[
             *not_null("origin", "year", "month", "day", "hour", "time_hour"),
             InSet(name="origin_known", description="origin is in the airports table",

@@ -329,5 +329,13 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
     # give every rank rank 0's result so whichever writes last returns the right thing.
     shared = [result]
     dist.broadcast_object_list(shared, src=0)
+    # Let gloo's worker threads finish with the broadcast before the group goes away. Its work
+    # objects hold tensors that Python let go of, so a worker needs the GIL to free them, under the
+    # group's mutex; the group's destructor (run when the DDP model is freed, GIL held) takes that
+    # mutex: if the worker is not done by then, both wait forever (pytorch/pytorch#56297; seen here
+    # under load as a rank hung at the end of training). The barrier and the sleep wait without
+    # the GIL; a barrier's work holds no Python tensors.
+    dist.barrier()
+    time.sleep(0.2)
     dist.destroy_process_group()
     return shared[0]

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from jobs.lake import PARTITION
 from jobs.spark import path_exists
 from jobs.validation.report import Check
+from jobs.validation.schema import CORRUPT_RECORD, RECORD
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -29,6 +30,10 @@ def partition_stats(
         F.count(F.lit(1)).alias("rows_in"),
         F.sum((F.size("_rules") > 0).cast("long")).alias("quarantined"),
     ]
+    # A malformed record spanning lines: a quote left open swallows the records after it.
+    runaway = F.col(f"_raw.{CORRUPT_RECORD}").contains("\n")
+    aggs.append(F.sum(runaway.cast("long")).alias("runaway_records"))
+    aggs.append(F.min(F.when(runaway, F.col(RECORD))).alias("first_runaway_record"))
     for name in rule_names:
         hit = F.array_contains("_rules", name) | F.array_contains("_warnings", name)
         aggs.append(F.sum(hit.cast("long")).alias(f"rule:{name}"))
@@ -65,6 +70,10 @@ def batch_checks(
             checks.append(Check(table.name, part, name, bool(ok), observed, "" if ok else detail))
 
         check("partition_not_empty", rows > 0, rows, "the partition has no rows")
+        if s.get("runaway_records"):
+            check("quotes_closed", False, s["runaway_records"],
+                  f"record {s['first_runaway_record']} is malformed and runs over several lines: a quote "
+                  "left open swallows the records after it; fix the quoting in the source file")
         for c, t in table.columns.items():
             if t != "string" and s.get(f"present:{c}"):
                 present, parsed = s[f"present:{c}"], s[f"parsed:{c}"]
@@ -99,7 +108,8 @@ def _days_before(day: dt.date, n: int) -> list[dt.date]:
 
 
 def trailing_counts(spark: SparkSession, lake: Lake, table: TableSpec, days: list[dt.date], band_days: int) -> dict:
-    """Data lines per raw file for the window and the ``band_days`` before it, in one text scan."""
+    """Data lines per raw file for the window and the ``band_days`` before it, in one text scan
+    (lines, not records: a quoted line break counts twice, close enough for the band)."""
     span = sorted({d for day in days for d in [*_days_before(day, band_days), day]})
     existing = [p for p in (lake.raw_file(table.name, d) for d in span) if path_exists(spark, p)]
     if not existing:

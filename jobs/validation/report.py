@@ -65,6 +65,7 @@ class TableReport:
     partitions: dict[str, PartitionCounts] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
     rules: list[RuleResult] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # e.g. files in a raw partition the run did not read
 
     @property
     def failures(self) -> list[Check]:
@@ -117,6 +118,8 @@ class RunReport:
                 if r.flagged or r.gx_unexpected or r.gx_error:
                     gx = "error" if r.gx_error else ("" if r.gx_unexpected is None else r.gx_unexpected)
                     lines.append(f"  {t.table:<10} {r.rule:<34} {r.action:<10} {r.flagged:>7} {gx:>7}")
+        for t in self.tables:
+            lines += [f"  WARNING {t.table}: {w}" for w in t.warnings]
         for check in self.failures:
             lines.append(f"  FAILED {check.describe()}")
         return "\n".join(lines)
@@ -147,6 +150,8 @@ def render_html(report: RunReport) -> str:
         parts.append(f"<p>{len(t.checks) - len(failed)} of {len(t.checks)} batch checks passed.</p>")
         if failed:
             parts.append(table(["partition", "check", "what was seen"], failed))
+        if t.warnings:
+            parts.append(table(["warning"], [[w] for w in t.warnings]))
         parts.append(table(
             ["rule", "action", "description", "GX expectation", "rows", "GX unexpected", "examples"],
             [[r.rule, r.action, r.description, r.expectation, r.flagged,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.lake import PARTITION
 from jobs.rules import QUARANTINE, WARN, References, Rule
-from jobs.validation.schema import CORRUPT_RECORD
+from jobs.validation.schema import CORRUPT_RECORD, RECORD, SOURCE_FILE
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -18,15 +18,24 @@ if TYPE_CHECKING:
 WELL_FORMED = "well_formed_line"
 VALID_UTF8 = "valid_utf8"
 REPLACEMENT_CHARACTER = "\ufffd"  # what the UTF-8 decoder puts where a byte was not UTF-8
+ROW_DATE = "row_date_is_a_calendar_date"
+# Larger magnitudes are no measurement: a few of them overflow a sum of squares (a standard
+# deviation) to infinity. A column that means it lists itself under allow_non_finite.
+MAX_MAGNITUDE = 1e15
+FLOATING = ("double", "float")
 
 
-def job_rules(table: TableSpec) -> list[tuple[str, str]]:
+def job_rules(table: TableSpec, partition_date: str | None = None) -> list[tuple[str, str]]:
     """The rules the job adds to every table: (name, description)."""
     rules = [
-        (WELL_FORMED, "the line has exactly the declared number of fields"),
+        (WELL_FORMED, "the record has exactly the declared number of fields"),
         (VALID_UTF8, "the text is valid UTF-8"),
     ]
     rules += [(parse_rule(c, t), f"{c} parses as {t}") for c, t in table.columns.items() if t != "string"]
+    rules += [(finite_rule(c), f"{c} is a finite number (not NaN or infinite) of magnitude at most {MAX_MAGNITUDE:g}")
+              for c in finite_columns(table)]
+    if partition_date:
+        rules.append((ROW_DATE, f"the row's date ({partition_date}) is a calendar date"))
     return rules
 
 
@@ -34,10 +43,24 @@ def parse_rule(column: str, type_: str) -> str:
     return f"{column}_is_{type_}"
 
 
-def flag_rows(raw: DataFrame, table: TableSpec, rules: list[Rule], refs: References) -> DataFrame:
-    """Typed columns, the raw text (``_raw``), and the names of the rules each row breaks.
+def finite_rule(column: str) -> str:
+    return f"{column}_is_finite"
+
+
+def finite_columns(table: TableSpec) -> list[str]:
+    """The floating-point columns whose values must be finite (all but ``allow_non_finite``)."""
+    return [c for c, t in table.columns.items() if t in FLOATING and c not in table.allow_non_finite]
+
+
+def flag_rows(
+    raw: DataFrame, table: TableSpec, rules: list[Rule], refs: References, partition_date: str | None = None
+) -> DataFrame:
+    """Typed columns, the raw text (``_raw``), where the row came from (``_source_file``,
+    ``_record``), and the names of the rules each row breaks.
 
     ``_rules``: the quarantine rules broken (empty = the row is valid); ``_warnings``: warn rules.
+    ``partition_date``: the suite's SQL for a row's date; a row for which it gives no date (an
+    impossible one, such as February 30) breaks :data:`ROW_DATE`.
     """
     from pyspark.sql import functions as F
 
@@ -45,6 +68,7 @@ def flag_rows(raw: DataFrame, table: TableSpec, rules: list[Rule], refs: Referen
         PARTITION,
         *[(F.col(c) if t == "string" else F.col(c).try_cast(t)).alias(c) for c, t in table.columns.items()],
         F.struct(*[F.col(c) for c in table.columns], F.col(CORRUPT_RECORD)).alias("_raw"),
+        SOURCE_FILE, RECORD,
     )
     any_text = F.concat_ws("", *[F.col(f"_raw.{c}") for c in [*table.columns, CORRUPT_RECORD]])
     job_flags: list[tuple[str, Column]] = [
@@ -56,6 +80,10 @@ def flag_rows(raw: DataFrame, table: TableSpec, rules: list[Rule], refs: Referen
         for c, t in table.columns.items()
         if t != "string"
     ]
+    job_flags += [(finite_rule(c), F.isnan(c) | (F.abs(c) > MAX_MAGNITUDE)) for c in finite_columns(table)]
+    if partition_date:
+        job_flags.append((ROW_DATE, F.expr(partition_date).isNull()))
+    job_flags = [(name, F.coalesce(cond, F.lit(False))) for name, cond in job_flags]
     quarantine = job_flags + [(r.name, r.violation(refs)) for r in rules if r.action == QUARANTINE]
     warn = [(r.name, r.violation(refs)) for r in rules if r.action == WARN]
 
@@ -109,10 +137,14 @@ def run_expectations(df: DataFrame, table: str, rules: list[Rule], refs: Referen
     return out
 
 
-def examples(flagged: DataFrame, rule: str, columns: list[str], limit: int = 3) -> list[dict[str, Any]]:
-    """A few rows that broke ``rule``, as the text they arrived as (the rule's columns, or all)."""
+def examples(
+    flagged: DataFrame, rule: str, columns: list[str], key: tuple[str, ...] = (), limit: int = 3
+) -> list[dict[str, Any]]:
+    """A few rows that broke ``rule``, as the text they arrived as (the rule's columns, or all),
+    with where to find them: the file, the record number and the table's key columns."""
     from pyspark.sql import functions as F
 
     hit = F.array_contains("_rules", rule) | F.array_contains("_warnings", rule)
-    rows = flagged.where(hit).select("_raw.*").limit(limit).collect()
-    return [{k: v for k, v in r.asDict().items() if (k in columns if columns else v is not None)} for r in rows]
+    rows = flagged.where(hit).select(SOURCE_FILE, RECORD, "_raw.*").orderBy(SOURCE_FILE, RECORD).limit(limit).collect()
+    shown = {SOURCE_FILE, RECORD, *key, *columns}
+    return [{k: v for k, v in r.asDict().items() if (k in shown if columns else v is not None)} for r in rows]

@@ -7,7 +7,8 @@ import datetime as dt
 import logging
 from typing import TYPE_CHECKING
 
-from jobs.lake import PARTITION
+from jobs.errors import DataError
+from jobs.lake import PARTITION, RESERVED_PREFIX
 from jobs.spark import MissingPartitionError, hadoop_fs, path_exists
 
 if TYPE_CHECKING:
@@ -17,6 +18,61 @@ if TYPE_CHECKING:
     from jobs.lake import Lake
 
 log = logging.getLogger("jobs.validate")
+
+
+class ReservedNameError(DataError):
+    """A table declares a column whose name the lake or the validate job uses."""
+
+
+def reserved(column: str) -> bool:
+    """Whether ``column`` is a name a source table may not use: the lake's partition column (in any
+    case: Spark matches names case-insensitively) or one that starts like the job's own columns."""
+    return column.lower() == PARTITION.lower() or column.startswith(RESERVED_PREFIX)
+
+
+def check_reserved_names(tables: list[TableSpec]) -> None:
+    """Fail, before anything is read, when a table declares a reserved column name."""
+    found = [(t.name, c) for t in tables for c in t.columns if reserved(c)]
+    if found:
+        listed = ", ".join(f"{t}.{c}" for t, c in found)
+        raise ReservedNameError(
+            f"reserved column name(s): {listed}. '{PARTITION}' is the lake's partition column and names "
+            f"starting with '{RESERVED_PREFIX}' are the validate job's own; rename the column in the source "
+            f"files and in the config's tables (e.g. '{found[0][1].lstrip(RESERVED_PREFIX)}' -> "
+            f"'{found[0][0]}_{found[0][1].lstrip(RESERVED_PREFIX)}')"
+        )
+
+
+# The first bytes of compressed files that can arrive under a .csv name.
+COMPRESSED = {b"\x1f\x8b": "gzip", b"PK\x03\x04": "zip", b"BZh": "bzip2", b"\x28\xb5\x2f\xfd": "zstd",
+              b"\xfd7zXZ\x00": "xz"}
+
+
+def compression(spark: SparkSession, path: str) -> str | None:
+    """The compression a file's first bytes show (``gzip``...), or None for anything else."""
+    fs, hpath = hadoop_fs(spark, path)
+    stream = fs.open(hpath)
+    try:
+        head = bytearray()
+        while len(head) < 6:
+            byte = stream.read()
+            if byte < 0:
+                break
+            head.append(byte)
+    finally:
+        stream.close()
+    return next((kind for magic, kind in COMPRESSED.items() if bytes(head).startswith(magic)), None)
+
+
+def unexpected_files(spark: SparkSession, folder: str, expected: str, skip_folders: bool = False) -> list[str]:
+    """What else is in a raw folder besides the ``expected`` file name (ignored by the run)."""
+    fs, hpath = hadoop_fs(spark, folder)
+    if not fs.exists(hpath):
+        return []
+    return sorted(
+        f"{folder}/{st.getPath().getName()}" for st in fs.listStatus(hpath)
+        if st.getPath().getName() != expected and not (skip_folders and st.isDirectory())
+    )
 
 
 def schema_drift(header: list[str] | None, declared: list[str]) -> str:
@@ -36,6 +92,8 @@ def schema_drift(header: list[str] | None, declared: list[str]) -> str:
         problems.append(f"'{missing[0]}' renamed to '{extra[0]}'?")
     if not problems:
         problems.append(f"columns out of order: expected {declared}, found {header}")
+    if any(reserved(c) for c in extra):
+        problems.append(f"{[c for c in extra if reserved(c)]} is a reserved name: rename it in the source")
     return "; ".join(problems)
 
 
@@ -57,8 +115,10 @@ def raw_paths(spark: SparkSession, lake: Lake, table: TableSpec, days: list[dt.d
         if path_exists(spark, path):
             found[day.isoformat()] = path
         elif table.required:
+            others = unexpected_files(spark, lake.raw_partition(table.name, day), path.rsplit("/", 1)[1])
+            found = f"; the partition holds {others} instead" if others else ""
             raise MissingPartitionError(
-                f"no raw partition of {table.name!r} for {day}: expected {path} "
+                f"no raw partition of {table.name!r} for {day}: expected {path}{found} "
                 "(land the day's raw data first; for the example data: `python -m jobs.datasets.land_flights`)"
             )
         else:
@@ -67,6 +127,8 @@ def raw_paths(spark: SparkSession, lake: Lake, table: TableSpec, days: list[dt.d
 
 
 CORRUPT_RECORD = "_corrupt_record"
+SOURCE_FILE = "_source_file"  # the raw file a row came from
+RECORD = "_record"  # the row's record number in that file (1 = the first after the header)
 
 
 def read_raw_strings(
@@ -79,24 +141,33 @@ def read_raw_strings(
 ) -> DataFrame:
     """Read raw CSV files keeping every value as the text it is, so no row is lost to parsing.
 
-    Every declared column is a string; a line with too few or too many fields keeps its text in
-    ``_corrupt_record``. Daily tables get ``date`` from their partition folder, reference tables
-    the snapshot date. Columns are matched by position: check the header first (:func:`read_header`).
+    Every declared column is a string; a record with too few or too many fields keeps its text in
+    ``_corrupt_record``. Records, not lines: a quoted value may hold line breaks (``multiLine``,
+    which also reads each file in one task, in order, so :data:`RECORD` counts records in the file).
+    Daily tables get ``date`` from their partition folder, reference tables the snapshot date.
+    Columns are matched by position: check the header first (:func:`read_header`).
     """
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     schema = ", ".join([*(f"`{c}` string" for c in table.columns), f"`{CORRUPT_RECORD}` string"])
     options = {
+        "escape": '"',  # a quote inside a quoted value is doubled (RFC 4180), not backslashed (Spark's default)
         **(csv_options or {}),
         "header": "true",
         "enforceSchema": "true",
         "mode": "PERMISSIVE",
         "columnNameOfCorruptRecord": CORRUPT_RECORD,
+        "multiLine": "true",
     }
     reader = spark.read.options(**options).schema(schema)
     if table.daily:
-        return reader.option("basePath", lake.raw_table(table.name)).csv(paths)
-    return reader.csv(paths).withColumn(PARTITION, F.lit(snapshot_date))
+        df = reader.option("basePath", lake.raw_table(table.name)).csv(paths)
+    else:
+        df = reader.csv(paths).withColumn(PARTITION, F.lit(snapshot_date))
+    df = df.withColumns({SOURCE_FILE: F.col("_metadata.file_path"), "_order": F.monotonically_increasing_id()})
+    order = Window.partitionBy(SOURCE_FILE).orderBy("_order")
+    return df.withColumn(RECORD, F.row_number().over(order)).drop("_order")
 
 
 def read_header(spark: SparkSession, path: str) -> list[str] | None:

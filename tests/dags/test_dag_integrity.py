@@ -207,3 +207,10 @@ def test_the_sweep_is_mapped_over_as_many_candidates_as_configured(dag_bag, conf
     parsed = parse_args(args)
     assert parsed.parent_run_id == "parent" and parsed.config.train.epochs == 1  # the candidate's own wins
     assert parsed.config.train.hyperparameters["hidden_units"] == [8] and parsed.config.train.use_gpu is True
+
+
+def test_publishing_runs_after_an_approval_or_a_skipped_one_but_not_after_a_skipped_training(dag_bag):
+    """publish_champion follows train_model whether approve_champion ran or was skipped, and is
+    skipped with them when the run skipped training (a weekly run before any features exist)."""
+    publish = dag_bag.dags["train_pipeline"].get_task("publish_champion")
+    assert publish.trigger_rule == "none_failed_min_one_success"

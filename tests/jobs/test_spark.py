@@ -26,11 +26,12 @@ def test_raw_values_are_read_as_the_text_they_are(spark, lake, config, landed_da
     paths = raw_paths(spark, lake, flights, [first])
     assert read_header(spark, paths[first.isoformat()]) == list(flights.columns)
     df = read_raw_strings(spark, lake, flights, list(paths.values()), first, config.csv_options)
-    assert {t for c, t in df.dtypes if c != "date"} == {"string"}
+    assert {t for c, t in df.dtypes if c not in ("date", "_record")} == {"string"}
     assert dict(df.dtypes)["date"] == "date"
     row = df.where("flight = '1545' AND sched_dep_time = '515'").first()
     assert (row["time_hour"], row["dep_time"], row["date"]) == ("2013-01-01T10:00:00Z", "517", first)
     assert row["_corrupt_record"] is None
+    assert row["_source_file"].endswith(paths[first.isoformat()]) and row["_record"] == 1
 
 
 def test_partitions_are_listed_by_date(spark, lake, landed_days, tmp_path):

@@ -1,0 +1,47 @@
+"""``make bench``'s smoke mode in the suite: both side-by-side stages at tiny sizes in the test
+session, their outputs checked equal by the stages themselves, and the report with every stage's
+rows, fits, targets and plots. The full benchmarks are not run here; ``make test-fast`` skips this."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pytest
+
+from benchmarks.bench import STAGES, run_settings, run_stages, write_report
+
+DAYS = [dt.date(2013, 1, 10)]  # one day of the lake fixture: the smallest run that still fits
+FACTORS = [1.0, 2.0]
+
+
+@pytest.mark.e2e  # Spark's Python workers, a model trained, registered and scored three ways: tens of seconds
+def test_bench_smoke_writes_every_stages_rows_and_plots(spark, lake, config, tmp_path):
+    results = run_stages(spark, lake, config, DAYS, FACTORS, tmp_path / "work", repeat=1)
+    assert [r["stage"] for r in results] == list(STAGES)
+    features, scoring = results
+    rows = [p["rows"] for p in features["points"]]
+    assert rows[1] == 2 * rows[0] > 1000  # 2x the day's flights, one feature row each
+    assert [p["rows"] for p in scoring["points"]] == rows
+    for result in results:
+        assert all(p["outputs_equal"] and all(s > 0 for s in p["seconds"].values()) for p in result["points"])
+        assert set(result["fits"]) == set(result["contenders"])
+        assert result["targets"] and all(t["met"] in (True, False, None) for t in result["targets"])
+    assert features["targets"][0]["met"] is None  # 5M rows: far beyond the smoke sizes, not extrapolated
+    assert isinstance(scoring["targets"][0]["met"], bool)  # measured at the largest size
+
+    out = tmp_path / "results"
+    out.mkdir()
+    report = write_report(out, run_settings(True, FACTORS, 1, DAYS, {}, {}, os.getloadavg()), results)
+    text = report.read_text()
+    for result in results:
+        assert f"## {result['stage']}" in text
+        for n in rows:
+            assert f"| {n:,} |" in text
+        for contender in result["contenders"]:
+            assert f"{contender} (s)" in text
+        for kind in ("time", "rows-per-s"):
+            plot = out / f"{result['stage']}-{kind}.png"
+            assert plot.stat().st_size > 1000 and plot.name in text
+    assert "polars" in text and "duckdb" in text and "spark_udf" in text and "target" in text
+    assert (out / "bench.json").exists()
