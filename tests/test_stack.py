@@ -186,7 +186,8 @@ def test_a_training_run_logs_to_the_mlflow_server_and_links_to_it(stack, trainin
     assert links["extra_links"] == {"MLflow run": page}, links
     # the job ran on the standalone cluster, not on a local master
     apps = stack.spark.status()["completedapps"]
-    assert [(app["name"], app["state"]) for app in apps] == [(f"train-{RUN_DATE}", "FINISHED")], apps
+    # two jobs of the train script: the sweep's one candidate, then train_model registering and gating it
+    assert [(app["name"], app["state"]) for app in apps] == [(f"train-{RUN_DATE}", "FINISHED")] * 2, apps
 
 
 # --- the browser -------------------------------------------------------------------------------
