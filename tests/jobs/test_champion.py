@@ -76,23 +76,32 @@ def holdout_and_nets(spark, lake, config):
             "inverted": inverted}
 
 
-def test_gate_promotes_better_versions_only(holdout_and_nets, config, tmp_path):
+def registry(tmp_path, experiment: str, name: str, data: dict):
+    """An MLflow registry on SQLite under the test home (artifacts there too), and a function that
+    logs a net of ``data`` and registers it as a new version of ``name``, returning the version."""
     import mlflow
 
-    from jobs.champion import score_version
-    from jobs.model import log_pyfunc, predict_proba
+    from jobs.model import log_pyfunc
     from jobs.tracking import ensure_experiment
 
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
-    mlflow.set_experiment(experiment_id=ensure_experiment("gate-tests"))  # artifacts under the test home
-    client = mlflow.MlflowClient()
-    name, data = "gate_model", holdout_and_nets
-    features, label = config.features.inputs, config.features.label
+    mlflow.set_experiment(experiment_id=ensure_experiment(experiment))
 
     def register(net) -> str:
         with mlflow.start_run():
             info = log_pyfunc(net, data["pre"], data["hyper"], data["holdout"].head(5))
         return str(mlflow.register_model(info.model_uri, name).version)
+
+    return mlflow.MlflowClient(), register
+
+
+def test_gate_promotes_better_versions_only(holdout_and_nets, config, tmp_path):
+    from jobs.champion import score_version
+    from jobs.model import predict_proba
+
+    name, data = "gate_model", holdout_and_nets
+    client, register = registry(tmp_path, "gate-tests", name, data)
+    features, label = config.features.inputs, config.features.label
 
     def gate(version: str):
         return apply_gate(client, name, version, data["holdout"], features, label, "roc_auc", 0.002)
@@ -124,22 +133,11 @@ def test_with_approval_required_a_winner_waits_for_a_person(holdout_and_nets, co
     """The gate only tags a winning version awaiting_approval; a person's answer then moves the
     alias (approve) or keeps the champion (reject); an approval given against a comparison the
     alias has since moved away from promotes nothing."""
-    import mlflow
-
     from jobs.champion import AWAITING_APPROVAL, ApprovalError, current_champion, record_approval
-    from jobs.model import log_pyfunc
-    from jobs.tracking import ensure_experiment
 
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
-    mlflow.set_experiment(experiment_id=ensure_experiment("approval-tests"))
-    client = mlflow.MlflowClient()
     name, data = "approval_model", holdout_and_nets
+    client, register = registry(tmp_path, "approval-tests", name, data)
     features, label = config.features.inputs, config.features.label
-
-    def register(net) -> str:
-        with mlflow.start_run():
-            info = log_pyfunc(net, data["pre"], data["hyper"], data["holdout"].head(5))
-        return str(mlflow.register_model(info.model_uri, name).version)
 
     def gate(version: str):
         return apply_gate(client, name, version, data["holdout"], features, label, "roc_auc", 0.002,
