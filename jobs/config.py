@@ -68,6 +68,8 @@ class ValidationSpec:
     defaults: TableLimits
     great_expectations: bool = True  # also run every rule as a GX expectation (report + cross-check)
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    skip_unchanged: bool = True  # a reference table whose raw file passed unchanged is not validated again
+    gx_pandas_max_rows: int = 200_000  # GX runs on pandas in the driver for a table's window up to this size
 
     def limits(self, table: str) -> TableLimits:
         """The table's limits: the defaults with its overrides applied."""
@@ -227,8 +229,10 @@ def _validation_spec(raw: dict[str, Any]) -> ValidationSpec:
     raw = dict(raw)
     overrides = raw.pop("tables", None) or {}
     suites, feed, use_gx = raw.pop("suites"), raw.pop("feed"), bool(raw.pop("great_expectations", True))
+    skip_unchanged = bool(raw.pop("skip_unchanged", True))
+    pandas_max_rows = int(raw.pop("gx_pandas_max_rows", 200_000))
     raw["row_count_band"] = tuple(raw["row_count_band"])
-    spec = ValidationSpec(suites, feed, TableLimits(**raw), use_gx, overrides)
+    spec = ValidationSpec(suites, feed, TableLimits(**raw), use_gx, overrides, skip_unchanged, pandas_max_rows)
     for table in overrides:
         spec.limits(table)  # unknown keys fail here, at load time
     return spec

@@ -28,8 +28,11 @@ class DataError(Exception):
 
 def run_job(main: Callable[[], None]) -> None:
     """Run a job's ``main``; on a :class:`DataError`, log it, record it and exit with DATA_ERROR_EXIT."""
+    from jobs.timings import timed_job
+
     try:
-        main()
+        with timed_job():
+            main()
     except DataError as err:
         message = f"{type(err).__name__}: {err}"
         log.error("data error (not retried): %s", message)

@@ -33,6 +33,7 @@ from jobs.errors import run_job
 from jobs.lake import DRIFT_PLOT, DRIFT_REPORT, PARTITION
 from jobs.spark import MissingPartitionError, configure_logging, get_spark, path_exists
 from jobs.storage import write_bytes, write_text
+from jobs.timings import phase
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -253,9 +254,10 @@ def main(argv: list[str] | None = None) -> None:
     source = lake.partition(lake.features, args.run_date)
     if not path_exists(spark, source):
         raise MissingPartitionError(f"no features for {args.run_date}: expected {source}; run the features job first")
-    model, load_uri = resolve_model(config.train.model_name, args.model_version)
+    with phase("model load"):  # on the driver: the registry lookup and the preprocessor
+        model, load_uri = resolve_model(config.train.model_name, args.model_version)
+        preprocessor = model_preprocessor(load_uri)
     use_gpu = config.score.use_gpu if args.use_gpu is None else args.use_gpu
-    preprocessor = model_preprocessor(load_uri)
     batch_size = config.score.gpu_batch_size if use_gpu else config.score.batch_size
     if use_gpu:  # one Arrow batch per model call, not Arrow's default of 10,000 rows
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(batch_size))

@@ -30,13 +30,16 @@ SESSION_CONF = {
 
 def get_spark(app_name: str, extra_conf: dict[str, str] | None = None) -> SparkSession:
     """Get or create the session; under spark-submit the master and resources come from there."""
-    from pyspark.sql import SparkSession
+    from jobs.timings import phase
 
-    builder = SparkSession.builder.appName(app_name)
-    for key, value in {**SESSION_CONF, **(extra_conf or {})}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    with phase("spark session"):
+        from pyspark.sql import SparkSession
+
+        builder = SparkSession.builder.appName(app_name)
+        for key, value in {**SESSION_CONF, **(extra_conf or {})}.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("WARN")
     return spark
 
 

@@ -50,8 +50,9 @@ from jobs.errors import run_job
 from jobs.lake import PARTITION, SUMMARY, VALIDATION_PAGE, Lake
 from jobs.rules import QUARANTINE, WARN, References, TableSuite
 from jobs.spark import configure_logging, get_spark
-from jobs.storage import write_text
+from jobs.storage import read_bytes, write_text
 from jobs.validation.batch import batch_checks, partition_stats, trailing_counts
+from jobs.validation.fingerprints import fingerprint, record, unchanged_since
 from jobs.validation.partitions import Owner, PartitionLocks, clean_staging
 from jobs.validation.report import (
     Check,
@@ -149,7 +150,9 @@ def validate_table(
     ]
     gx = {}
     if suite.rules and config.validation.great_expectations:
-        gx = run_expectations(flagged.select(PARTITION, *declared), table.name, suite.rules, refs)
+        gx = run_expectations(flagged.select(PARTITION, *declared), table.name, suite.rules, refs,
+                              rows=sum(s["rows_in"] for s in stats.values()),
+                              pandas_max_rows=config.validation.gx_pandas_max_rows)
     for rule in suite.rules:
         result = gx.get(rule.name, {"expectation": "(GX not run)", "unexpected": None, "error": None})
         report.rules.append(
@@ -168,10 +171,15 @@ def validate_table(
     return run
 
 
-def reference_values(run: TableRun, column: str) -> list[Any]:
-    """The values of ``column`` among a reference table's valid rows."""
+def reference_values(spark: SparkSession, lake: Lake, run: TableRun, column: str) -> list[Any]:
+    """The values of ``column`` among a reference table's valid rows (its reused snapshot's rows
+    when it was not validated again)."""
     from pyspark.sql import functions as F
 
+    if run.report.unchanged_since:
+        snapshot = lake.partition(lake.validated(run.spec.name), dt.date.fromisoformat(run.report.unchanged_since))
+        rows = spark.read.parquet(snapshot).select(column).distinct().collect()
+        return [r[0] for r in rows if r[0] is not None]
     if run.flagged is None:
         raise ValidationFailed(f"{run.spec.name} failed its own checks, so it cannot be used as a reference")
     rows = run.flagged.where(F.size("_rules") == 0).select(column).distinct().collect()
@@ -239,16 +247,27 @@ def _validate(
 ) -> RunReport:
     runs: dict[str, TableRun] = {}
     for name in order:
-        suite = suites[name]
+        suite, spec = suites[name], config.tables[name]
+        for ref in {r for rule in suite.rules for r in rule.references}:
+            if ref.partition(".")[0] not in runs:
+                raise ValueError(f"{name} rules refer to {ref}, but {ref.partition('.')[0]} is not validated before it")
+        started = time.monotonic()
+        digest = reference_fingerprint(spark, lake, config, spec, suite, runs) if write else None
+        since = None
+        if digest and config.validation.skip_unchanged:
+            since = unchanged_since(spark, lake, name, run_date, digest)
+        if since:
+            runs[name] = TableRun(spec, TableReport(name, fingerprint=digest, unchanged_since=since.isoformat()))
+            log.info("%s: raw file unchanged since its snapshot of %s passed (fingerprint %s): not validated again",
+                     name, since, digest[:12])
+            continue
         refs = {}
         for ref in {r for rule in suite.rules for r in rule.references}:
             ref_table, _, column = ref.partition(".")
-            if ref_table not in runs:
-                raise ValueError(f"{name} rules refer to {ref}, but {ref_table} is not validated before it")
-            refs[ref] = reference_values(runs[ref_table], column)
-        started = time.monotonic()
-        runs[name] = validate_table(spark, lake, config, config.tables[name], suite, days, run_date, refs)
+            refs[ref] = reference_values(spark, lake, runs[ref_table], column)
+        runs[name] = validate_table(spark, lake, config, spec, suite, days, run_date, refs)
         table = runs[name].report
+        table.fingerprint = digest
         log.info("%s: %d rows in, %d quarantined, %d/%d batch checks passed (%.1f s)", name, table.rows_in,
                  table.quarantined, len(table.checks) - len(table.failures), len(table.checks),
                  time.monotonic() - started)
@@ -257,6 +276,8 @@ def _validate(
         for run in runs.values():
             if run.flagged is not None:
                 write_table(spark, lake, run.spec, run.report, run.flagged, run_id)
+                if run.report.fingerprint:
+                    record(lake, run.spec.name, run_date, run.report.fingerprint, run_id)
         report.written = True
     elif write:
         mark_failures(spark, lake, report, lake.validation_report(run_date, len(days), VALIDATION_PAGE))
@@ -264,6 +285,18 @@ def _validate(
         if run.flagged is not None:
             run.flagged.unpersist()
     return report
+
+
+def reference_fingerprint(spark: SparkSession, lake: Lake, config: PipelineConfig, spec: TableSpec, suite: TableSuite,
+                          runs: dict[str, TableRun]) -> str | None:
+    """A reference table's fingerprint (:mod:`jobs.validation.fingerprints`); None for a daily
+    table and for one whose rules refer to a table that has none."""
+    referred = {ref.partition(".")[0] for rule in suite.rules for ref in rule.references}
+    digests = {t: runs[t].report.fingerprint for t in referred}
+    if spec.daily or not all(digests.values()):
+        return None
+    raw = read_bytes(raw_paths(spark, lake, spec, None)["snapshot"])
+    return None if raw is None else fingerprint(raw, spec, suite, config, digests)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ def airflow_env(lake, tmp_path_factory):
     path = tmp_path_factory.mktemp("config") / "pipeline.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     os.environ["PIPELINE_CONFIG"] = str(path)
+    os.environ["PIPELINE_TIMINGS_DIR"] = str(tmp_path_factory.mktemp("timings"))  # jobs.timings: every job's split
     # Migrate in this process, on the engine dag.test() will use (a subprocess' migration can be
     # invisible to a SQLite connection this process opened earlier).
     from airflow.utils.db import upgradedb
@@ -47,6 +48,7 @@ def airflow_env(lake, tmp_path_factory):
     upgradedb()
     yield lake
     os.environ.pop("PIPELINE_CONFIG")
+    os.environ.pop("PIPELINE_TIMINGS_DIR")
 
 
 @pytest.fixture(scope="module")
@@ -256,3 +258,24 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     assert f"version {version.version} (MLflow run {version.run_id})" in text
     assert "none over the thresholds; highest monitored PSI: " in text
     assert lake.report("drift", SCORE_DATE, DRIFT_REPORT) in text
+    check_timings(Path(os.environ["PIPELINE_TIMINGS_DIR"]))
+
+
+def check_timings(folder: Path) -> None:
+    """Every spark-submitted job wrote its split (jobs.timings), and the nightly benchmark's
+    breakdown of the scoring task adds up to the task's time in Airflow's metadata DB."""
+    from benchmarks.nightly import PARTS, task_breakdown, task_instances
+
+    records = [json.loads(p.read_text()) for p in folder.glob("*.json")]
+    assert {r["job"] for r in records} == {"validate", "features", "train", "score", "baselines"}
+    for record in records:
+        assert record["process_started"] <= record["main_started"] <= record["main_ended"]
+        assert record["seconds"]["spark session"] > 0 and record["seconds"]["work"] >= 0
+    assert any(r["seconds"].get("GX context", 0) > 0 for r in records if r["job"] == "validate")
+    tasks = {t["task"]: task_breakdown(t, records)
+             for t in task_instances(Path(os.environ["PIPELINE_HOME"]), "score_pipeline")}
+    score = tasks["score_batch[0]"]
+    assert score["job"] == "score" and score["parts"]["model load"] > 0
+    assert all(v >= 0 for v in score["parts"].values()), score
+    assert abs(sum(score["parts"].values()) - score["seconds"]) < 0.01
+    assert set(score["parts"]) == set(PARTS) and tasks["plan_scoring"]["parts"] is None

@@ -66,6 +66,8 @@ class TableReport:
     checks: list[Check] = field(default_factory=list)
     rules: list[RuleResult] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # e.g. files in a raw partition the run did not read
+    fingerprint: str | None = None  # a reference table's (jobs.validation.fingerprints)
+    unchanged_since: str | None = None  # not validated again: its snapshot of this day passed unchanged
 
     @property
     def failures(self) -> list[Check]:
@@ -107,6 +109,10 @@ class RunReport:
             f"  {'table':<10} {'rows in':>9} {'validated':>10} {'quarantined':>12}  checks",
         ]
         for t in self.tables:
+            if t.unchanged_since:
+                lines.append(f"  {t.table:<10} unchanged since its snapshot of {t.unchanged_since} passed: "
+                             "not validated again")
+                continue
             ok = len(t.checks) - len(t.failures)
             lines.append(
                 f"  {t.table:<10} {t.rows_in:>9} {t.rows_in - t.quarantined:>10} {t.quarantined:>12}  "
@@ -146,6 +152,10 @@ def render_html(report: RunReport) -> str:
     ]
     for t in report.tables:
         parts.append(f"<h2>{e(t.table)}</h2>")
+        if t.unchanged_since:
+            parts.append(f"<p>Raw file unchanged since its snapshot of {e(t.unchanged_since)} passed (fingerprint "
+                         f"{e(t.fingerprint or '')}): not validated again; that snapshot is the one read.</p>")
+            continue
         failed = [[c.partition, c.check, c.detail] for c in t.failures]
         parts.append(f"<p>{len(t.checks) - len(failed)} of {len(t.checks)} batch checks passed.</p>")
         if failed:

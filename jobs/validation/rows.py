@@ -95,34 +95,53 @@ def flag_rows(
     return typed.withColumns({"_rules": names(quarantine), "_warnings": names(warn)})
 
 
-def run_expectations(df: DataFrame, table: str, rules: list[Rule], refs: References) -> dict[str, dict[str, Any]]:
+def run_expectations(df: DataFrame, table: str, rules: list[Rule], refs: References, *, rows: int | None = None,
+                     pandas_max_rows: int = 0) -> dict[str, dict[str, Any]]:
     """Run the rules as one GX suite over ``df``; per rule name: the expectation, GX's unexpected
     count and any error.
 
     Counts only (``BASIC`` without example lists): examples come from the flagged rows, which
     costs one small query per rule that found something instead of one per expectation.
-    """
-    import great_expectations as gx
 
-    context = gx.get_context(mode="ephemeral")
-    batch = (
-        # No persist: GX would cache the frame and never release it, so a later run over the same
-        # files would be validated against the stale cached rows.
-        context.data_sources.add_spark(name="lake", persist=False)
-        .add_dataframe_asset(name=table)
-        .add_batch_definition_whole_dataframe("window")
-        .get_batch(batch_parameters={"dataframe": df})
-    )
+    When ``df`` has ``rows`` <= ``pandas_max_rows`` (a night's batch), GX runs on a pandas copy of it
+    in this process: each expectation then costs milliseconds instead of Spark jobs (about 25x
+    faster on a day of flights). The SQL expectations (``UnexpectedRowsExpectation``: GX runs them
+    on SQL engines only) still run on Spark.
+    """
+    from jobs.timings import phase
+
+    with phase("GX context"):
+        import great_expectations as gx
+
+        context = gx.get_context(mode="ephemeral")
     expectations = []
     for rule in rules:
         expectation = rule.expectation(refs)
         expectation.meta = {"rule": rule.name}
         expectations.append(expectation)
     kinds = {e.meta["rule"]: type(e).__name__ for e in expectations}
-    suite = gx.ExpectationSuite(name=f"{table}_rules", expectations=expectations)
-    result = batch.validate(suite, result_format={"result_format": "BASIC", "partial_unexpected_count": 0})
+    on_pandas = rows is not None and rows <= pandas_max_rows
+    sql = [e for e in expectations if kinds[e.meta["rule"]] == "UnexpectedRowsExpectation"]
+    engines = {"spark": sql, "pandas": [e for e in expectations if e not in sql]} if on_pandas else \
+        {"spark": expectations}
+    results = []
+    for engine, chosen in engines.items():
+        if not chosen:
+            continue
+        with phase("GX context"):
+            if engine == "pandas":
+                source, frame = context.data_sources.add_pandas(name="driver"), df.toPandas()
+            else:  # No persist: GX would cache the frame and never release it, so a later run over the
+                # same files would be validated against the stale cached rows.
+                source, frame = context.data_sources.add_spark(name="lake", persist=False), df
+            batch = (source.add_dataframe_asset(name=table).add_batch_definition_whole_dataframe("window")
+                     .get_batch(batch_parameters={"dataframe": frame}))
+        suite = gx.ExpectationSuite(name=f"{table}_rules_{engine}", expectations=chosen)
+        with phase("GX expectations"):
+            results += batch.validate(suite, result_format={"result_format": "BASIC",
+                                                            "partial_unexpected_count": 0}).results
     out = {}
-    for item in result.results:
+    for item in results:
         details = item.result or {}
         error = None
         for info in [item.exception_info or {}, *(item.exception_info or {}).values()]:

@@ -165,3 +165,51 @@ def test_the_real_days_pass(lake, landed_days):
 def test_schema_drift_in_a_header_is_described_precisely(header, problem):
     found = schema_drift(header, ["a", "b", "c"])
     assert (problem in found) if problem else found == ""
+
+
+def test_an_unchanged_reference_table_is_not_validated_again(spark, lake, config_without_gx, tmp_path):
+    """The fingerprint skip: a second night reuses the reference snapshots (and their values for the
+    feed's rules); a changed raw file, and the setting turned off, validate the table again."""
+    import dataclasses
+
+    from jobs.validation.fingerprints import SIDECAR
+
+    copy = Lake(str(tmp_path / "lake"))
+    shutil.copytree(f"{lake.root}/raw", f"{copy.root}/raw")
+    night, next_night, third = DAY - dt.timedelta(days=1), DAY, DAY + dt.timedelta(days=1)
+    first = validate(spark, copy, config_without_gx, [night], night, RUN_ID)
+    references = {t.table for t in first.tables if t.fingerprint}
+    assert references == {"airlines", "airports", "planes"}
+    assert all(not t.unchanged_since for t in first.tables)
+    assert (Path(copy.validated("airlines")) / partition_name(night) / SIDECAR).is_file()
+
+    # The next night: one flight's carrier is unknown, which only the airlines values can tell.
+    raw = Path(copy.raw_file("flights", next_night))
+    lines = raw.read_text().splitlines(keepends=True)
+    header = lines[0].rstrip("\n").split(",")
+    row = lines[1].split(",")
+    row[header.index("carrier")] = "ZZ"
+    raw.write_text(lines[0] + ",".join(row) + "".join(lines[2:]))
+    second = validate(spark, copy, config_without_gx, [next_night], next_night, RUN_ID)
+    assert second.success, second.summary()
+    tables = {t.table: t for t in second.tables}
+    assert {n for n, t in tables.items() if t.unchanged_since == night.isoformat()} == references
+    assert "airlines" in second.summary() and "not validated again" in second.summary()
+    assert not (Path(copy.validated("airlines")) / partition_name(next_night)).exists()
+    assert tables["flights"].partitions[next_night.isoformat()].by_rule == {"carrier_known": 1}
+
+    # A changed airlines file is validated again (and airports, untouched, is still reused).
+    airlines = Path(copy.raw_file("airlines"))
+    airlines.write_text(airlines.read_text() + "ZZ,Zed Air\n")
+    third_report = validate(spark, copy, config_without_gx, [third], third, RUN_ID)
+    tables = {t.table: t for t in third_report.tables}
+    assert tables["airlines"].unchanged_since is None and tables["airlines"].rows_in == 17
+    assert tables["airports"].unchanged_since == night.isoformat()
+    assert (Path(copy.validated("airlines")) / partition_name(third) / SIDECAR).is_file()
+
+    # Turned off, every reference table is validated again.
+    off = dataclasses.replace(config_without_gx,
+                              validation=dataclasses.replace(config_without_gx.validation, skip_unchanged=False))
+    again = validate(spark, copy, off, [third], third, RUN_ID)
+    assert all(t.unchanged_since is None for t in again.tables)
+    assert {t.table for t in again.tables if t.rows_in} >= references
