@@ -4,6 +4,8 @@ Usage::
 
     python -m benchmarks.training [--out DIR] [--days N] [--epochs E] [--repeat 2] [--use-gpu]
 
+Smoke size (about 3 minutes on two cores): ``--days 2 --epochs 2 --repeat 1``.
+
 Lands the real 2013 example data for a window of days into a throw-away lake, validates it (without
 GX), builds the features and fits the preprocessor once, in one local[2] session; rank 0 logs to a
 throw-away MLflow store. The window is the training job's (``train.train_days`` + ``train.holdout_days``
@@ -27,6 +29,11 @@ overrides the epochs):
   encoding its share, rank 0 reading the holdout, evaluating it after every epoch and at the end and
   logging metrics, plots and the model to MLflow, and the final broadcast and teardown. Creating the MLflow run (the
   driver's work in the training job) is not timed.
+- ``torchrun, N processes`` (N = 1 and 2): what a user would pick instead of TorchDistributor, the
+  same train_fn on the same job started by ``python -m torch.distributed.run --standalone --nnodes=1
+  --nproc_per_node N -m benchmarks.torchrun_rank`` (the job and the result passed as JSON files), timed
+  from the outside like TorchDistributor: its fixed cost is the same list less TorchDistributor's own
+  work (pickling train_fn and the job, its process wrapper, reading the result back).
 - with ``--use-gpu`` (on a GPU machine): the plain loop on ``cuda`` and TorchDistributor with
   ``use_gpu=True`` (NCCL, one process per GPU, at most 2). Local mode gives the ranks the GPUs the
   driver discovered, so the session is started with ``spark.driver.resource.gpu.amount`` and
@@ -34,20 +41,30 @@ overrides the epochs):
   rows are skipped with a message.
 
 Throughput is labelled training rows x epochs / seconds in the training loops; with several processes,
-rank 0's loop, which waits for the slowest rank in the all-reduce. Every contender runs once as a
+rank 0's loop, which waits for the slowest rank in the all-reduce. Steady throughput leaves the first
+epoch out (with more than one). Time to first step: from the launch to rank 0 entering its first
+epoch (the plain loop: to its first epoch), read off the timestamp of the ``holdout_rows`` metric rank 0
+logs just before it. The launcher overhead is the fixed cost (wall time minus the epochs' loops);
+the target: TorchDistributor's at most 5 s, shown beside torchrun's as a ratio. Every contender runs once as a
 warm-up and then ``--repeat`` times, the contenders taking turns; its run with the smallest wall time
 counts. Ratios are against the plain loop with one thread: throughput (higher is faster) and wall time.
-Prints the machine and a Markdown table and writes ``training.json`` (settings, setup times, every
-run's timings) to ``--out``.
+Prints the machine and Markdown tables (every contender; the launchers' overhead side by side) and
+writes ``training.json`` (settings, setup times, every run's timings, the launchers) to ``--out``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
+import os
 import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from benchmarks.common import feature_lake, machine, throwaway_home
@@ -57,6 +74,8 @@ from jobs.datasets.land_flights import FIRST_DAY
 
 DEFAULT_RUN_DATE = dt.date(2013, 1, 28)  # the training job's example run date
 LOSS_TOLERANCE = 1e-4  # plain loop vs one rank: the same rows, batches and initial weights
+LAUNCHER_TARGET_S = 5.0  # TorchDistributor's launcher overhead (wall time less the epochs' loops) at most
+REPO = Path(__file__).resolve().parents[1]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,10 +87,17 @@ class Timing:
     wall_s: float
     train_loss: float
     roc_auc: float | None  # the holdout's, where the contender evaluates (train_fn does)
+    first_step_s: float | None = None  # from the launch to the first epoch's first step
 
     @property
     def loop_s(self) -> float:
         return sum(self.epoch_seconds)
+
+    @property
+    def steady_samples_per_s(self) -> float:
+        """Throughput without the first epoch (its warm-up), when there are others."""
+        later = self.epoch_seconds[1:]
+        return self.train_rows * len(later) / sum(later) if later else self.samples_per_s
 
     @property
     def fixed_s(self) -> float:
@@ -90,6 +116,7 @@ class Contender:
     batch_size: int
     precision: str
     run: Callable[[], Timing]
+    launcher: str = ""  # "TorchDistributor" or "torchrun": the rows the launcher table compares
 
 
 def window(days: int | None, train_days: int, holdout_days: int) -> tuple[list[dt.date], list[dt.date]]:
@@ -130,16 +157,18 @@ def plain_loop(job: dict[str, Any], device: str, threads: int) -> Timing:
     scaler = make_scaler(precision, target)
     loss_fn = torch.nn.BCEWithLogitsLoss(reduction="sum")
 
-    epoch_seconds = []
+    epoch_seconds, first_step = [], None
     for epoch in range(job["epochs"]):
         epoch_started = time.perf_counter()
+        if epoch == 0:
+            first_step = epoch_started - started
         net.train()
         steps = step_count(len(labels), job["batch_size"])
         batches = epoch_batches(job["seed"], epoch, 0, len(labels), steps, labels.device)  # rank 0's, one rank
         totals = train_steps(net, optimizer, loss_fn, batches, cats, nums, labels, target, precision, scaler)
         loss_sum, rows = totals.tolist()  # waits for the device, as a rank does at the epoch's end
         epoch_seconds.append(time.perf_counter() - epoch_started)
-    return Timing(int(rows), epoch_seconds, time.perf_counter() - started, loss_sum / rows, None)
+    return Timing(int(rows), epoch_seconds, time.perf_counter() - started, loss_sum / rows, None, first_step)
 
 
 def new_job(job: dict[str, Any], experiment_id: str, use_gpu: bool) -> dict[str, Any]:
@@ -149,9 +178,11 @@ def new_job(job: dict[str, Any], experiment_id: str, use_gpu: bool) -> dict[str,
     return {**job, "run_id": client().create_run(experiment_id).info.run_id, "use_gpu": use_gpu}
 
 
-def finish(job: dict[str, Any], result: dict[str, Any] | None, wall_s: float) -> Timing:
+def finish(job: dict[str, Any], result: dict[str, Any] | None, wall_s: float, launched: float) -> Timing:
     """The run's timing, read from outside: the wall time measured here, the rest from what rank 0
-    logged to MLflow (``epoch_seconds`` and ``train_loss`` per epoch, ``train_rows``)."""
+    logged to MLflow (``epoch_seconds`` and ``train_loss`` per epoch, ``train_rows``); the time to
+    the first step from ``launched`` (``time.time()``) to the timestamp of ``holdout_rows``, which
+    rank 0 logs as it enters the first epoch."""
     from jobs.tracking import client
 
     if not result:
@@ -162,8 +193,10 @@ def finish(job: dict[str, Any], result: dict[str, Any] | None, wall_s: float) ->
         raise RuntimeError(f"training resumed after epoch {run.data.tags['resumed_from_epoch']}: not a whole run")
     epoch_seconds = [m.value for m in sorted(mlflow_client.get_metric_history(job["run_id"], "epoch_seconds"),
                                              key=lambda m: m.step)]
+    entered = mlflow_client.get_metric_history(job["run_id"], "holdout_rows")
+    first_step = entered[0].timestamp / 1000 - launched if entered else None
     return Timing(int(run.data.metrics["train_rows"]), epoch_seconds, wall_s, run.data.metrics["train_loss"],
-                  result["metrics"]["roc_auc"])
+                  result["metrics"]["roc_auc"], first_step)
 
 
 def distributed(job: dict[str, Any], experiment_id: str, processes: int, use_gpu: bool) -> Timing:
@@ -173,9 +206,28 @@ def distributed(job: dict[str, Any], experiment_id: str, processes: int, use_gpu
     from jobs.training.loop import train_fn
 
     job = new_job(job, experiment_id, use_gpu)
-    started = time.perf_counter()
+    launched, started = time.time(), time.perf_counter()
     result = TorchDistributor(num_processes=processes, local_mode=True, use_gpu=use_gpu).run(train_fn, job)
-    return finish(job, result, time.perf_counter() - started)
+    return finish(job, result, time.perf_counter() - started, launched)
+
+
+def torchrun(job: dict[str, Any], experiment_id: str, processes: int) -> Timing:
+    """train_fn under ``python -m torch.distributed.run --standalone`` (:mod:`benchmarks.torchrun_rank`),
+    without TorchDistributor, timed from the outside: the job file written, the ranks run, the result read."""
+    job = new_job(job, experiment_id, use_gpu=False)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    with tempfile.TemporaryDirectory(prefix="bench-torchrun-") as folder:
+        job_file, result_file = Path(folder, "job.json"), Path(folder, "result.json")
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+                   f"--nproc_per_node={processes}", "-m", "benchmarks.torchrun_rank", str(job_file), str(result_file)]
+        launched, started = time.time(), time.perf_counter()
+        job_file.write_text(json.dumps(job))
+        done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+        if done.returncode:
+            raise RuntimeError(f"torchrun failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+        result = json.loads(result_file.read_text())
+        wall_s = time.perf_counter() - started
+    return finish(job, result, wall_s, launched)
 
 
 def in_process(job: dict[str, Any], experiment_id: str) -> Timing:
@@ -183,9 +235,9 @@ def in_process(job: dict[str, Any], experiment_id: str) -> Timing:
     from jobs.training.loop import train_in_process
 
     job = new_job(job, experiment_id, use_gpu=False)
-    started = time.perf_counter()
+    launched, started = time.time(), time.perf_counter()
     result = train_in_process(job)
-    return finish(job, result, time.perf_counter() - started)
+    return finish(job, result, time.perf_counter() - started, launched)
 
 
 def gpu_conf(use_gpu: bool) -> tuple[int, dict[str, str]]:
@@ -213,7 +265,7 @@ def contenders(
     job: dict[str, Any], experiment_id: str, default_threads: int, gpu_batch: int, gpus: int | None,
 ) -> list[Contender]:
     """The plain loop first (the baseline), with one thread and with torch's default threads, train_fn
-    in-process, TorchDistributor with 1 and 2 processes, all with the job's batch size; with ``gpus``
+    in-process, TorchDistributor and torchrun with 1 and 2 processes, all with the job's batch size; with ``gpus``
     (None: no GPU rows) the plain loop on cuda and TorchDistributor on up to that many GPUs, in fp32
     and bf16, with ``gpu_batch``."""
     cpu_batch = job["batch_size"]
@@ -230,7 +282,10 @@ def contenders(
         Contender("train_fn in-process (no TorchDistributor)", 1, "cpu", cpu_batch, "fp32",
                   lambda: in_process(cpu, experiment_id)),
         *[Contender(f"TorchDistributor, {n} process{'es' if n > 1 else ''}", n, "cpu", cpu_batch, "fp32",
-                    lambda n=n: distributed(cpu, experiment_id, n, use_gpu=False)) for n in (1, 2)],
+                    lambda n=n: distributed(cpu, experiment_id, n, use_gpu=False), "TorchDistributor")
+          for n in (1, 2)],
+        *[Contender(f"torchrun, {n} process{'es' if n > 1 else ''}", n, "cpu", cpu_batch, "fp32",
+                    lambda n=n: torchrun(cpu, experiment_id, n), "torchrun") for n in (1, 2)],
     ]
     if gpus is None:
         return entrants
@@ -270,14 +325,36 @@ def summarize(entrants: list[Contender], runs: dict[int, list[Timing]]) -> list[
             "batch_size": contender.batch_size, "precision": contender.precision,
             "roc_auc": None if t.roc_auc is None else round(t.roc_auc, 4),
             "train_rows": t.train_rows, "epochs": len(t.epoch_seconds),
-            "samples_per_s": round(t.samples_per_s), "loop_s": round(t.loop_s, 3), "fixed_s": round(t.fixed_s, 2),
+            "launcher": contender.launcher,
+            "samples_per_s": round(t.samples_per_s), "steady_samples_per_s": round(t.steady_samples_per_s),
+            "first_step_s": None if t.first_step_s is None else round(t.first_step_s, 2),
+            "loop_s": round(t.loop_s, 3), "fixed_s": round(t.fixed_s, 2),
             "wall_s": round(t.wall_s, 2), "train_loss": round(t.train_loss, 6),
             "throughput_ratio": round(t.samples_per_s / baseline.samples_per_s, 2),
             "wall_ratio": round(t.wall_s / baseline.wall_s, 1),
-            "runs": [{"wall_s": r.wall_s, "epoch_seconds": r.epoch_seconds, "train_loss": r.train_loss}
-                     for r in runs[i]],
+            "runs": [{"wall_s": r.wall_s, "epoch_seconds": r.epoch_seconds, "train_loss": r.train_loss,
+                      "first_step_s": r.first_step_s} for r in runs[i]],
         })
     return results
+
+
+def launchers(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per process count on the CPU: TorchDistributor's launcher overhead (fixed cost) against
+    torchrun's, as a ratio and a difference, and whether it meets :data:`LAUNCHER_TARGET_S`."""
+    fixed = {(r["launcher"], r["processes"]): r for r in results if r["launcher"] and r["device"] == "cpu"}
+    out = []
+    for processes in sorted({n for _, n in fixed}):
+        distributor, standalone = fixed.get(("TorchDistributor", processes)), fixed.get(("torchrun", processes))
+        if not (distributor and standalone):
+            continue
+        out.append({
+            "processes": processes, "torch_distributor_s": distributor["fixed_s"], "torchrun_s": standalone["fixed_s"],
+            "ratio": round(distributor["fixed_s"] / standalone["fixed_s"], 2),
+            "difference_s": round(distributor["fixed_s"] - standalone["fixed_s"], 2),
+            "first_step_s": {"TorchDistributor": distributor["first_step_s"], "torchrun": standalone["first_step_s"]},
+            "target_s": LAUNCHER_TARGET_S, "met": distributor["fixed_s"] <= LAUNCHER_TARGET_S,
+        })
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -330,6 +407,7 @@ def main(argv: list[str] | None = None) -> None:
     runs = Turns(args.repeat).measure({i: contender.run for i, contender in enumerate(entrants)})
     spark.stop()
     results = summarize(entrants, runs)
+    overhead = launchers(results)
     settings = {
         "train_days": [str(train_days[0]), str(train_days[-1]), len(train_days)],
         "holdout_days": [str(holdout_days[0]), str(holdout_days[-1]), len(holdout_days)],
@@ -345,14 +423,23 @@ def main(argv: list[str] | None = None) -> None:
           f"best of {args.repeat} after a warm-up")
     print()
     print(markdown_table(
-        ["contender", "device", "batch", "precision", "samples/s (loop)", "throughput vs plain", "fixed cost",
-         "total wall", "wall vs plain", "holdout ROC AUC"],
+        ["contender", "device", "batch", "precision", "samples/s (loop)", "steady samples/s", "throughput vs plain",
+         "time to first step", "fixed cost (launcher overhead)", "total wall", "wall vs plain", "holdout ROC AUC"],
         [[r["contender"], r["device"], r["batch_size"], r["precision"], f"{r['samples_per_s']:,}",
-          f"{r['throughput_ratio']}x", f"{r['fixed_s']} s", f"{r['wall_s']} s", f"{r['wall_ratio']}x",
-          "-" if r["roc_auc"] is None else f"{r['roc_auc']:.3f}"] for r in results],
+          f"{r['steady_samples_per_s']:,}", f"{r['throughput_ratio']}x",
+          "-" if r["first_step_s"] is None else f"{r['first_step_s']} s", f"{r['fixed_s']} s", f"{r['wall_s']} s",
+          f"{r['wall_ratio']}x", "-" if r["roc_auc"] is None else f"{r['roc_auc']:.3f}"] for r in results],
+    ))
+    print()
+    print(markdown_table(
+        ["processes", "TorchDistributor launcher overhead", "torchrun launcher overhead", "TorchDistributor / torchrun",
+         "difference", f"target: TorchDistributor <= {LAUNCHER_TARGET_S:g} s"],
+        [[o["processes"], f"{o['torch_distributor_s']} s", f"{o['torchrun_s']} s", f"{o['ratio']}x",
+          f"{o['difference_s']} s", "met" if o["met"] else "not met"] for o in overhead],
     ))
     write_results(out, "training", {"machine": host, "settings": settings,
-                                    "setup_s": {k: round(v, 2) for k, v in setup.items()}, "timings": results})
+                                    "setup_s": {k: round(v, 2) for k, v in setup.items()}, "timings": results,
+                                    "launchers": overhead})
     shutil.rmtree(home, ignore_errors=True)
 
 

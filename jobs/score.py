@@ -22,6 +22,7 @@ import datetime as dt
 import inspect
 import json
 import logging
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -109,11 +110,18 @@ def with_positional_signature(predict: Callable[..., np.ndarray], inputs: int) -
 def load_model(model_uri: str, use_gpu: bool) -> Any:
     """The pyfunc, on :func:`worker_device`: once per Python worker (``predict_batch_udf`` caches
     the predict function, and with it the model and its CUDA context, across batches)."""
+    import time
+
+    started = time.perf_counter()
     import mlflow.pyfunc
 
     device = worker_device(use_gpu)
     if device == "cpu":
-        return mlflow.pyfunc.load_model(model_uri)
+        model = mlflow.pyfunc.load_model(model_uri)
+        # A worker's stderr reaches the task log: the fixed cost each Python worker pays once.
+        print(f"jobs.score: a Python worker imported MLflow and loaded the model in "
+              f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+        return model
     model = mlflow.pyfunc.load_model(model_uri, model_config={"device": device})
     if "device" not in model.model_config:  # MLflow drops load-time keys the logged model lacks
         raise RuntimeError(
@@ -284,7 +292,8 @@ def main(argv: list[str] | None = None) -> None:
     }
     log.info("wrote %d predictions to %s (mean probability %.3f)", summary["rows"], summary["path"],
              summary["mean_probability"])
-    summary["drift"] = report_drift(spark, lake, args.run_date, model, features, written, config.score.drift)
+    with phase("drift"):
+        summary["drift"] = report_drift(spark, lake, args.run_date, model, features, written, config.score.drift)
     write_text(lake.report("scoring", args.run_date), json.dumps(summary, indent=2))
 
 

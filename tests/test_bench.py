@@ -45,3 +45,17 @@ def test_bench_smoke_writes_every_stages_rows_and_plots(spark, lake, config, tmp
             assert plot.stat().st_size > 1000 and plot.name in text
     assert "polars" in text and "duckdb" in text and "spark_udf" in text and "target" in text
     assert (out / "bench.json").exists()
+
+
+def test_validation_hand_aggregation_counts_what_the_validate_job_flags(spark, lake, config_without_gx):
+    from benchmarks.validation import ROWS, check_counts, hand_aggregation
+    from jobs.config import import_object
+    from jobs.validate import validate
+
+    suites = import_object(config_without_gx.validation.suites)()
+    counts, refs = hand_aggregation(spark, lake, config_without_gx, suites, DAYS)
+    report = validate(spark, lake, config_without_gx, DAYS, DAYS[-1], "tests", write=False)
+    check_counts(counts, report, "validate")  # raises on any difference
+    assert counts["flights"][ROWS] > 500 and set(refs) == {"airlines.carrier", "airports.faa", "planes.tailnum"}
+    assert any(r.flagged for t in report.tables for r in t.rules)  # not a comparison of zeros only
+
