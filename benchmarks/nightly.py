@@ -17,8 +17,12 @@ The nights alternate between the modes (``--modes``), ``--nights`` of each:
 - ``before``: the pipeline as it was before the cuts: every reference table is validated again
   every night and GX runs on Spark (``validation.skip_unchanged: false``, ``gx_pandas_max_rows: 0``);
 - ``after``: the defaults: reference tables whose raw file has not changed since they last passed
-  are not validated again (:mod:`jobs.validation.fingerprints`), and GX checks a table's window of
-  up to 200,000 rows on pandas in the driver (:func:`jobs.validation.rows.run_expectations`).
+  are not validated again (:mod:`jobs.validation.fingerprints`), GX checks a table's window of up to
+  200,000 rows on pandas in the driver (:func:`jobs.validation.rows.run_expectations`), and the heavy
+  imports (GX, MLflow) load in the background while Spark starts (:func:`jobs.timings.preload`);
+- ``after+connect``: the same, and every job's session on one Spark Connect server that runs all
+  the time, as the scheduler does (``PIPELINE_SPARK_REMOTE``, :mod:`jobs.connect_server`; started
+  before the nights, not timed): no task starts a driver or warms a JVM.
 
 Each Spark task's wall time (from Airflow's task instance) is split with the job's own timings
 (:mod:`jobs.timings`, ``PIPELINE_TIMINGS_DIR``): spark-submit and JVM start (task start to the
@@ -48,8 +52,14 @@ from benchmarks.harness import arguments, markdown_table, start, write_results
 REPO = Path(__file__).resolve().parents[1]
 TRAIN_DATE = dt.date(2013, 1, 28)
 FIRST_NIGHT = dt.date(2013, 1, 29)
-MODES = {"before": {"skip_unchanged": False, "gx_pandas_max_rows": 0},
-         "after": {"skip_unchanged": True, "gx_pandas_max_rows": 200_000}}
+CUTS = {"skip_unchanged": True, "gx_pandas_max_rows": 200_000}
+# Per mode: the validation settings, and whether the jobs share a Spark Connect server.
+MODES: dict[str, tuple[dict[str, Any], bool]] = {
+    "before": ({"skip_unchanged": False, "gx_pandas_max_rows": 0}, False),
+    "after": (CUTS, False),
+    "after+connect": (CUTS, True),
+}
+CONNECT_PORT = 15012
 DAGS = ("ingest_pipeline", "score_pipeline")
 # The parts of a Spark task, in the order they happen; "Airflow" is the commands' time outside them.
 PARTS = ("spark-submit + JVM", "python start + imports", "spark session", "GX context", "model load", "work",
@@ -60,7 +70,7 @@ FIXED = tuple(p for p in PARTS if p != "work")
 def main(argv: list[str] | None = None) -> None:
     parser = arguments(__doc__)
     parser.add_argument("--nights", type=int, default=2, help="nights per mode")
-    parser.add_argument("--modes", default="before,after")
+    parser.add_argument("--modes", default=",".join(MODES))
     args = parser.parse_args(argv)
     out = start(args.out)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -72,16 +82,30 @@ def main(argv: list[str] | None = None) -> None:
     night_days = [FIRST_NIGHT + dt.timedelta(days=i) for i in range(args.nights * len(modes))]
     env = environment(home)
     setup = prepare(env, night_days[-1])
+    server = None
+    if any(MODES[m][1] for m in modes):  # a service that runs all the time, like the scheduler: not timed
+        from jobs.connect_server import start as start_server
+
+        started = time.perf_counter()
+        server = start_server(CONNECT_PORT, log=home / "logs" / "connect-server.log", env=env)
+        setup["connect_server_s"] = round(time.perf_counter() - started, 1)
     nights = []
-    for i, day in enumerate(night_days):
-        mode = modes[i % len(modes)]
-        nights.append({"mode": mode, **run_night(env, home, day, mode)})
-        print(f"night {day} ({mode}): {nights[-1]['wall_s']:.1f} s", flush=True)
+    try:
+        for i, day in enumerate(night_days):
+            mode = modes[i % len(modes)]
+            nights.append({"mode": mode, **run_night(env, home, day, mode)})
+            print(f"night {day} ({mode}): {nights[-1]['wall_s']:.1f} s", flush=True)
+    finally:
+        if server is not None:
+            from jobs.connect_server import stop
+
+            stop(server)
     result = {"setup_s": setup, "nights": nights, "best": best_nights(nights)}
     plot(out / "nightly-breakdown.png", result["best"])
     (out / "nightly.md").write_text(report(result))
     write_results(out, "nightly", result)
     print((out / "nightly.md").read_text())
+    shutil.copytree(home / "logs", out / "nightly-logs", dirs_exist_ok=True)  # every command's full output
     shutil.rmtree(home, ignore_errors=True)
 
 
@@ -129,7 +153,7 @@ def mode_config(home: Path, mode: str) -> Path:
     from jobs.config import DEFAULT_CONFIG
 
     raw = yaml.safe_load(Path(DEFAULT_CONFIG).read_text())
-    raw["validation"].update(MODES[mode])
+    raw["validation"].update(MODES[mode][0])
     path = home / f"config-{mode}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
@@ -139,6 +163,8 @@ def run_night(env: dict[str, str], home: Path, day: dt.date, mode: str) -> dict[
     """Ingest and score ``day`` through Airflow; its wall time and every task's breakdown."""
     timings = home / "timings" / day.isoformat()
     night = {**env, "PIPELINE_CONFIG": str(mode_config(home, mode)), "PIPELINE_TIMINGS_DIR": str(timings)}
+    if MODES[mode][1]:
+        night["PIPELINE_SPARK_REMOTE"] = f"sc://127.0.0.1:{CONNECT_PORT}"
     conf = json.dumps({"run_date": day.isoformat()})
     commands = {dag: run(night, "airflow", "dags", "test", dag, "--conf", conf,
                          log=home / "logs" / f"{dag}-{day}.log") for dag in DAGS}
@@ -213,8 +239,9 @@ def report(result: dict[str, Any]) -> str:
     rows.append(["**total (wall)**", *[f"**{n['wall_s']:.1f}**" for n in best.values()]])
     rows.append(["fixed share", *[f"{n['fixed_share']:.0%}" for n in best.values()]])
     lines += [markdown_table(columns, rows), ""]
-    if {"before", "after"} <= best.keys():
-        lines += [f"after / before: {best['after']['wall_s'] / best['before']['wall_s']:.2f}x", ""]
+    if "before" in best:
+        lines += [f"{mode} / before: {night['wall_s'] / best['before']['wall_s']:.2f}x"
+                  for mode, night in best.items() if mode != "before"] + [""]
     for mode, night in best.items():
         lines += [f"## {mode}: {night['day']}, task by task", "",
                   markdown_table(["task", "seconds", *PARTS],

@@ -94,7 +94,7 @@ def write_features(features: DataFrame, path: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     configure_logging()
     args = parse_job_args(job_parser(__doc__, window=True), argv, WindowArgs)
-    spark = get_spark(f"features-{args.run_date}")
+    spark = get_spark(f"features-{args.run_date}", connect=True)
     tables = read_inputs(spark, args.lake, args.config, args.window)
     feed = args.config.validation.feed
     rows_in = tables[feed].count()

@@ -34,7 +34,7 @@ from jobs.errors import run_job
 from jobs.lake import DRIFT_PLOT, DRIFT_REPORT, PARTITION
 from jobs.spark import MissingPartitionError, configure_logging, get_spark, path_exists
 from jobs.storage import write_bytes, write_text
-from jobs.timings import phase
+from jobs.timings import phase, preload
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -257,7 +257,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model-version", default=None, help="a registered version (default: the champion)")
     parser.add_argument("--use-gpu", type=parse_bool, default=None, help="true/false (default: score.use_gpu)")
     args = parse_job_args(parser, argv, ScoreArgs)
-    spark = get_spark(f"score-{args.run_date}")
+    preload("mlflow.pyfunc")  # the model lookup and load need it, after the session starts
+    spark = get_spark(f"score-{args.run_date}", connect=True)
     lake, config = args.lake, args.config
     source = lake.partition(lake.features, args.run_date)
     if not path_exists(spark, source):

@@ -1,9 +1,17 @@
-"""The one place that builds a SparkSession, and the lake reads every job shares."""
+"""The one place that builds a SparkSession, and the lake reads every job shares.
+
+With ``PIPELINE_SPARK_REMOTE`` set (``sc://host:15002``), a job's session is a Spark Connect
+session on that long-running server instead of a new driver in the spark-submit JVM: the task is
+still a spark-submit from Airflow, but no SparkContext starts and the server's JVM is already warm
+(``scripts/spark_connect.sh`` starts one). The file helpers below then go through pyarrow
+(:mod:`jobs.storage`) instead of the driver's Hadoop FileSystem, which a Connect client cannot reach.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +25,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+REMOTE_ENV = "PIPELINE_SPARK_REMOTE"
+
 # Settings every job needs whatever the cluster: predictable output partitioning for small
 # daily data, and overwrite of only the partitions a job writes (retries and backfills are
 # idempotent). Anything else (master, memory, resources) comes from spark-submit.
@@ -28,19 +38,38 @@ SESSION_CONF = {
 }
 
 
-def get_spark(app_name: str, extra_conf: dict[str, str] | None = None) -> SparkSession:
-    """Get or create the session; under spark-submit the master and resources come from there."""
+def get_spark(app_name: str, extra_conf: dict[str, str] | None = None, connect: bool = False) -> SparkSession:
+    """Get or create the session; under spark-submit the master and resources come from there.
+    With ``connect`` and ``PIPELINE_SPARK_REMOTE`` set, a Spark Connect session on that server (see
+    above), the SQL settings set on the session. (Training and the MLlib baselines stay classic:
+    TorchDistributor starts its ranks from a driver of its own.)"""
     from jobs.timings import phase
 
+    settings = {**SESSION_CONF, **(extra_conf or {})}
     with phase("spark session"):
+        if connect and (remote := os.environ.get(REMOTE_ENV)):
+            # The Connect builder itself: pyspark's refuses a remote when spark-submit set a master.
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+            os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"  # pyspark.sql.functions build Connect columns
+            spark = ConnectSession.builder.remote(remote).appName(app_name).getOrCreate()
+            for key, value in settings.items():
+                if key.startswith("spark.sql."):  # the server's own settings (master...) stay its own
+                    spark.conf.set(key, value)
+            return spark  # type: ignore[return-value]
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.appName(app_name)
-        for key, value in {**SESSION_CONF, **(extra_conf or {})}.items():
+        for key, value in settings.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def is_remote(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 GPU_DISCOVERY_SCRIPT = str(Path(__file__).resolve().with_name("gpu_discovery.sh"))
@@ -86,22 +115,86 @@ def hadoop_fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
     return hpath.getFileSystem(spark._jsc.hadoopConfiguration()), hpath  # noqa: SLF001
 
 
+def _arrow_info(path: str) -> tuple[Any, str, Any]:
+    import pyarrow.fs as pafs
+
+    from jobs.storage import filesystem
+
+    fs, inner = filesystem(path)
+    return fs, inner, pafs
+
+
 def path_exists(spark: SparkSession, path: str) -> bool:
     """Whether ``path`` exists."""
+    if is_remote(spark):
+        fs, inner, pafs = _arrow_info(path)
+        return fs.get_file_info(inner).type != pafs.FileType.NotFound
     fs, hpath = hadoop_fs(spark, path)
     return bool(fs.exists(hpath))
 
 
-def list_partitions(spark: SparkSession, path: str) -> list[dt.date]:
-    """The ``date=YYYY-MM-DD`` partitions under ``path`` (none if it does not exist), oldest first."""
-    fs, hpath = hadoop_fs(spark, path)
+def list_entries(spark: SparkSession, folder: str) -> list[tuple[str, bool]]:
+    """(name, is a folder) of each entry directly in ``folder``; none when it does not exist."""
+    if is_remote(spark):
+        fs, inner, pafs = _arrow_info(folder)
+        infos = fs.get_file_info(pafs.FileSelector(inner, allow_not_found=True))
+        return [(info.base_name, info.type == pafs.FileType.Directory) for info in infos]
+    fs, hpath = hadoop_fs(spark, folder)
     if not fs.exists(hpath):
         return []
-    days = [partition_day(status.getPath().getName()) for status in fs.listStatus(hpath) if status.isDirectory()]
+    return [(status.getPath().getName(), bool(status.isDirectory())) for status in fs.listStatus(hpath)]
+
+
+def list_partitions(spark: SparkSession, path: str) -> list[dt.date]:
+    """The ``date=YYYY-MM-DD`` partitions under ``path`` (none if it does not exist), oldest first."""
+    days = [partition_day(name) for name, folder in list_entries(spark, path) if folder]
     return sorted(day for day in days if day is not None)
 
 
 def delete_path(spark: SparkSession, path: str) -> bool:
     """Delete a file or folder (recursively); whether there was one."""
+    if is_remote(spark):
+        fs, inner, pafs = _arrow_info(path)
+        kind = fs.get_file_info(inner).type
+        if kind == pafs.FileType.Directory:
+            fs.delete_dir(inner)
+        elif kind == pafs.FileType.File:
+            fs.delete_file(inner)
+        return kind != pafs.FileType.NotFound
     fs, hpath = hadoop_fs(spark, path)
     return bool(fs.delete(hpath, True))
+
+
+def read_head(spark: SparkSession, path: str, size: int) -> bytes:
+    """Up to the first ``size`` bytes of the file at ``path``."""
+    if is_remote(spark):
+        fs, inner, _ = _arrow_info(path)
+        with fs.open_input_stream(inner) as stream:
+            return stream.read(size)
+    fs, hpath = hadoop_fs(spark, path)
+    stream = fs.open(hpath)
+    try:
+        head = bytearray()
+        while len(head) < size:
+            byte = stream.read()
+            if byte < 0:
+                break
+            head.append(byte)
+    finally:
+        stream.close()
+    return bytes(head)
+
+
+def read_first_line(spark: SparkSession, path: str, limit: int = 1 << 20) -> str | None:
+    """The first line of a UTF-8 text file (without its line end), None for an empty file; on
+    Connect at most ``limit`` bytes of it."""
+    if is_remote(spark):
+        head = read_head(spark, path, limit)
+        return head.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", errors="replace") if head else None
+    fs, hpath = hadoop_fs(spark, path)
+    jvm = spark._jvm  # noqa: SLF001
+    reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(fs.open(hpath), "UTF-8"))
+    try:
+        return reader.readLine()
+    finally:
+        reader.close()

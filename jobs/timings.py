@@ -70,3 +70,20 @@ def timed_job() -> Iterator[None]:
         if folder := os.environ.get(TIMINGS_DIR_ENV):
             Path(folder).mkdir(parents=True, exist_ok=True)
             (Path(folder) / f"{job}-{os.getpid()}.json").write_text(json.dumps({"job": job, **record}))
+
+
+def preload(*modules: str) -> None:
+    """Import ``modules`` in a background thread while the job does other things (start Spark,
+    read files): heavy imports (GX, MLflow: seconds each) then overlap with waiting on the JVM
+    instead of adding to it. An ``import`` of one of them later waits for this one to finish."""
+    import importlib
+    import threading
+
+    def load() -> None:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the job's own import raises it where it matters
+                log.debug("preloading %s failed", name, exc_info=True)
+
+    threading.Thread(target=load, name="preload", daemon=True).start()

@@ -51,6 +51,7 @@ from jobs.lake import PARTITION, SUMMARY, VALIDATION_PAGE, Lake
 from jobs.rules import QUARANTINE, WARN, References, TableSuite
 from jobs.spark import configure_logging, get_spark
 from jobs.storage import read_bytes, write_text
+from jobs.timings import preload
 from jobs.validation.batch import batch_checks, partition_stats, trailing_counts
 from jobs.validation.fingerprints import fingerprint, record, unchanged_since
 from jobs.validation.partitions import Owner, PartitionLocks, clean_staging
@@ -312,12 +313,14 @@ def main(argv: list[str] | None = None) -> None:
         "--run-id", default=None, help="recorded with every quarantined row (default: manual__<run date>)"
     )
     args = parse_job_args(parser, argv, ValidateArgs)
+    if args.config.validation.great_expectations:
+        preload("great_expectations")
     run_id = args.run_id or f"manual__{args.run_date}"
     suites = import_object(args.config.validation.suites)()
     # Locked before Spark starts: a second run of the same days fails in seconds, naming this one.
     locks = lock_partitions(args.lake, args.config, suites, args.window, args.run_date, run_id)
     try:
-        spark = get_spark(f"validate-{args.run_date}")
+        spark = get_spark(f"validate-{args.run_date}", connect=True)
         report = validate(spark, args.lake, args.config, args.window, args.run_date, run_id, suites=suites, locks=locks)
     finally:
         locks.release()

@@ -143,14 +143,10 @@ class PartitionLocks:
 def clean_staging(spark: SparkSession, locks: PartitionLocks, table: str, zones: list[str]) -> list[str]:
     """Remove Spark's staging folders left in ``zones`` (a table's validated and quarantine
     folders) by a run that died; only when no other live run holds a lock on ``table``."""
-    from jobs.spark import hadoop_fs
+    from jobs.spark import delete_path, list_entries
 
-    found = []
-    for zone in zones:
-        fs, hpath = hadoop_fs(spark, zone)
-        if fs.exists(hpath):
-            found += [(fs, s.getPath()) for s in fs.listStatus(hpath)
-                      if s.getPath().getName().startswith(STAGING_PREFIXES)]
+    found = [f"{zone}/{name}" for zone in zones for name, _ in list_entries(spark, zone)
+             if name.startswith(STAGING_PREFIXES)]
     if not found:
         return []
     others = locks.others_alive(table)
@@ -158,9 +154,9 @@ def clean_staging(spark: SparkSession, locks: PartitionLocks, table: str, zones:
         log.info("%s: staging folders left as they are while %s writes the table", table, others[0].describe())
         return []
     removed = []
-    for fs, path in found:
-        fs.delete(path, True)
-        removed.append(str(path))
+    for path in found:
+        delete_path(spark, path)
+        removed.append(path)
     log.warning("%s: removed staging left behind by a run that did not finish: %s", table, ", ".join(removed))
     return removed
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from jobs.errors import DataError
 from jobs.lake import PARTITION, RESERVED_PREFIX
-from jobs.spark import MissingPartitionError, hadoop_fs, path_exists
+from jobs.spark import MissingPartitionError, list_entries, path_exists, read_first_line, read_head
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -50,29 +50,14 @@ COMPRESSED = {b"\x1f\x8b": "gzip", b"PK\x03\x04": "zip", b"BZh": "bzip2", b"\x28
 
 def compression(spark: SparkSession, path: str) -> str | None:
     """The compression a file's first bytes show (``gzip``...), or None for anything else."""
-    fs, hpath = hadoop_fs(spark, path)
-    stream = fs.open(hpath)
-    try:
-        head = bytearray()
-        while len(head) < 6:
-            byte = stream.read()
-            if byte < 0:
-                break
-            head.append(byte)
-    finally:
-        stream.close()
-    return next((kind for magic, kind in COMPRESSED.items() if bytes(head).startswith(magic)), None)
+    head = read_head(spark, path, 6)
+    return next((kind for magic, kind in COMPRESSED.items() if head.startswith(magic)), None)
 
 
 def unexpected_files(spark: SparkSession, folder: str, expected: str, skip_folders: bool = False) -> list[str]:
     """What else is in a raw folder besides the ``expected`` file name (ignored by the run)."""
-    fs, hpath = hadoop_fs(spark, folder)
-    if not fs.exists(hpath):
-        return []
-    return sorted(
-        f"{folder}/{st.getPath().getName()}" for st in fs.listStatus(hpath)
-        if st.getPath().getName() != expected and not (skip_folders and st.isDirectory())
-    )
+    return sorted(f"{folder}/{name}" for name, is_folder in list_entries(spark, folder)
+                  if name != expected and not (skip_folders and is_folder))
 
 
 def schema_drift(header: list[str] | None, declared: list[str]) -> str:
@@ -174,13 +159,7 @@ def read_header(spark: SparkSession, path: str) -> list[str] | None:
     """The column names in a CSV file's first line (``None`` for an empty file), read on the driver."""
     import csv
 
-    fs, hpath = hadoop_fs(spark, path)
-    jvm = spark._jvm  # noqa: SLF001
-    reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(fs.open(hpath), "UTF-8"))
-    try:
-        line = reader.readLine()
-    finally:
-        reader.close()
+    line = read_first_line(spark, path)
     if line is None:
         return None
     return next(csv.reader([line.removeprefix("\ufeff")]), [])
