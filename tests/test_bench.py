@@ -59,3 +59,30 @@ def test_validation_hand_aggregation_counts_what_the_validate_job_flags(spark, l
     assert counts["flights"][ROWS] > 500 and set(refs) == {"airlines.carrier", "airports.faa", "planes.tailnum"}
     assert any(r.flagged for t in report.tables for r in t.rules)  # not a comparison of zeros only
 
+
+
+def test_the_nightly_breakdown_adds_up_to_the_night_and_is_drawn(tmp_path):
+    """benchmarks.nightly's arithmetic and report on one night of two tasks (its Airflow side is
+    checked on real task instances and job timings in tests/test_e2e.py)."""
+    from benchmarks.nightly import PARTS, best_nights, night_breakdown, plot, report, task_breakdown
+
+    record = {"job": "validate", "process_started": 101.5, "main_started": 101.9, "main_ended": 110.0,
+              "seconds": {"python start + imports": 0.4, "spark session": 3.0, "GX context": 1.0,
+                          "GX expectations": 2.0, "work": 2.1}}
+    spark_task = task_breakdown({"task": "validate_raw", "start": 100.0, "end": 111.0}, [record])
+    python_task = task_breakdown({"task": "wait_for_raw", "start": 98.0, "end": 99.0}, [record])
+    assert python_task["parts"] is None
+    parts = spark_task["parts"]
+    assert parts["spark-submit + JVM"] == 1.5 and parts["teardown"] == 1.0
+    assert parts["work"] == 4.1  # the job's own extra phases count as work
+    assert abs(sum(parts.values()) - 11.0) < 1e-9 and set(parts) == set(PARTS)
+    night = night_breakdown({"ingest_pipeline": 15.0, "score_pipeline": 5.0}, [python_task, spark_task])
+    assert night["parts_s"]["Airflow"] == 9.0 and night["wall_s"] == 20.0
+    assert night["fixed_share"] == round(1 - 4.1 / 20.0, 3)
+    nights = [{"mode": "before", "day": "2013-01-29", **night},
+              {"mode": "before", "day": "2013-01-30", **night, "wall_s": 25.0}]
+    best = best_nights(nights)
+    assert best["before"]["day"] == "2013-01-29"
+    text = report({"setup_s": {}, "nights": nights, "best": best})
+    assert "| **total (wall)** | **20.0** |" in text and "| validate_raw | 11.0 | 1.5 |" in text
+    assert plot(tmp_path / "night.png", best).stat().st_size > 1000
