@@ -251,6 +251,7 @@ def test_the_airflow_ui_in_chromium_shows_the_runs_and_opens_the_mlflow_run(stac
         # not logged in: the UI sends the browser to the simple auth manager's login page
         browser.get(f"{airflow.url}/")
         page.wait.until(lambda d: "/auth/login" in d.current_url)
+        page.wait.until(lambda d: d.find_element(By.NAME, "username"))  # the form drawn, not just the URL
         page.shot("login")
         password = json.loads((airflow.home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
         browser.find_element(By.NAME, "username").send_keys("admin")
