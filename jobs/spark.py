@@ -3,7 +3,7 @@
 With ``PIPELINE_SPARK_REMOTE`` set (``sc://host:15002``), a job's session is a Spark Connect
 session on that long-running server instead of a new driver in the spark-submit JVM: the task is
 still a spark-submit from Airflow, but no SparkContext starts and the server's JVM is already warm
-(``scripts/spark_connect.sh`` starts one). The file helpers below then go through pyarrow
+(``python -m jobs.connect_server`` runs one). The file helpers below then go through pyarrow
 (:mod:`jobs.storage`) instead of the driver's Hadoop FileSystem, which a Connect client cannot reach.
 """
 
