@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobs import storage
 from jobs.errors import DataError
 from jobs.lake import partition_day
 
@@ -115,20 +116,10 @@ def hadoop_fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
     return hpath.getFileSystem(spark._jsc.hadoopConfiguration()), hpath  # noqa: SLF001
 
 
-def _arrow_info(path: str) -> tuple[Any, str, Any]:
-    import pyarrow.fs as pafs
-
-    from jobs.storage import filesystem
-
-    fs, inner = filesystem(path)
-    return fs, inner, pafs
-
-
 def path_exists(spark: SparkSession, path: str) -> bool:
     """Whether ``path`` exists."""
     if is_remote(spark):
-        fs, inner, pafs = _arrow_info(path)
-        return fs.get_file_info(inner).type != pafs.FileType.NotFound
+        return storage.exists(path)
     fs, hpath = hadoop_fs(spark, path)
     return bool(fs.exists(hpath))
 
@@ -136,9 +127,7 @@ def path_exists(spark: SparkSession, path: str) -> bool:
 def list_entries(spark: SparkSession, folder: str) -> list[tuple[str, bool]]:
     """(name, is a folder) of each entry directly in ``folder``; none when it does not exist."""
     if is_remote(spark):
-        fs, inner, pafs = _arrow_info(folder)
-        infos = fs.get_file_info(pafs.FileSelector(inner, allow_not_found=True))
-        return [(info.base_name, info.type == pafs.FileType.Directory) for info in infos]
+        return storage.entries(folder)
     fs, hpath = hadoop_fs(spark, folder)
     if not fs.exists(hpath):
         return []
@@ -154,13 +143,10 @@ def list_partitions(spark: SparkSession, path: str) -> list[dt.date]:
 def delete_path(spark: SparkSession, path: str) -> bool:
     """Delete a file or folder (recursively); whether there was one."""
     if is_remote(spark):
-        fs, inner, pafs = _arrow_info(path)
-        kind = fs.get_file_info(inner).type
-        if kind == pafs.FileType.Directory:
-            fs.delete_dir(inner)
-        elif kind == pafs.FileType.File:
-            fs.delete_file(inner)
-        return kind != pafs.FileType.NotFound
+        found = storage.exists(path)
+        storage.delete_dir(path)  # each does nothing unless the path is of its kind
+        storage.delete_file(path)
+        return found
     fs, hpath = hadoop_fs(spark, path)
     return bool(fs.delete(hpath, True))
 
@@ -168,9 +154,7 @@ def delete_path(spark: SparkSession, path: str) -> bool:
 def read_head(spark: SparkSession, path: str, size: int) -> bytes:
     """Up to the first ``size`` bytes of the file at ``path``."""
     if is_remote(spark):
-        fs, inner, _ = _arrow_info(path)
-        with fs.open_input_stream(inner) as stream:
-            return stream.read(size)
+        return storage.read_head(path, size)
     fs, hpath = hadoop_fs(spark, path)
     stream = fs.open(hpath)
     try:

@@ -126,6 +126,26 @@ def delete_dir(uri: str) -> None:
         fs.delete_dir(path)
 
 
+def exists(uri: str) -> bool:
+    """Whether a file or folder is at ``uri``."""
+    fs, path = filesystem(uri)
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def entries(folder: str) -> list[tuple[str, bool]]:
+    """(name, is a folder) of each entry directly in ``folder``; none when it does not exist."""
+    fs, path = filesystem(folder)
+    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    return [(info.base_name, info.type == pafs.FileType.Directory) for info in infos]
+
+
+def read_head(uri: str, size: int) -> bytes:
+    """Up to the first ``size`` bytes of the file at ``uri`` (not the whole file)."""
+    fs, path = filesystem(uri)
+    with fs.open_input_stream(path) as stream:
+        return stream.read(size)
+
+
 def is_dir(uri: str) -> bool:
     """Whether ``uri`` is a folder (a partition, on an object store a prefix with objects under it)."""
     fs, path = filesystem(uri)
