@@ -21,6 +21,23 @@ if TYPE_CHECKING:
     from jobs.config import PipelineConfig
 
 
+REPO = Path(__file__).resolve().parents[1]
+
+
+def pipeline_environment(home: Path) -> dict[str, str]:
+    """This process's environment with the pipeline's settings (``AIRFLOW*``, ``MLFLOW*``,
+    ``LAKE_*``, ``PIPELINE_*``) replaced by what ``scripts/env.sh`` sets for ``home`` (the tests'
+    conftest and the nightly benchmark start from it)."""
+    import subprocess
+
+    prefixes = ("AIRFLOW", "MLFLOW", "LAKE_", "PIPELINE_")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    clean["PIPELINE_HOME"] = str(home)
+    out = subprocess.run(["bash", "-c", f"source {REPO / 'scripts/env.sh'} && env -0"],
+                         env=clean, check=True, capture_output=True, text=True).stdout
+    return dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
+
+
 def throwaway_home(prefix: str) -> Path:
     """A fresh PIPELINE_HOME with its own MLflow store, set in this process's environment (which
     rank and worker processes inherit)."""

@@ -111,11 +111,9 @@ def main(argv: list[str] | None = None) -> None:
 
 def environment(home: Path) -> dict[str, str]:
     """The demo's environment (scripts/env.sh) on ``home``, with the jobs' timings switched on."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PIPELINE_", "MLFLOW_", "LAKE_"))}
-    base["PIPELINE_HOME"] = str(home)
-    printed = subprocess.run(["bash", "-c", "source scripts/env.sh && env -0"], cwd=REPO, env=base,
-                             check=True, capture_output=True, text=True).stdout
-    env = dict(item.split("=", 1) for item in printed.split("\0") if "=" in item)
+    from benchmarks.common import pipeline_environment
+
+    env = pipeline_environment(home)
     env["PYSPARK_PYTHON"] = str(REPO / ".venv" / "bin" / "python")
     return env
 

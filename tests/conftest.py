@@ -9,30 +9,20 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
+from benchmarks.common import pipeline_environment
+
 REPO = Path(__file__).resolve().parents[1]
 # One home per test process, even if this module were imported a second time under another name.
 SESSION_HOME = Path(os.environ.get("PIPELINE_TEST_HOME") or tempfile.mkdtemp(prefix="pipeline-tests-"))
 
 
-def _pipeline_environment(home: Path) -> dict[str, str]:
-    prefixes = ("AIRFLOW", "MLFLOW", "LAKE_", "PIPELINE_")
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
-    clean["PIPELINE_HOME"] = str(home)
-    out = subprocess.run(
-        ["bash", "-c", f"source {REPO / 'scripts/env.sh'} && env -0"],
-        env=clean, check=True, capture_output=True, text=True,
-    ).stdout
-    return dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
-
-
-_environment = _pipeline_environment(SESSION_HOME)  # from this process's environment: before clearing it
+_environment = pipeline_environment(SESSION_HOME)  # from this process's environment: before clearing it
 os.environ.clear()
 os.environ.update(_environment)
 os.environ["PIPELINE_TEST_HOME"] = str(SESSION_HOME)
