@@ -196,7 +196,7 @@ def gx_alone(
 def check_counts(hand: dict[str, dict[str, int]], report: Any, contender: str) -> set[str]:
     """Fail unless the hand aggregation counted, per table and rule, what the validate job flagged;
     returns the tables compared (not those the job skipped as unchanged since a passed snapshot)."""
-    tables = [t for t in report.tables if not getattr(t, "unchanged_since", None)]
+    tables = [t for t in report.tables if not t.unchanged_since]
     differ = [
         f"{t.table}.{r.rule}: hand {hand[t.table].get(r.rule)}, {contender} {r.flagged}"
         for t in tables for r in t.rules if hand[t.table].get(r.rule) != r.flagged
@@ -270,8 +270,6 @@ def every_table(config: PipelineConfig) -> PipelineConfig:
     """The config with every table validated on every run: no skipping a reference table whose raw
     file passed unchanged (``validation.skip_unchanged``), so that each run does the work the hand
     aggregation and GX alone do, and the year's report has every table."""
-    if "skip_unchanged" not in {f.name for f in dataclasses.fields(config.validation)}:
-        return config
     return dataclasses.replace(config, validation=dataclasses.replace(config.validation, skip_unchanged=False))
 
 

@@ -118,17 +118,17 @@ def load_model(model_uri: str, use_gpu: bool) -> Any:
     device = worker_device(use_gpu)
     if device == "cpu":
         model = mlflow.pyfunc.load_model(model_uri)
-        # A worker's stderr reaches the task log: the fixed cost each Python worker pays once.
-        print(f"jobs.score: a Python worker imported MLflow and loaded the model in "
-              f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
-        return model
-    model = mlflow.pyfunc.load_model(model_uri, model_config={"device": device})
-    if "device" not in model.model_config:  # MLflow drops load-time keys the logged model lacks
-        raise RuntimeError(
-            f"{model_uri} was logged without a 'device' in its model_config, so it cannot be put on "
-            f"{device}: log it with model_config={{'device': 'cpu'}} (jobs.model.log_pyfunc does) or "
-            "score with --use-gpu false"
-        )
+    else:
+        model = mlflow.pyfunc.load_model(model_uri, model_config={"device": device})
+        if "device" not in model.model_config:  # MLflow drops load-time keys the logged model lacks
+            raise RuntimeError(
+                f"{model_uri} was logged without a 'device' in its model_config, so it cannot be put on "
+                f"{device}: log it with model_config={{'device': 'cpu'}} (jobs.model.log_pyfunc does) or "
+                "score with --use-gpu false"
+            )
+    # A worker's stderr reaches the task log: the fixed cost each Python worker pays once.
+    print(f"jobs.score: a Python worker imported MLflow and loaded the model on {device} in "
+          f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
     return model
 
 

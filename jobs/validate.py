@@ -249,7 +249,8 @@ def _validate(
     runs: dict[str, TableRun] = {}
     for name in order:
         suite, spec = suites[name], config.tables[name]
-        for ref in {r for rule in suite.rules for r in rule.references}:
+        needed = {ref for rule in suite.rules for ref in rule.references}
+        for ref in needed:
             if ref.partition(".")[0] not in runs:
                 raise ValueError(f"{name} rules refer to {ref}, but {ref.partition('.')[0]} is not validated before it")
         started = time.monotonic()
@@ -263,7 +264,7 @@ def _validate(
                      name, since, digest[:12])
             continue
         refs = {}
-        for ref in {r for rule in suite.rules for r in rule.references}:
+        for ref in needed:
             ref_table, _, column = ref.partition(".")
             refs[ref] = reference_values(spark, lake, runs[ref_table], column)
         runs[name] = validate_table(spark, lake, config, spec, suite, days, run_date, refs)
