@@ -18,6 +18,7 @@ ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
 WORKDIR /opt/pipeline
 COPY pyproject.toml README.md ./
 COPY jobs ./jobs
+COPY orchestration ./orchestration
 RUN pip install --no-cache-dir -e '.[deploy]' \
     && ln -s "$(python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')" /opt/spark
 COPY dags ./dags

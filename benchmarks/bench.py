@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from jobs.config import PipelineConfig
-    from jobs.lake import Lake
+    from jobs.lake.layout import Lake
 
 FULL_FACTORS, SMOKE_FACTORS = "1,3,10,15", "1,2"
 SMOKE_DAYS = [dt.date(2013, 7, 1), dt.date(2013, 7, 2)]
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     from benchmarks.scoring.spark import SESSION
     from jobs.config import days_ending, load_config
     from jobs.datasets.land_flights import LAST_DAY
-    from jobs.spark import get_spark
+    from jobs.lake.spark import get_spark
 
     home = throwaway_home("bench-")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers need this venv (torch, mlflow)
@@ -100,8 +100,8 @@ def validated_lake(spark: SparkSession, home: Path, config: PipelineConfig, days
     import dataclasses
 
     from jobs.datasets.scale_up import scale_raw
-    from jobs.lake import Lake
-    from jobs.validate import validate
+    from jobs.lake.layout import Lake
+    from jobs.validation.job import validate
 
     lake = Lake(str(home / "lake"))
     no_gx = dataclasses.replace(config, validation=dataclasses.replace(config.validation, great_expectations=False))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks.harness import stopwatch
 from jobs.datasets.land_flights import land
-from jobs.lake import Lake
+from jobs.lake.layout import Lake
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -57,8 +57,8 @@ def feature_lake(
     """A lake under ``home`` with the raw data of ``first``..the last of ``days`` landed, and
     ``days`` validated (without GX) and turned into features; the seconds of each step go into
     ``setup`` (``land_s``, ``validate_s``, ``features_s``)."""
-    from jobs.features import build_features, read_inputs, write_features
-    from jobs.validate import validate
+    from jobs.features.job import build_features, read_inputs, write_features
+    from jobs.validation.job import validate
 
     no_gx = dataclasses.replace(config, validation=dataclasses.replace(config.validation, great_expectations=False))
     lake = Lake(str(home / "lake"))

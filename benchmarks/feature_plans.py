@@ -1,5 +1,5 @@
 """The features job's plan (:func:`jobs.datasets.flights.build_features` after
-:func:`jobs.features.read_inputs`, written as :func:`jobs.features.write_features` writes) in the
+:func:`jobs.features.job.read_inputs`, written as :func:`jobs.features.job.write_features` writes) in the
 tools a user would pick instead: Polars (lazy) and DuckDB (SQL); and a checksum of any output folder.
 
 Each reads the validated zone of a lake (the window's daily partitions, each reference table's latest
@@ -13,7 +13,7 @@ from typing import Any
 
 from jobs.config import FeatureSpec, PipelineConfig
 from jobs.datasets.flights import LATE_MINUTES, WEATHER_COLUMNS
-from jobs.lake import PARTITION, Lake, partition_day
+from jobs.lake.layout import PARTITION, Lake, partition_day
 
 WEATHER_KEY = ["origin", "year", "month", "day", "hour"]
 FLOAT_TOLERANCE = 1e-9  # relative, on column sums

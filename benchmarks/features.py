@@ -8,8 +8,8 @@ so that every size has the same joins and one feature row per flight.
 
 Contenders, each reading the validated zone and writing the features partitioned by date:
 
-- ``spark (features job)``: :func:`jobs.features.read_inputs`, :func:`jobs.features.build_features`
-  and :func:`jobs.features.write_features`, as the job calls them, in a warm local[2] session;
+- ``spark (features job)``: :func:`jobs.features.job.read_inputs`, :func:`jobs.features.job.build_features`
+  and :func:`jobs.features.job.write_features`, as the job calls them, in a warm local[2] session;
 - ``polars`` and ``duckdb``: :mod:`benchmarks.feature_plans` (the same plan, each in one process).
 
 Each runs once as a warm-up, then ``repeat`` times in turns; the best counts. The outputs are
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from benchmarks.feature_plans import checksums, differences, duckdb_features, polars_features
 from benchmarks.harness import Turns, fit_fixed_and_rate, seconds
 from jobs.datasets.scale_up import multiply_day
-from jobs.lake import Lake, partition_day
+from jobs.lake.layout import Lake, partition_day
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -72,7 +72,7 @@ def run_stage(spark: SparkSession, base: Lake, config: PipelineConfig, days: lis
     """Every contender at every size: the stage's points, fits, ratios and checks; the Spark
     contender's output of each size stays as the features zone of a lake at ``spark_output`` (the
     scoring stage's input)."""
-    from jobs.features import build_features, read_inputs, write_features
+    from jobs.features.job import build_features, read_inputs, write_features
 
     points = []
     for factor in factors:

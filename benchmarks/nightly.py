@@ -6,7 +6,7 @@ Usage::
 
 Setup, not timed, in a throw-away pipeline home (its own lake, MLflow store and Airflow database):
 lands January 2013, ingests the training window (one ``airflow dags test ingest_pipeline`` run of
-2013-01-01..01-28) and trains a champion on it (``spark-submit jobs/train.py --epochs 1``). Then
+2013-01-01..01-28) and trains a champion on it (``spark-submit jobs/training/job.py --epochs 1``). Then
 each night D (2013-01-29, 01-30, ...) is what the scheduler runs when D's raw data lands:
 ``airflow dags test ingest_pipeline --conf '{"run_date": D}'`` (wait for the raw day, validate,
 build the features, publish the asset), then ``airflow dags test score_pipeline`` for D (score with
@@ -21,7 +21,7 @@ The nights alternate between the modes (``--modes``), ``--nights`` of each:
   200,000 rows on pandas in the driver (:func:`jobs.validation.rows.run_expectations`), and the heavy
   imports (GX, MLflow) load in the background while Spark starts (:func:`jobs.timings.preload`);
 - ``after+connect``: the same, and every job's session on one Spark Connect server that runs all
-  the time, as the scheduler does (``PIPELINE_SPARK_REMOTE``, :mod:`jobs.connect_server`; started
+  the time, as the scheduler does (``PIPELINE_SPARK_REMOTE``, :mod:`jobs.lake.connect_server`; started
   before the nights, not timed): no task starts a driver or warms a JVM.
 
 Each Spark task's wall time (from Airflow's task instance) is split with the job's own timings
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     setup = prepare(env, night_days[-1])
     server = None
     if any(MODES[m][1] for m in modes):  # a service that runs all the time, like the scheduler: not timed
-        from jobs.connect_server import start as start_server
+        from jobs.lake.connect_server import start as start_server
 
         started = time.perf_counter()
         server = start_server(CONNECT_PORT, log=home / "logs" / "connect-server.log", env=env)
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"night {day} ({mode}): {nights[-1]['wall_s']:.1f} s", flush=True)
     finally:
         if server is not None:
-            from jobs.connect_server import stop
+            from jobs.lake.connect_server import stop
 
             stop(server)
     result = {"setup_s": setup, "nights": nights, "best": best_nights(nights)}
@@ -139,7 +139,7 @@ def prepare(env: dict[str, str], last_night: dt.date) -> dict[str, float]:
         "migrate_s": run(env, "airflow", "db", "migrate", log=logs / "migrate.log"),
         "ingest_window_s": run(env, "airflow", "dags", "test", "ingest_pipeline", "--conf", conf,
                                log=logs / "ingest-window.log"),
-        "train_s": run(env, "spark-submit", "--master", "local[2]", "jobs/train.py", "--run-date",
+        "train_s": run(env, "spark-submit", "--master", "local[2]", "jobs/training/job.py", "--run-date",
                        TRAIN_DATE.isoformat(), "--epochs", "1", log=logs / "train.log"),
     }
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from jobs.lake import PARTITION, partition_day, partition_name
+from jobs.lake.layout import PARTITION, partition_day, partition_name
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -137,7 +137,7 @@ def plain_loop(job: dict[str, Any], device: str, threads: int) -> Timing:
     import numpy as np
     import torch
 
-    from jobs.model import Preprocessor, build_model
+    from jobs.model.tabular import Preprocessor, build_model
     from jobs.training.data import epoch_batches, labelled_rows, place_shard, read_units, shard_units, step_count
     from jobs.training.loop import make_optimizer, make_scaler, resolve_precision, train_steps
 
@@ -242,12 +242,12 @@ def in_process(job: dict[str, Any], experiment_id: str) -> Timing:
 
 def gpu_conf(use_gpu: bool) -> tuple[int, dict[str, str]]:
     """(GPUs TorchDistributor may use, the session conf that lets the driver own them: the job's
-    :func:`jobs.spark.gpu_conf` for local mode, with the one discovery script)."""
+    :func:`jobs.lake.spark.gpu_conf` for local mode, with the one discovery script)."""
     if not use_gpu:
         return 0, {}
     import torch
 
-    from jobs.spark import gpu_conf as job_gpu_conf
+    from jobs.lake.spark import gpu_conf as job_gpu_conf
     from jobs.training.resources import discovered_gpus
 
     if not torch.cuda.is_available():
@@ -255,7 +255,7 @@ def gpu_conf(use_gpu: bool) -> tuple[int, dict[str, str]]:
         return 0, {}
     count = len(discovered_gpus())
     if not count:
-        print("--use-gpu: jobs/gpu_discovery.sh finds no GPU, so Spark's driver cannot own one: skipping "
+        print("--use-gpu: jobs/lake/gpu_discovery.sh finds no GPU, so Spark's driver cannot own one: skipping "
               "TorchDistributor with use_gpu=True (the plain loop on cuda still runs)")
         return 0, {}
     return count, job_gpu_conf(local_mode=True, gpus=count)
@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from jobs.config import tracking_uri
-    from jobs.spark import get_spark
+    from jobs.lake.spark import get_spark
     from jobs.tracking import ensure_experiment
     from jobs.training.data import feature_dirs, fit_preprocessor
 

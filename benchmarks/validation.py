@@ -13,7 +13,7 @@ One local[2] session measures, side by side at every point (contenders taking tu
   read as the job reads them (:func:`jobs.validation.schema.read_raw_strings`), typed, and every
   rule's violations counted in one ``agg`` (``count_if`` of each predicate: the job's own rules,
   well-formed line, UTF-8, values that parse and are finite, a calendar date, and every dataset rule's
-  :meth:`jobs.rules.Rule.violation`); the reference values later tables check against come out of the
+  :meth:`jobs.validation.rules.Rule.violation`); the reference values later tables check against come out of the
   same ``agg``. Its counts must equal the validate job's per rule, or the run fails;
 - ``GX alone``: :func:`jobs.validation.rows.run_expectations` (the dataset's rules as one GX suite per
   table) on the typed frame the validate job hands GX, read from the same files (not cached), with the
@@ -61,9 +61,8 @@ from benchmarks.harness import (
 from jobs.config import PipelineConfig, days_ending, import_object, load_config
 from jobs.datasets.land_flights import FIRST_DAY, LAST_DAY, land
 from jobs.datasets.scale_up import scale_raw
-from jobs.lake import PARTITION, Lake
-from jobs.rules import QUARANTINE, References, TableSuite
-from jobs.validate import validate
+from jobs.lake.layout import PARTITION, Lake
+from jobs.validation.job import validate
 from jobs.validation.rows import (
     MAX_MAGNITUDE,
     REPLACEMENT_CHARACTER,
@@ -77,6 +76,7 @@ from jobs.validation.rows import (
     parse_rule,
     run_expectations,
 )
+from jobs.validation.rules import QUARANTINE, References, TableSuite
 from jobs.validation.schema import CORRUPT_RECORD, raw_paths, read_raw_strings
 
 if TYPE_CHECKING:
@@ -350,7 +350,7 @@ def publish(out: Path, settings: dict[str, Any], rows: list[dict[str, Any]], yea
 
 
 def main(argv: list[str] | None = None) -> None:
-    from jobs.spark import get_spark
+    from jobs.lake.spark import get_spark
 
     parser = arguments(__doc__)
     parser.add_argument("--factors", default="1,3,10", help="scale-up factors of the flights (comma-separated)")

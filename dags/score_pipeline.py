@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import pendulum
 from airflow.sdk import DAG, Param
-from pipeline_tasks import CHAMPION, FEATURES, drift_check, plan_scoring
-from spark_jobs import DEFAULT_ARGS, spark_job_per_day
+
+from orchestration.spark_jobs import DEFAULT_ARGS, spark_job_per_day
+from orchestration.tasks import CHAMPION, FEATURES, drift_check, plan_scoring
 
 with DAG(
     dag_id="score_pipeline",

@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import pendulum
 from airflow.sdk import DAG, AssetOrTimeSchedule, CronDataIntervalTimetable, Param
-from pipeline_tasks import DRIFT, ChampionApprovalOperator, plan_training, publish_champion
-from spark_jobs import DEFAULT_ARGS, spark_job, spark_job_mapped
-from sweep_tasks import plan_sweep, select_candidate
 
-from jobs.champion import PROMOTION_METRICS
 from jobs.config import PRECISIONS
+from jobs.selection.gate import PROMOTION_METRICS
+from orchestration.spark_jobs import DEFAULT_ARGS, spark_job, spark_job_mapped
+from orchestration.sweep_tasks import plan_sweep, select_candidate
+from orchestration.tasks import DRIFT, ChampionApprovalOperator, plan_training, publish_champion
 
 # Knobs a person tunes per run: empty keeps train.<name> of the config.
 TRAIN_PARAMS = {

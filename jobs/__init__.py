@@ -1,1 +1,2 @@
-"""Spark jobs of the pipeline: each module is a pure transform plus a thin CLI (``main``)."""
+"""The pipeline's Spark jobs, one package per stage; the modules at this level (config, errors,
+timings, tracking, metrics, plots, summary) are what every stage shares."""

@@ -1,7 +1,7 @@
 """One typed configuration for every job, and each job's typed command line.
 
 Three tiers, no overlap:
-- infrastructure from the environment: ``LAKE_ROOT`` (:mod:`jobs.lake`), ``MLFLOW_TRACKING_URI``,
+- infrastructure from the environment: ``LAKE_ROOT`` (:mod:`jobs.lake.layout`), ``MLFLOW_TRACKING_URI``,
   ``PIPELINE_MLFLOW_ARTIFACTS``;
 - run parameters from the command line (``--run-date`` and friends, see :func:`job_parser`);
 - job tunables from ``jobs/pipeline.yaml`` (or ``--config PATH`` / ``PIPELINE_CONFIG``).
@@ -20,15 +20,14 @@ from typing import Any, TypeVar
 
 import yaml
 
-from jobs.candidates import BaselineSpec, EvaluationSpec, SweepSpec, baseline_specs, evaluation_spec, sweep_spec
-from jobs.drift import DriftSpec
-from jobs.lake import ROOT_ENV, Lake
+from jobs.lake.layout import ROOT_ENV, Lake, pipeline_home
+from jobs.scoring.drift import DriftSpec
+from jobs.selection.specs import BaselineSpec, EvaluationSpec, SweepSpec, baseline_specs, evaluation_spec, sweep_spec
 
 DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
-DEFAULT_HOME = Path.cwd() / ".pipeline"
 TRAINING_WINDOW = "train"
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # of training steps: see jobs.training.loop.resolve_precision
-DEFAULT_MODEL = "jobs.model:build_net"  # train.model when the config names none
+DEFAULT_MODEL = "jobs.model.tabular:build_net"  # train.model when the config names none
 
 
 @dataclass(frozen=True)
@@ -118,7 +117,7 @@ class TrainSpec:
     hyperparameters: dict[str, Any] = field(default_factory=lambda: {"embedding_dim": 6, "hidden_units": [64, 32]})
 
     def __post_init__(self) -> None:
-        from jobs.champion import PROMOTION_METRICS
+        from jobs.selection.gate import PROMOTION_METRICS
 
         if self.precision not in PRECISIONS:
             raise ValueError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
@@ -244,10 +243,6 @@ def import_object(ref: str) -> Callable[..., Any]:
     if not attr:
         raise ValueError(f"expected 'module:attribute', got {ref!r}")
     return getattr(importlib.import_module(module), attr)
-
-
-def pipeline_home() -> Path:
-    return Path(os.environ.get("PIPELINE_HOME", DEFAULT_HOME))
 
 
 def tracking_uri() -> str:

@@ -3,7 +3,7 @@
 A :class:`DataError` is a problem with the input (a missing partition, a failed validation, no
 model to score with): running the job again on the same lake fails the same way. A job started
 with :func:`run_job` exits with :data:`DATA_ERROR_EXIT` on one and writes the message to the file
-named by ``PIPELINE_ERROR_FILE`` when that is set; the Airflow operator (plugins/spark_jobs.py)
+named by ``PIPELINE_ERROR_FILE`` when that is set; the Airflow operator (orchestration/spark_jobs.py)
 turns that into a failure without retries that carries the message. Anything else (a lost
 executor, an unreachable tracking server, a killed process) exits non-zero in the usual way and is
 retried.

@@ -15,14 +15,14 @@ import datetime as dt
 from typing import Any
 
 from jobs.config import load_config, tracking_uri
-from jobs.lake import Lake
+from jobs.lake.layout import Lake
 
 METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "ece", "accuracy", "positive_rate")
 
 
 def read_report(lake: Lake, kind: str, run_date: dt.date | str) -> dict[str, Any]:
     """A job's ``summary.json`` for a day (``kind``: training or scoring), from any lake URI."""
-    from jobs.storage import read_json
+    from jobs.lake.storage import read_json
 
     day = run_date if isinstance(run_date, dt.date) else dt.date.fromisoformat(run_date)
     path = lake.report(kind, day)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU checks and figures, in one go, on a machine with an NVIDIA GPU:
-#   - tests/jobs/test_gpu.py (train with --use-gpu true in bf16, score on GPU and CPU: equal),
+#   - tests/jobs/training/test_gpu.py (train with --use-gpu true in bf16, score on GPU and CPU: equal),
 #     the GPU standalone-worker test, and test_train.py / test_score.py (which include the
 #     GPU-vs-CPU scoring comparison);
 #   - benchmarks.training --use-gpu (CPU vs GPU, fp32 and bf16) and benchmarks.scoring_gpu
@@ -35,9 +35,9 @@ step() {
 }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
-step gpu_tests "$python" -m pytest -q -p no:cacheprovider tests/jobs/test_gpu.py \
-  tests/jobs/test_train_on_cluster.py::test_gpu_training_on_a_standalone_worker_that_advertises_its_gpus \
-  tests/jobs/test_train.py tests/jobs/test_score.py
+step gpu_tests "$python" -m pytest -q -p no:cacheprovider tests/jobs/training/test_gpu.py \
+  tests/jobs/training/test_train_on_cluster.py::test_gpu_training_on_a_standalone_worker_that_advertises_its_gpus \
+  tests/jobs/training/test_train.py tests/jobs/scoring/test_score.py
 step training_benchmark "$python" -m benchmarks.training --use-gpu --repeat 2 --out "$out"
 step scoring_gpu_benchmark "$python" -m benchmarks.scoring_gpu --rows 10000000 --repeat 3 --out "$out"
 exit "$status"

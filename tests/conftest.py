@@ -37,7 +37,7 @@ LAST_DAY = dt.date(2013, 1, 10)
 @pytest.fixture(scope="session")
 def spark():
     """The one SparkSession of the test run: local[2], like the embedded default."""
-    from jobs.spark import get_spark
+    from jobs.lake.spark import get_spark
 
     session = get_spark("tests", {"spark.master": "local[2]", "spark.ui.enabled": "false"})
     yield session
@@ -56,8 +56,8 @@ def lake(spark, config_without_gx):
     validated (reference snapshots dated FIRST_DAY, so every day sees them). Read-only for tests."""
     from jobs.config import days_ending
     from jobs.datasets.land_flights import land
-    from jobs.lake import Lake
-    from jobs.validate import validate
+    from jobs.lake.layout import Lake
+    from jobs.validation.job import validate
 
     lake = Lake.at()  # $LAKE_ROOT, from scripts/env.sh under the test home
     land(lake, FIRST_DAY, LAST_DAY)

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from jobs.lake import DRIFT_REPORT, partition_day, partition_name
+from jobs.lake.layout import DRIFT_REPORT, partition_day, partition_name
 from tests.stack import running_stack
 
 pytestmark = pytest.mark.e2e
@@ -42,7 +42,7 @@ def backfill_env(lake, spark, tmp_path_factory):
 
     Yields ``(environment for Airflow's tasks, the lake)``.
     """
-    from jobs.lake import Lake
+    from jobs.lake.layout import Lake
 
     home = tmp_path_factory.mktemp("backfill")
     own = Lake(str(home / "lake"))
@@ -84,9 +84,10 @@ def _train_champion(lake):
     """Build the training window's features and train with the real jobs, in this process, on
     the MLflow server of ``$MLFLOW_TRACKING_URI``. The store is new, so the first version becomes
     champion."""
-    from jobs import features, train
     from jobs.config import load_config
+    from jobs.features import job as features
     from jobs.tracking import champion_version
+    from jobs.training import job as train
 
     window = str(load_config().train.window_days)
     features.main(["--run-date", TRAIN_DATE.isoformat(), "--days", window, "--lake-root", lake.root])

@@ -50,7 +50,7 @@ def test_bench_smoke_writes_every_stages_rows_and_plots(spark, lake, config, tmp
 def test_validation_hand_aggregation_counts_what_the_validate_job_flags(spark, lake, config_without_gx):
     from benchmarks.validation import ROWS, check_counts, hand_aggregation
     from jobs.config import import_object
-    from jobs.validate import validate
+    from jobs.validation.job import validate
 
     suites = import_object(config_without_gx.validation.suites)()
     counts, refs = hand_aggregation(spark, lake, config_without_gx, suites, DAYS)

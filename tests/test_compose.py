@@ -237,7 +237,7 @@ def test_spark_cluster_is_started_with_spark_class_like_the_tests():
 
 def test_dockerfile_copies_what_the_services_use():
     dockerfile = _dockerfile()
-    for folder in ("jobs", "dags", "plugins", "scripts"):
+    for folder in ("jobs", "orchestration", "dags", "plugins", "scripts"):
         assert f"COPY {folder} ./{folder}" in dockerfile
         assert (REPO / folder).is_dir()
     env = _compose()["services"]["airflow-scheduler"]["environment"]
@@ -434,8 +434,8 @@ def test_gpu_profile_adds_a_spark_worker_that_advertises_nvidia_gpus():
     opts = dict(re.findall(r"-D(\S+?)=(\S+)", worker["environment"]["SPARK_WORKER_OPTS"]))
     assert opts["spark.worker.resource.gpu.amount"] == str(device["count"])
     script = opts["spark.worker.resource.gpu.discoveryScript"]
-    assert script == "/opt/pipeline/jobs/gpu_discovery.sh"  # the image's copy of jobs/ (Dockerfile COPY)
-    assert os.access(REPO / "jobs/gpu_discovery.sh", os.X_OK)
+    assert script == "/opt/pipeline/jobs/lake/gpu_discovery.sh"  # the image's copy of jobs/ (Dockerfile COPY)
+    assert os.access(REPO / "jobs/lake/gpu_discovery.sh", os.X_OK)
     # The same count for the reservation and the worker's advertised amount: one variable.
     raw = _raw()["services"]["spark-worker-gpu"]
     assert {n for n, _, _ in _references(raw["environment"]["SPARK_WORKER_OPTS"])} == \

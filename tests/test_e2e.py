@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from jobs.lake import DRIFT_PLOT, DRIFT_REPORT, VALIDATION_PAGE, partition_day, partition_name
+from jobs.lake.layout import DRIFT_PLOT, DRIFT_REPORT, VALIDATION_PAGE, partition_day, partition_name
 
 pytestmark = pytest.mark.e2e
 
@@ -34,7 +34,7 @@ def airflow_env(lake, tmp_path_factory):
     raw = yaml.safe_load((REPO / "jobs/pipeline.yaml").read_text())
     raw["train"].update(train_days=3, validation_days=2, holdout_days=2, epochs=2)
     # One baseline, regularised to a constant (holdout ROC AUC 0.5): the bar is there and cleared,
-    # so the run goes on to the gate (tests/jobs/test_baselines.py stops a worse candidate).
+    # so the run goes on to the gate (tests/jobs/selection/test_baselines.py stops a worse candidate).
     raw["baselines"] = [{"name": "flat_lr", "kind": "logistic_regression",
                          "params": {"maxIter": 5, "regParam": 10.0, "elasticNetParam": 1.0}}]
     path = tmp_path_factory.mktemp("config") / "pipeline.yaml"
@@ -114,7 +114,7 @@ def check_sweep_bar_and_report(mlflow_client, run_id: str, config) -> None:
     over the baseline; its report is what its saved holdout predictions give."""
     import mlflow.artifacts
 
-    from jobs.evaluation import REPORT, build_report, read_predictions
+    from jobs.selection.evaluation import REPORT, build_report, read_predictions
 
     run = mlflow_client.get_run(run_id)
     parent = mlflow_client.get_run(run.data.tags["mlflow.parentRunId"])

@@ -4,13 +4,11 @@ message; any other failure is retried), and the OpenLineage parent job of every 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "plugins"))  # as Airflow puts its plugins folder
 
 DATA_ERROR = """
 from jobs.errors import DataError, run_job
@@ -45,7 +43,7 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG
-from spark_jobs import DEFAULT_ARGS, PipelineSparkSubmitOperator
+from orchestration.spark_jobs import DEFAULT_ARGS, PipelineSparkSubmitOperator
 
 args = {**DEFAULT_ARGS, "retries": 1, "retry_delay": timedelta(0), "retry_exponential_backoff": 0}
 with DAG("retry_semantics", schedule=None, start_date=pendulum.datetime(2013, 1, 1, tz="UTC"), default_args=args):

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.jobs.test_train_on_cluster import RUN_DATE, small_window
+from tests.jobs.training.test_train_on_cluster import RUN_DATE, small_window
 from tests.stack import LOOPBACK, Stack, running_stack
 
 pytestmark = pytest.mark.e2e
@@ -85,7 +85,7 @@ def training(stack) -> dict[str, Any]:
     person once it asks, finished: its run, train_model's task instance and the approval request."""
     import mlflow
 
-    from jobs.champion import current_champion
+    from jobs.selection.gate import current_champion
 
     airflow = stack.airflow
     airflow.wait_for_dag("train_pipeline")

@@ -53,8 +53,8 @@ def run_benchmark(home: Path, out: Path, scales: list[str], tune_scale: str | No
     import mlflow.pyfunc
     import torch
 
-    from jobs.score import model_preprocessor
-    from jobs.spark import get_spark
+    from jobs.lake.spark import get_spark
+    from jobs.scoring.job import model_preprocessor
 
     host = machine()
     config = load_config()

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from jobs.config import FeatureSpec
-from jobs.lake import PARTITION
+from jobs.lake.layout import PARTITION
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.dataset as pads
 
     from benchmarks.scoring.scales import Scale
-    from jobs.model import Preprocessor
+    from jobs.model.tabular import Preprocessor
     from jobs.tracking import ModelRef
 
 

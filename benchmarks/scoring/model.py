@@ -13,8 +13,8 @@ from jobs.config import days_ending
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from jobs.lake import Lake
-    from jobs.model import Preprocessor
+    from jobs.lake.layout import Lake
+    from jobs.model.tabular import Preprocessor
     from jobs.tracking import ModelRef
 
 TRAIN_DAYS = days_ending(dt.date(2013, 1, 31), 31)
@@ -38,7 +38,7 @@ def train_model(
     import torch
     from pyspark.sql import functions as F
 
-    from jobs.model import build_model
+    from jobs.model.tabular import build_model
     from jobs.training.data import fit_preprocessor
 
     spec, cfg = config.features, config.train
@@ -68,8 +68,8 @@ def log_model(net: Any, pre: Preprocessor, hyper: dict[str, Any], frame: Any, na
     """Log, register and resolve the model as the score job does: (its version, where workers load it)."""
     import mlflow
 
-    from jobs.model import log_pyfunc
-    from jobs.score import resolve_model
+    from jobs.model.tabular import log_pyfunc
+    from jobs.scoring.job import resolve_model
     from jobs.tracking import ensure_experiment
 
     with mlflow.start_run(experiment_id=ensure_experiment("bench-scoring")):

@@ -64,8 +64,8 @@ def probe(job: dict[str, Any]) -> dict[str, float]:
             import pyspark.ml.functions  # noqa: F401
             import pyspark.sql  # noqa: F401
 
-            from jobs.score import score_features
-            from jobs.spark import get_spark
+            from jobs.lake.spark import get_spark
+            from jobs.scoring.job import score_features
 
         with stopwatch(marks, "session_start_s"):
             get_spark("bench-scoring-probe", SESSION)

@@ -13,7 +13,7 @@ from benchmarks.harness import comma_list, stopwatch, times
 from benchmarks.scaling import one_partition, scale_up
 from jobs.config import days_ending
 from jobs.datasets.land_flights import LAST_DAY
-from jobs.lake import partition_name
+from jobs.lake.layout import partition_name
 
 DAY = dt.date(2013, 7, 1)
 MONTH = days_ending(dt.date(2013, 7, 31), 31)

@@ -1,1 +1,1 @@
-"""Dataset-specific code (suites and feature builders) that the pipeline config names."""
+"""The example datasets' own code, which the pipeline config names: suites, feature builders, landing."""

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jobs.lake import PARTITION
+from jobs.lake.layout import PARTITION
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from jobs.config import FeatureSpec
-    from jobs.rules import TableSuite
+    from jobs.validation.rules import TableSuite
 
 LATE_MINUTES = 15
 WEATHER_COLUMNS = ["temp", "dewp", "humid", "wind_dir", "wind_speed", "precip", "pressure", "visib"]
@@ -25,8 +25,8 @@ KEY_COLUMNS = ["year", "month", "day", "carrier", "flight", "origin", "dest", "s
 
 
 def suites() -> dict[str, TableSuite]:
-    """The rules each raw table's rows must satisfy (see :mod:`jobs.rules`)."""
-    from jobs.rules import Between, Condition, InSet, Matches, TableSuite, Unique, calendar_date, not_null
+    """The rules each raw table's rows must satisfy (see :mod:`jobs.validation.rules`)."""
+    from jobs.validation.rules import Between, Condition, InSet, Matches, TableSuite, Unique, calendar_date, not_null
 
     def clock(column: str, low: int) -> Condition:
         return Condition(

@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from jobs.config import load_config
-from jobs.lake import ROOT_ENV, Lake
+from jobs.lake.layout import ROOT_ENV, Lake
 
 log = logging.getLogger("jobs.datasets.land_flights")
 

@@ -33,7 +33,7 @@ import pandas as pd
 
 from jobs.config import load_config
 from jobs.datasets.land_flights import FIRST_DAY, LAST_DAY, read_source, split_by_day, write_csv_atomic
-from jobs.lake import ROOT_ENV, Lake
+from jobs.lake.layout import ROOT_ENV, Lake
 
 log = logging.getLogger("jobs.datasets.scale_up")
 

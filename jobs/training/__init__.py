@@ -1,4 +1,4 @@
-"""Distributed training, in the parts the train job (``jobs/train.py``) puts together.
+"""Distributed training, in the parts the train job (``jobs/training/job.py``) puts together.
 
 - :mod:`jobs.training.data`: the window's days, the preprocessor fitted with Spark, and each rank's
   share of the feature Parquet (row groups read with pyarrow, labelled rows only);

@@ -5,14 +5,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from jobs.lake import CHECKPOINT_RUN, checkpoint_epochs, checkpoint_file
+from jobs.lake.layout import CHECKPOINT_RUN, checkpoint_epochs, checkpoint_file
 
-log = logging.getLogger("jobs.train")
+log = logging.getLogger("jobs.training.job")
 
 
 def checkpointed_epochs(folder: str) -> int:
     """How many epochs the last checkpoint in ``folder`` has done (0: none)."""
-    from jobs.storage import list_files
+    from jobs.lake.storage import list_files
 
     epochs = [checkpoint_epochs(uri.rsplit("/", 1)[1]) for uri in list_files(folder, ".pt")]
     return max((n for n in epochs if n is not None), default=0)
@@ -26,7 +26,7 @@ def save_checkpoint(folder: str, state: dict[str, Any]) -> None:
 
     import torch
 
-    from jobs.storage import delete_file, list_files, write_bytes
+    from jobs.lake.storage import delete_file, list_files, write_bytes
 
     buffer = io.BytesIO()
     torch.save(state, buffer)
@@ -43,7 +43,7 @@ def load_checkpoint(folder: str) -> dict[str, Any] | None:
 
     import torch
 
-    from jobs.storage import read_bytes
+    from jobs.lake.storage import read_bytes
 
     done = checkpointed_epochs(folder)
     data = read_bytes(f"{folder}/{checkpoint_file(done)}") if done else None
@@ -59,7 +59,7 @@ def resumable_run(mlflow_client: Any, checkpoint_dir: str) -> str | None:
     """
     from mlflow.exceptions import MlflowException
 
-    from jobs.storage import delete_dir, read_json
+    from jobs.lake.storage import delete_dir, read_json
 
     saved = read_json(f"{checkpoint_dir}/{CHECKPOINT_RUN}")
     if not saved:

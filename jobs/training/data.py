@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from jobs.errors import DataError
-from jobs.spark import MissingPartitionError, path_exists
+from jobs.lake.spark import MissingPartitionError, path_exists
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from jobs.config import FeatureSpec
-    from jobs.lake import Lake
-    from jobs.model import Preprocessor
+    from jobs.lake.layout import Lake
+    from jobs.model.tabular import Preprocessor
 
 
 def split_window(run_date: dt.date, train_days: int, holdout_days: int) -> tuple[list[dt.date], list[dt.date]]:
@@ -86,7 +86,7 @@ def fit_preprocessor(
     feature(s) and ``window``: standardising by it would turn the feature into zeros or NaN."""
     from pyspark.sql import functions as F
 
-    from jobs.model import Preprocessor, safe_std
+    from jobs.model.tabular import Preprocessor, safe_std
 
     labelled = df.where(F.col(spec.label).isNotNull())
     vocab = {}
@@ -112,7 +112,7 @@ def fit_preprocessor(
             f"{window}: numeric feature(s) with non-finite statistics: {listed}. Their labelled rows hold NaN, "
             "infinite or absurdly large values (near the float maximum), and standardising by these statistics "
             "would zero the feature. Find the rows (e.g. isnan(col) or abs(col) > 1e300 in the features), add a "
-            "rule that quarantines them (jobs/rules.py), or drop the feature from features.numeric"
+            "rule that quarantines them (jobs/validation/rules.py), or drop the feature from features.numeric"
         )
     return Preprocessor(
         categorical=list(spec.categorical),
@@ -128,11 +128,11 @@ def shard_units(dirs: list[str], rank: int, world: int) -> list[tuple[str, int]]
 
     Every rank lists the same files in the same order, so the shares are disjoint, cover every
     row group exactly once, and are the same from one run to the next. ``dirs`` are lake paths:
-    local folders or object-store URIs (:mod:`jobs.storage`).
+    local folders or object-store URIs (:mod:`jobs.lake.storage`).
     """
     import pyarrow.parquet as pq
 
-    from jobs.storage import filesystem, list_files
+    from jobs.lake.storage import filesystem, list_files
 
     units = []
     for folder in dirs:
@@ -147,7 +147,7 @@ def read_units(units: list[tuple[str, int]], columns: list[str]) -> list[Any]:
     """The Arrow tables of these (file, row group) units, reading only ``columns``."""
     import pyarrow.parquet as pq
 
-    from jobs.storage import filesystem
+    from jobs.lake.storage import filesystem
 
     tables = []
     for uri, group in units:

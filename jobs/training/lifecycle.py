@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-log = logging.getLogger("jobs.train")
+log = logging.getLogger("jobs.training.job")
 
 OWNER_TAG = "pipeline.owner"
 FAILURE_TAG = "pipeline.failure"  # why the pipeline ended a run as FAILED

@@ -193,7 +193,7 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
     from torch.nn.parallel import DistributedDataParallel
 
     from jobs.metrics import evaluate
-    from jobs.model import Preprocessor, build_model, log_pyfunc, predict_encoded
+    from jobs.model.tabular import Preprocessor, build_model, log_pyfunc, predict_encoded
     from jobs.training.checkpoints import load_checkpoint, save_checkpoint
     from jobs.training.data import epoch_batches, labelled_rows, place_shard, read_units, shard_units, step_count
     from jobs.training.loop import (

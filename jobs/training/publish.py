@@ -15,10 +15,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from jobs.config import PipelineConfig
-    from jobs.lake import Lake
-    from jobs.model import Preprocessor
+    from jobs.lake.layout import Lake
+    from jobs.model.tabular import Preprocessor
 
-log = logging.getLogger("jobs.train")
+log = logging.getLogger("jobs.training.job")
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,8 @@ def open_run(lake: Lake, run_date: dt.date, experiment: str, params: dict[str, A
     """The run to log to: the one an earlier attempt of this very training (same parameters and
     preprocessor) opened and did not finish, resumed from its checkpoints; else a new run with
     ``params`` logged (and the git commit as MLflow's source tag) and ``tags`` set."""
-    from jobs.lake import CHECKPOINT_RUN
-    from jobs.storage import write_json
+    from jobs.lake.layout import CHECKPOINT_RUN
+    from jobs.lake.storage import write_json
     from jobs.tracking import client, ensure_experiment, run_link
     from jobs.training.checkpoints import checkpointed_epochs, resumable_run
     from jobs.training.lifecycle import OWNER_TAG, fail_stale_runs, owner_tag
@@ -76,9 +76,9 @@ def publish(
     import mlflow
     import mlflow.pyfunc
 
-    from jobs.champion import apply_gate
-    from jobs.drift import BASELINE_ARTIFACT, build_baseline
-    from jobs.storage import delete_dir, write_text
+    from jobs.lake.storage import delete_dir, write_text
+    from jobs.scoring.drift import BASELINE_ARTIFACT, build_baseline
+    from jobs.selection.gate import apply_gate
     from jobs.tracking import client, run_url
 
     cfg, spec = config.train, config.features
@@ -98,7 +98,7 @@ def publish(
     predictions = mlflow.pyfunc.load_model(result["model_uri"]).predict(holdout[spec.inputs])
     mlflow_client.log_dict(run.run_id, build_baseline(features, pre, predictions, config.score.drift.bins),
                            BASELINE_ARTIFACT)
-    from jobs.assessment import assess
+    from jobs.selection.bar import assess
 
     # The evaluation report, and the bar: a candidate that does not beat the best baseline stops here.
     stopped = assess(spark, config, run.run_id, result["model_uri"], holdout_dirs, validation_dirs or [],

@@ -7,8 +7,8 @@ import datetime as dt
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from jobs.lake import PARTITION
-from jobs.spark import path_exists
+from jobs.lake.layout import PARTITION
+from jobs.lake.spark import path_exists
 from jobs.validation.report import Check
 from jobs.validation.schema import CORRUPT_RECORD, RECORD
 
@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from jobs.config import PipelineConfig, TableSpec
-    from jobs.lake import Lake
-    from jobs.rules import TableSuite
+    from jobs.lake.layout import Lake
+    from jobs.validation.rules import TableSuite
 
 
 def partition_stats(

@@ -20,16 +20,16 @@ import datetime as dt
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from jobs import storage
-from jobs.lake import Lake
-from jobs.spark import list_partitions
+from jobs.lake import storage
+from jobs.lake.layout import Lake
+from jobs.lake.spark import list_partitions
 from jobs.validation.partitions import failed_days
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from jobs.config import PipelineConfig, TableSpec
-    from jobs.rules import TableSuite
+    from jobs.validation.rules import TableSuite
 
 SIDECAR = "_fingerprint.json"
 

@@ -26,16 +26,16 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from jobs import storage
 from jobs.errors import DataError
-from jobs.lake import partition_day
+from jobs.lake import storage
+from jobs.lake.layout import partition_day
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from jobs.lake import Lake
+    from jobs.lake.layout import Lake
 
-log = logging.getLogger("jobs.validate")
+log = logging.getLogger("jobs.validation.job")
 
 STAGING_PREFIXES = (".spark-staging-", "_temporary")  # what Spark leaves beside a zone's partitions
 
@@ -143,7 +143,7 @@ class PartitionLocks:
 def clean_staging(spark: SparkSession, locks: PartitionLocks, table: str, zones: list[str]) -> list[str]:
     """Remove Spark's staging folders left in ``zones`` (a table's validated and quarantine
     folders) by a run that died; only when no other live run holds a lock on ``table``."""
-    from jobs.spark import delete_path, list_entries
+    from jobs.lake.spark import delete_path, list_entries
 
     found = [f"{zone}/{name}" for zone in zones for name, _ in list_entries(spark, zone)
              if name.startswith(STAGING_PREFIXES)]
@@ -165,7 +165,7 @@ def mark_failed(
     spark: SparkSession, lake: Lake, table: str, day: dt.date, run_id: str, problems: list[str], report: str
 ) -> None:
     """Remove ``table``'s validated partition of ``day`` and leave the mark saying why."""
-    from jobs.spark import delete_path
+    from jobs.lake.spark import delete_path
 
     if delete_path(spark, lake.partition(lake.validated(table), day)):
         log.warning("%s partition %s failed validation: removed its validated partition", table, day)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from jobs.lake import PARTITION
-from jobs.rules import QUARANTINE, WARN, References, Rule
+from jobs.lake.layout import PARTITION
+from jobs.validation.rules import QUARANTINE, WARN, References, Rule
 from jobs.validation.schema import CORRUPT_RECORD, RECORD, SOURCE_FILE
 
 if TYPE_CHECKING:

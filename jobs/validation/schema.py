@@ -8,16 +8,16 @@ import logging
 from typing import TYPE_CHECKING
 
 from jobs.errors import DataError
-from jobs.lake import PARTITION, RESERVED_PREFIX
-from jobs.spark import MissingPartitionError, list_entries, path_exists, read_first_line, read_head
+from jobs.lake.layout import PARTITION, RESERVED_PREFIX
+from jobs.lake.spark import MissingPartitionError, list_entries, path_exists, read_first_line, read_head
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from jobs.config import TableSpec
-    from jobs.lake import Lake
+    from jobs.lake.layout import Lake
 
-log = logging.getLogger("jobs.validate")
+log = logging.getLogger("jobs.validation.job")
 
 
 class ReservedNameError(DataError):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
-from jobs.lake import PARTITION, Lake, partition_name
-from jobs.spark import delete_path
+from jobs.lake.layout import PARTITION, Lake, partition_name
+from jobs.lake.spark import delete_path
 from jobs.validation.partitions import clear_failed, mark_failed
 from jobs.validation.report import DataLossError
 from jobs.validation.schema import CORRUPT_RECORD, RECORD, SOURCE_FILE

@@ -4,13 +4,11 @@ job understands."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
-sys.path.insert(0, str(DAGS_DIR.parent / "plugins"))  # as Airflow puts its plugins folder
 
 EXPECTED_EDGES = {
     "ingest_pipeline": {("wait_for_raw", "validate_raw"), ("validate_raw", "build_features"),
@@ -77,15 +75,16 @@ def test_task_graph(dag_bag, dag_id):
 
 @pytest.mark.parametrize("dag_id", sorted(EXPECTED_EDGES))
 def test_one_writer_per_zone_and_every_spark_task_fails_data_errors_without_retry(dag_bag, dag_id):
-    from spark_jobs import PipelineSparkSubmitOperator
+    from orchestration.spark_jobs import APPLICATIONS, JOBS_DIR, PipelineSparkSubmitOperator
 
+    names = {str(JOBS_DIR / path): job for job, path in APPLICATIONS.items()}
     jobs = set()
     for task in dag_bag.dags[dag_id].tasks:
         operator = getattr(task, "operator_class", type(task))  # a mapped task names its class
         if issubclass(operator, PipelineSparkSubmitOperator):
             application = task.application if hasattr(task, "application") else task.partial_kwargs["application"]
             assert Path(application).is_file()
-            jobs.add(Path(application).stem)
+            jobs.add(names[application])
     assert jobs == SPARK_JOBS[dag_id]
 
 
@@ -136,7 +135,7 @@ def _render(args: list, params: dict) -> list[str]:
 def test_every_training_param_reaches_the_job_as_the_setting_it_names(dag_bag):
     """Filled in, each param renders to an option the train job parses into its config; the
     trigger form validates them by their schema."""
-    from jobs.train import parse_args
+    from jobs.training.job import parse_args
 
     dag = dag_bag.dags["train_pipeline"]
     values = {"train_days": 14, "holdout_days": 3, "epochs": 2, "learning_rate": 0.01, "num_processes": 1,
@@ -156,7 +155,7 @@ def test_every_training_param_reaches_the_job_as_the_setting_it_names(dag_bag):
 
 
 def test_training_params_left_empty_keep_the_config(dag_bag, config):
-    from jobs.train import parse_args
+    from jobs.training.job import parse_args
 
     dag = dag_bag.dags["train_pipeline"]
     parsed = parse_args(_render(dag.get_task("train_model").application_args, dict.fromkeys(dag.params)))
@@ -183,10 +182,9 @@ def test_ingest_takes_a_window_the_jobs_understand(dag_bag):
 def test_the_sweep_is_mapped_over_as_many_candidates_as_configured(dag_bag, config):
     """train_candidate is mapped over plan_sweep's list: sweep_size candidate configs (the
     config's by default), each a train-job argument list the job parses, under one parent run."""
-    from sweep_tasks import SWEEP_PARAMS, job_options
-
-    from jobs.sweep import candidate_args, candidates
-    from jobs.train import parse_args
+    from jobs.selection.sweep import candidate_args, candidates
+    from jobs.training.job import parse_args
+    from orchestration.sweep_tasks import SWEEP_PARAMS, job_options
 
     dag = dag_bag.dags["train_pipeline"]
     mapped = dag.get_task("train_candidate")

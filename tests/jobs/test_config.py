@@ -5,7 +5,7 @@ import datetime as dt
 import pytest
 
 from jobs.config import WindowArgs, days_ending, job_parser, load_config, parse_job_args
-from jobs.lake import Lake
+from jobs.lake.layout import Lake
 
 
 def test_days_ending_is_consecutive_and_ends_on_the_run_date():
@@ -43,11 +43,11 @@ def test_broken_config_names_the_file(tmp_path):
 
 
 @pytest.mark.parametrize(("job", "argv", "refused"), [
-    ("jobs.train", ["--days", "train"], "--days"),  # training's window is the config's
-    ("jobs.score", ["--days", "3"], "--days"),  # one day per run
-    ("jobs.score", ["--num-processes", "2"], "--num-processes"),  # an option of another job
-    ("jobs.features", ["--run-id", "x"], "--run-id"),
-    ("jobs.validate", ["--use-gpu", "true"], "--use-gpu"),
+    ("jobs.training.job", ["--days", "train"], "--days"),  # training's window is the config's
+    ("jobs.scoring.job", ["--days", "3"], "--days"),  # one day per run
+    ("jobs.scoring.job", ["--num-processes", "2"], "--num-processes"),  # an option of another job
+    ("jobs.features.job", ["--run-id", "x"], "--run-id"),
+    ("jobs.validation.job", ["--use-gpu", "true"], "--use-gpu"),
 ])
 def test_a_job_refuses_options_it_does_not_have(job, argv, refused, capsys):
     import importlib
@@ -58,7 +58,7 @@ def test_a_job_refuses_options_it_does_not_have(job, argv, refused, capsys):
 
 
 def test_each_job_parses_its_own_typed_options():
-    from jobs.train import TrainArgs, parse_args
+    from jobs.training.job import TrainArgs, parse_args
 
     args = parse_args(["--run-date", "2013-01-28", "--use-gpu", "true", "--precision", "bf16", "--lake-root", "/l"])
     # an override becomes the run's train.* setting; what is not given stays the config's

@@ -2,7 +2,7 @@
 
 Row-level and batch faults run the validate job in this process on a copy of the real raw zone
 with one day's file broken (as test_validate.py does); the mid-write kill and the concurrent runs
-start the job as its own process (``python -m jobs.validate``, what spark-submit runs).
+start the job as its own process (``python -m jobs.validation.job``, what spark-submit runs).
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ import yaml
 
 from jobs.config import TableSpec
 from jobs.errors import DataError
-from jobs.lake import Lake, partition_name
-from jobs.rules import Between, TableSuite, not_null
-from jobs.validate import validate
+from jobs.lake.layout import Lake, partition_name
+from jobs.validation.job import validate
+from jobs.validation.rules import Between, TableSuite, not_null
 from tests.jobs.bad_inputs import CASES, Case, edit
-from tests.jobs.test_validate import DAY, FLIGHT_SUITES, RUN_ID, bad_lake, raw_digest, zone_rows
+from tests.jobs.validation.test_validate import DAY, FLIGHT_SUITES, RUN_ID, bad_lake, raw_digest, zone_rows
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -162,7 +162,7 @@ def test_a_column_named_like_the_partition_column_is_refused_up_front(spark, lak
 def test_a_day_that_fails_again_loses_its_validated_partition_and_readers_say_why(
     spark, lake, config_without_gx, tmp_path
 ):
-    from jobs.features import read_inputs
+    from jobs.features.job import read_inputs
 
     good = with_validated_zone(lake, bad_lake(lake, tmp_path, Case("good", lambda data, _: data)))
     partition = Path(good.validated("flights"), partition_name(DAY))
@@ -206,7 +206,7 @@ EVENTS = TableSpec("events", {"id": "int", "year": "int", "month": "int", "day":
 
 
 def event_suites() -> dict[str, TableSuite]:
-    from jobs.rules import calendar_date
+    from jobs.validation.rules import calendar_date
 
     return {"events": TableSuite(
         partition_date=calendar_date("year", "month", "day"), key=("id",),
@@ -292,7 +292,7 @@ def job_config(tmp_path: Path) -> Path:
 def start_job(lake: Lake, config: Path, run_id: str, log: Path) -> subprocess.Popen:
     out = open(log, "w")  # noqa: SIM115 - the child writes to it until it ends
     return subprocess.Popen(
-        [sys.executable, "-m", "jobs.validate", "--run-date", DAY.isoformat(), "--lake-root", lake.root,
+        [sys.executable, "-m", "jobs.validation.job", "--run-date", DAY.isoformat(), "--lake-root", lake.root,
          "--config", str(config), "--run-id", run_id],
         cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
     )

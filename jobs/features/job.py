@@ -1,0 +1,117 @@
+"""Build the model's features for a window of days and write them to the features zone.
+
+Usage::
+
+    spark-submit jobs/features/job.py --run-date 2013-01-28 [--days 28] [--config PATH] [--lake-root PATH]
+
+Reads the validated zone (what the validate job let through): the daily tables for the DAYS days
+ending with the run date, and each reference table's latest snapshot up to the run date; calls
+the dataset's builder (``features.builder`` in the config, e.g.
+:func:`jobs.datasets.flights.build_features`) and writes Parquet to ``features/date=YYYY-MM-DD/``,
+one file per day. Only the partitions of the window are replaced (dynamic partition overwrite),
+so re-running a day or backfilling a range is idempotent. The job checks that the builder kept
+exactly one row per input row of the feed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import TYPE_CHECKING
+
+from jobs.config import PipelineConfig, WindowArgs, import_object, job_parser, parse_job_args
+from jobs.errors import run_job
+from jobs.lake.layout import PARTITION, Lake
+from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, list_partitions
+from jobs.validation.partitions import check_not_failed, failed_days
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("jobs.features.job")
+
+
+def read_inputs(
+    spark: SparkSession, lake: Lake, config: PipelineConfig, days: list[dt.date]
+) -> dict[str, DataFrame]:
+    """Every configured table from the validated zone: daily ones for ``days``, reference ones as
+    of the last day (their latest snapshot on or before it). A day (or a snapshot newer than the
+    one found) whose last validation failed is an error, not a missing or older partition."""
+    from pyspark.sql import functions as F
+
+    tables = {}
+    for name, spec in config.tables.items():
+        path = lake.validated(name)
+        available = list_partitions(spark, path)
+        if spec.daily:
+            check_not_failed(lake, name, days)
+            wanted = [d for d in days if d in available]
+            missing = sorted(set(days) - set(wanted))
+            if missing and spec.required:
+                raise MissingPartitionError(
+                    f"no validated partition of {name!r} for {', '.join(map(str, missing))} under {path}: "
+                    "run the validate job for those days first"
+                )
+        else:
+            as_of = [d for d in available if d <= max(days)]
+            # A snapshot that failed after the one found would be read in its place: fail instead.
+            check_not_failed(lake, name, [d for d in failed_days(lake, name) if d <= max(days) and
+                                          (not as_of or d >= as_of[-1])])
+            if not as_of:
+                raise MissingPartitionError(
+                    f"no validated snapshot of {name!r} on or before {max(days)} under {path}: "
+                    "run the validate job first"
+                )
+            wanted = as_of[-1:]
+        if wanted:
+            tables[name] = spark.read.parquet(path).where(F.col(PARTITION).isin(wanted))
+        else:
+            tables[name] = spark.createDataFrame([], f"{spec.ddl()}, date date")
+    return tables
+
+
+def build_features(tables: dict[str, DataFrame], config: PipelineConfig) -> DataFrame:
+    """Apply the configured builder and check its output has every model input and the label."""
+    builder = import_object(config.features.builder)
+    features = builder(tables, config.features)
+    missing = [c for c in [PARTITION, *config.features.inputs, config.features.label] if c not in features.columns]
+    if missing:
+        raise ValueError(f"feature builder {config.features.builder} did not produce columns {missing}")
+    return features
+
+
+def write_features(features: DataFrame, path: str) -> None:
+    """Replace the window's partitions, one Parquet file per day."""
+    (
+        features.repartition(PARTITION)
+        .sortWithinPartitions(*[c for c in features.columns if c != PARTITION][:3])
+        .write.mode("overwrite")
+        .partitionBy(PARTITION)
+        .parquet(path)
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    configure_logging()
+    args = parse_job_args(job_parser(__doc__, window=True), argv, WindowArgs)
+    spark = get_spark(f"features-{args.run_date}", connect=True)
+    tables = read_inputs(spark, args.lake, args.config, args.window)
+    feed = args.config.validation.feed
+    rows_in = tables[feed].count()
+    features = build_features(tables, args.config).cache()
+    rows_out = features.count()
+    if rows_out != rows_in:
+        raise RuntimeError(
+            f"feature builder changed the row count: {rows_in} {feed} rows in, {rows_out} feature rows out "
+            "(a join on a non-unique key?)"
+        )
+    write_features(features, args.lake.features)
+    labelled = features.where(features[args.config.features.label].isNotNull()).count()
+    log.info(
+        "wrote %d feature rows (%d labelled) for %s..%s to %s",
+        rows_out, labelled, args.window[0], args.run_date, args.lake.features,
+    )
+
+
+if __name__ == "__main__":
+    run_job(main)

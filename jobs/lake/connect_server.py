@@ -1,0 +1,89 @@
+"""A long-running Spark Connect server that the jobs of every task can share.
+
+Usage::
+
+    python -m jobs.lake.connect_server [--port 15002] [--master local[2]]
+
+Runs in the foreground until stopped (Ctrl-C, SIGTERM). Then give the Airflow workers
+``PIPELINE_SPARK_REMOTE=sc://127.0.0.1:15002``: each task still spark-submits its job, and the job's
+session is a Spark Connect session on this server (:func:`jobs.lake.spark.get_spark`), so no task pays for
+a new driver and a cold JVM. The server listens on loopback only. Its Python workers (scoring's
+``predict_batch_udf``) run with this environment's Python, so start it from the same environment as
+the workers (``source scripts/env.sh``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import IO
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+def command(port: int, master: str) -> list[str]:
+    """The spark-submit command line of a server on ``port`` (loopback) with ``master``."""
+    return ["spark-submit", "--class", SERVER_CLASS, "--name", "pipeline Spark Connect server", "--master", master,
+            "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+            "--conf", f"spark.connect.grpc.binding.port={port}",
+            "--conf", "spark.ui.showConsoleProgress=false"]
+
+
+def wait_ready(port: int, process: subprocess.Popen, timeout: float = 120.0, log: Path | None = None) -> None:
+    """Return once the server accepts connections; fail if it exits or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the Spark Connect server exited with code {process.returncode}"
+                               + (f": see {log}" if log else ""))
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"the Spark Connect server did not listen on port {port} within {timeout:.0f} s")
+
+
+def start(port: int, master: str = "local[2]", log: Path | None = None,
+          env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start a server in the background and wait until it listens; its output goes to ``log``."""
+    output: IO | int = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 - owned by the process
+    process = subprocess.Popen(command(port, master), stdout=output, stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_ready(port, process, log=log)
+    except BaseException:
+        stop(process)
+        raise
+    return process
+
+
+def stop(process: subprocess.Popen) -> None:
+    """Stop a server started by :func:`start`."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--port", type=int, default=15002)
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args(argv)
+    process = subprocess.Popen(command(args.port, args.master))
+    try:
+        wait_ready(args.port, process)
+        print(f"Spark Connect server ready: export PIPELINE_SPARK_REMOTE=sc://127.0.0.1:{args.port}", flush=True)
+        process.wait()
+    finally:
+        stop(process)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""The lake's layout, in one place: zones, the partition column and folders, report and checkpoint
+file names, and where the lake is (``LAKE_ROOT``).
+
+Every job, the Airflow plugin, the benchmarks and the tests ask this module for a path or a name;
+nothing else spells them. The lake is a local folder or any Hadoop/fsspec URI (``s3a://...``)::
+
+    raw/<table>/date=YYYY-MM-DD/<table>.csv        the daily feed as it arrived (never modified)
+    raw/<table>/<table>.csv                        a reference table
+    validated/<table>/date=.../                    rows that passed validation, typed
+    quarantine/<table>/date=.../                   rows that did not, as text, with the rules they broke
+    features/date=.../                             one row per entity: model inputs + label
+    predictions/date=.../                          the model's probability per row
+    reports/<kind>/date=.../<file>                 validation, training, scoring and drift reports
+    reports/validation/failed/<table>/date=....json   the mark of a day whose validation failed
+    locks/<table>/date=....lock                    the run writing a day's validated and quarantine partitions
+    checkpoints/<kind>/date=.../<key>/             state a retried run resumes from
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT_ENV = "LAKE_ROOT"  # where the lake is; default: $PIPELINE_HOME/lake
+PARTITION = "date"  # the partition column of every dated zone; a source column may not use the name
+# Names of columns the validate job adds to a table's own start with this; a source column may not.
+RESERVED_PREFIX = "_"
+
+SUMMARY = "summary.json"  # a job's report of one run (validation, training, scoring)
+VALIDATION_PAGE = "report.html"  # the validation report for a person
+DRIFT_REPORT, DRIFT_PLOT = "drift.json", "drift.png"
+CHECKPOINT_RUN = "run.json"  # beside a training's checkpoints: the MLflow run they belong to
+
+
+DEFAULT_HOME = Path.cwd() / ".pipeline"
+
+
+def pipeline_home() -> Path:
+    """Where the embedded defaults keep their state (lake, MLflow store, Airflow): ``$PIPELINE_HOME``."""
+    return Path(os.environ.get("PIPELINE_HOME", DEFAULT_HOME))
+
+
+def partition_name(day: dt.date) -> str:
+    """The folder of a day's partition: ``date=YYYY-MM-DD``."""
+    return f"{PARTITION}={day.isoformat()}"
+
+
+def partition_day(name: str) -> dt.date | None:
+    """The day of a partition folder's name, or None for any other name."""
+    prefix = f"{PARTITION}="
+    if not name.startswith(prefix):
+        return None
+    try:
+        return dt.date.fromisoformat(name.removeprefix(prefix))
+    except ValueError:
+        return None
+
+
+def checkpoint_file(epochs_done: int) -> str:
+    """A training checkpoint's file name: it says which epoch the file holds."""
+    return f"epoch-{epochs_done:04d}.pt"
+
+
+def checkpoint_epochs(name: str) -> int | None:
+    """The epochs a checkpoint file name says it holds, or None for any other file."""
+    if not (name.startswith("epoch-") and name.endswith(".pt")):
+        return None
+    digits = name[len("epoch-"):-len(".pt")]
+    return int(digits) if digits.isdigit() else None
+
+
+@dataclass(frozen=True)
+class Lake:
+    """Every path in the lake derives from here (see the module docstring for the layout)."""
+
+    root: str
+
+    @classmethod
+    def at(cls, root: str | None = None) -> Lake:
+        """The lake at ``root``, else at ``$LAKE_ROOT``, else under ``$PIPELINE_HOME``; a local
+        ``file://`` URI becomes a plain path."""
+        where = root or os.environ.get(ROOT_ENV) or str(pipeline_home() / "lake")
+        return cls(where.removeprefix("file://").rstrip("/"))
+
+    def raw_table(self, table: str) -> str:
+        return f"{self.root}/raw/{table}"
+
+    def raw_partition(self, table: str, day: dt.date) -> str:
+        return f"{self.raw_table(table)}/{partition_name(day)}"
+
+    def raw_file(self, table: str, day: dt.date | None = None) -> str:
+        folder = self.raw_partition(table, day) if day else self.raw_table(table)
+        return f"{folder}/{table}.csv"
+
+    def validated(self, table: str) -> str:
+        return f"{self.root}/validated/{table}"
+
+    def quarantine(self, table: str) -> str:
+        return f"{self.root}/quarantine/{table}"
+
+    @property
+    def features(self) -> str:
+        return f"{self.root}/features"
+
+    @property
+    def predictions(self) -> str:
+        return f"{self.root}/predictions"
+
+    def partition(self, zone_path: str, day: dt.date) -> str:
+        return f"{zone_path}/{partition_name(day)}"
+
+    def lock(self, table: str, day: dt.date) -> str:
+        """The lock file of the run writing ``table``'s validated and quarantine partitions of ``day``."""
+        return f"{self.root}/locks/{table}/{partition_name(day)}.lock"
+
+    def locks(self, table: str) -> str:
+        """The folder of ``table``'s partition locks."""
+        return f"{self.root}/locks/{table}"
+
+    def validation_failure(self, table: str, day: dt.date) -> str:
+        """The mark left when ``table``'s partition of ``day`` failed validation (removed when it passes)."""
+        return f"{self.root}/reports/validation/failed/{table}/{partition_name(day)}.json"
+
+    def checkpoint(self, kind: str, day: dt.date, key: str) -> str:
+        """Where a job keeps state to resume from; ``key`` tells its inputs apart (e.g. a digest)."""
+        return f"{self.root}/checkpoints/{kind}/{partition_name(day)}/{key}"
+
+    def report(self, kind: str, day: dt.date, name: str = SUMMARY) -> str:
+        """A report file of a run for ``day``: ``kind`` is ``training``, ``scoring`` or ``drift``
+        (validation: :meth:`validation_report`)."""
+        return f"{self.root}/reports/{kind}/{partition_name(day)}/{name}"
+
+    def validation_report(self, day: dt.date, days: int, name: str = SUMMARY) -> str:
+        """The report of a validation run over the ``days`` days ending with ``day``."""
+        return f"{self.root}/reports/validation/{partition_name(day)}/days={days}/{name}"

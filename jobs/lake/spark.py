@@ -1,0 +1,184 @@
+"""The one place that builds a SparkSession, and the lake reads every job shares.
+
+With ``PIPELINE_SPARK_REMOTE`` set (``sc://host:15002``), a job's session is a Spark Connect
+session on that long-running server instead of a new driver in the spark-submit JVM: the task is
+still a spark-submit from Airflow, but no SparkContext starts and the server's JVM is already warm
+(``python -m jobs.lake.connect_server`` runs one). The file helpers below then go through pyarrow
+(:mod:`jobs.lake.storage`) instead of the driver's Hadoop FileSystem, which a Connect client cannot reach.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jobs.errors import DataError
+from jobs.lake import storage
+from jobs.lake.layout import partition_day
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+log = logging.getLogger(__name__)
+
+REMOTE_ENV = "PIPELINE_SPARK_REMOTE"
+
+# Settings every job needs whatever the cluster: predictable output partitioning for small
+# daily data, and overwrite of only the partitions a job writes (retries and backfills are
+# idempotent). Anything else (master, memory, resources) comes from spark-submit.
+SESSION_CONF = {
+    "spark.sql.sources.partitionOverwriteMode": "dynamic",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+
+
+def get_spark(app_name: str, extra_conf: dict[str, str] | None = None, connect: bool = False) -> SparkSession:
+    """Get or create the session; under spark-submit the master and resources come from there.
+    With ``connect`` and ``PIPELINE_SPARK_REMOTE`` set, a Spark Connect session on that server (see
+    above), the SQL settings set on the session. (Training and the MLlib baselines stay classic:
+    TorchDistributor starts its ranks from a driver of its own.)"""
+    from jobs.timings import phase
+
+    settings = {**SESSION_CONF, **(extra_conf or {})}
+    with phase("spark session"):
+        if connect and (remote := os.environ.get(REMOTE_ENV)):
+            # The Connect builder itself: pyspark's refuses a remote when spark-submit set a master.
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+            os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"  # pyspark.sql.functions build Connect columns
+            spark = ConnectSession.builder.remote(remote).appName(app_name).getOrCreate()
+            for key, value in settings.items():
+                if key.startswith("spark.sql."):  # the server's own settings (master...) stay its own
+                    spark.conf.set(key, value)
+            return spark  # type: ignore[return-value]
+        from pyspark.sql import SparkSession
+
+        builder = SparkSession.builder.appName(app_name)
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def is_remote(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+GPU_DISCOVERY_SCRIPT = str(Path(__file__).resolve().with_name("gpu_discovery.sh"))
+
+
+def gpu_conf(local_mode: bool, gpus: int, discovery_script: str = GPU_DISCOVERY_SCRIPT) -> dict[str, str]:
+    """The resource settings TorchDistributor needs to put one rank on each GPU.
+
+    ``local_mode``: the ranks run on the driver, which must own ``gpus`` GPUs (Spark's local master
+    cannot schedule GPUs to tasks). Otherwise each executor owns ``gpus`` GPUs and each barrier task
+    (one rank) takes one; a standalone worker must advertise its GPUs too (see the script).
+    """
+    if gpus < 1:
+        raise ValueError(f"GPU training needs at least one GPU, got {gpus}")
+    if local_mode:
+        return {
+            "spark.driver.resource.gpu.amount": str(gpus),
+            "spark.driver.resource.gpu.discoveryScript": discovery_script,
+        }
+    return {
+        "spark.executor.resource.gpu.amount": str(gpus),
+        "spark.executor.resource.gpu.discoveryScript": discovery_script,
+        "spark.task.resource.gpu.amount": "1",
+    }
+
+
+def configure_logging() -> None:
+    """Log lines with a time and a source; stdout line-buffered so a task log streams as it happens."""
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("great_expectations", "py4j", "mlflow.utils", "alembic"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+class MissingPartitionError(DataError, FileNotFoundError):
+    """A raw partition that a run needs is not in the lake."""
+
+
+def hadoop_fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    """(Hadoop FileSystem, Hadoop Path) for ``path``: any lake URI works the same way."""
+    jvm = spark._jvm  # noqa: SLF001 - the Hadoop FileSystem API is only reachable this way
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    return hpath.getFileSystem(spark._jsc.hadoopConfiguration()), hpath  # noqa: SLF001
+
+
+def path_exists(spark: SparkSession, path: str) -> bool:
+    """Whether ``path`` exists."""
+    if is_remote(spark):
+        return storage.exists(path)
+    fs, hpath = hadoop_fs(spark, path)
+    return bool(fs.exists(hpath))
+
+
+def list_entries(spark: SparkSession, folder: str) -> list[tuple[str, bool]]:
+    """(name, is a folder) of each entry directly in ``folder``; none when it does not exist."""
+    if is_remote(spark):
+        return storage.entries(folder)
+    fs, hpath = hadoop_fs(spark, folder)
+    if not fs.exists(hpath):
+        return []
+    return [(status.getPath().getName(), bool(status.isDirectory())) for status in fs.listStatus(hpath)]
+
+
+def list_partitions(spark: SparkSession, path: str) -> list[dt.date]:
+    """The ``date=YYYY-MM-DD`` partitions under ``path`` (none if it does not exist), oldest first."""
+    days = [partition_day(name) for name, folder in list_entries(spark, path) if folder]
+    return sorted(day for day in days if day is not None)
+
+
+def delete_path(spark: SparkSession, path: str) -> bool:
+    """Delete a file or folder (recursively); whether there was one."""
+    if is_remote(spark):
+        found = storage.exists(path)
+        storage.delete_dir(path)  # each does nothing unless the path is of its kind
+        storage.delete_file(path)
+        return found
+    fs, hpath = hadoop_fs(spark, path)
+    return bool(fs.delete(hpath, True))
+
+
+def read_head(spark: SparkSession, path: str, size: int) -> bytes:
+    """Up to the first ``size`` bytes of the file at ``path``."""
+    if is_remote(spark):
+        return storage.read_head(path, size)
+    fs, hpath = hadoop_fs(spark, path)
+    stream = fs.open(hpath)
+    try:
+        head = bytearray()
+        while len(head) < size:
+            byte = stream.read()
+            if byte < 0:
+                break
+            head.append(byte)
+    finally:
+        stream.close()
+    return bytes(head)
+
+
+def read_first_line(spark: SparkSession, path: str, limit: int = 1 << 20) -> str | None:
+    """The first line of a UTF-8 text file (without its line end), None for an empty file; on
+    Connect at most ``limit`` bytes of it."""
+    if is_remote(spark):
+        head = read_head(spark, path, limit)
+        return head.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", errors="replace") if head else None
+    fs, hpath = hadoop_fs(spark, path)
+    jvm = spark._jvm  # noqa: SLF001
+    reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(fs.open(hpath), "UTF-8"))
+    try:
+        return reader.readLine()
+    finally:
+        reader.close()

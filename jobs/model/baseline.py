@@ -1,0 +1,113 @@
+"""The MLlib baselines as MLflow pyfuncs that need no Spark to predict.
+
+A fitted pyspark.ml model is exported to plain numbers (:func:`export`): a logistic regression's
+coefficients and intercept, a gradient-boosted ensemble's trees as flat arrays. The pyfunc
+(:class:`BaselineClassifier`) keeps the training's :class:`jobs.model.tabular.Preprocessor`, builds the same
+design matrix Spark trained on (:func:`design_matrix`; Spark's side: :func:`jobs.selection.baselines.design_column`) and
+returns the positive-class probability: the same contract as the PyTorch model (feature columns
+in, probability out), so scoring serves either through ``mlflow.pyfunc`` unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import mlflow.pyfunc
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from jobs.model.tabular import Preprocessor
+
+ARTIFACT = "baseline.json"  # not the torch model's preprocessor.json: scoring passes raw columns
+
+
+def design_width(pre: Preprocessor) -> int:
+    """Columns of the design matrix: a one-hot block per category column (the unknown index
+    included), then one column per standardised number."""
+    return sum(pre.cardinalities) + len(pre.numeric)
+
+
+def design_matrix(pre: Preprocessor, frame: pd.DataFrame) -> np.ndarray:
+    """The design matrix of ``frame``'s rows, float64: what
+    :func:`jobs.selection.baselines.design_column` gives in Spark."""
+    cats, nums = pre.encode(frame)
+    out = np.zeros((len(frame), design_width(pre)), dtype=np.float64)
+    offset = 0
+    for j, size in enumerate(pre.cardinalities):
+        out[np.arange(len(frame)), offset + cats[:, j]] = 1.0
+        offset += size
+    out[:, offset:] = nums.astype(np.float64)
+    return out
+
+
+def export(model: Any, kind: str) -> dict[str, Any]:
+    """A fitted pyspark.ml classifier as plain numbers :func:`predict_design` evaluates."""
+    if kind == "logistic_regression":
+        return {"coefficients": model.coefficients.toArray().tolist(), "intercept": float(model.intercept)}
+    trees = [_flat_tree(tree._java_obj.rootNode()) for tree in model.trees]
+    return {"trees": trees, "weights": [float(w) for w in model.treeWeights]}
+
+
+def _flat_tree(root: Any) -> dict[str, list[float]]:
+    """A Spark tree (through py4j) as arrays: feature (-1 at a leaf), threshold, children, value."""
+    tree: dict[str, list[Any]] = {"feature": [], "threshold": [], "left": [], "right": [], "value": []}
+    stack = [(root, None, "")]
+    while stack:
+        node, parent, side = stack.pop()
+        index = len(tree["feature"])
+        if parent is not None:
+            tree[side][parent] = index
+        leaf = node.getClass().getSimpleName() == "LeafNode"
+        split = None if leaf else node.split()
+        tree["feature"].append(-1 if leaf else int(split.featureIndex()))
+        tree["threshold"].append(0.0 if leaf else float(split.threshold()))  # continuous splits only
+        tree["left"].append(-1)
+        tree["right"].append(-1)
+        tree["value"].append(float(node.prediction()))
+        if not leaf:
+            stack += [(node.rightChild(), index, "right"), (node.leftChild(), index, "left")]
+    return tree
+
+
+def predict_design(kind: str, params: dict[str, Any], x: np.ndarray) -> np.ndarray:
+    """Positive-class probabilities of design-matrix rows, as Spark's model computes them."""
+    if kind == "logistic_regression":
+        margin = x @ np.asarray(params["coefficients"]) + params["intercept"]
+        return 1.0 / (1.0 + np.exp(-margin))
+    margin = np.zeros(len(x))
+    rows = np.arange(len(x))
+    for tree, weight in zip(params["trees"], params["weights"], strict=True):
+        feature, threshold = np.asarray(tree["feature"]), np.asarray(tree["threshold"])
+        left, right, value = np.asarray(tree["left"]), np.asarray(tree["right"]), np.asarray(tree["value"])
+        node = np.zeros(len(x), dtype=np.int64)
+        while (inner := feature[node] >= 0).any():  # Spark goes left when value <= threshold
+            goes_left = x[rows, np.maximum(feature[node], 0)] <= threshold[node]
+            node = np.where(inner, np.where(goes_left, left[node], right[node]), node)
+        margin += weight * value[node]
+    return 1.0 / (1.0 + np.exp(-2.0 * margin))  # Spark's GBT: log loss on labels in {-1, 1}
+
+
+def save(pre: Preprocessor, kind: str, params: dict[str, Any], folder: Path) -> dict[str, str]:
+    """Write the pyfunc's one artifact; returns the artifacts map."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ARTIFACT).write_text(json.dumps({"kind": kind, "preprocessor": pre.to_json(), "params": params}))
+    return {ARTIFACT: str(folder / ARTIFACT)}
+
+
+class BaselineClassifier(mlflow.pyfunc.PythonModel):
+    """MLflow pyfunc: a DataFrame of feature columns in, the positive-class probability out."""
+
+    def load_context(self, context: mlflow.pyfunc.PythonModelContext) -> None:
+        from jobs.model.tabular import Preprocessor
+
+        saved = json.loads(Path(context.artifacts[ARTIFACT]).read_text())
+        self.kind, self.params = saved["kind"], saved["params"]
+        self.pre = Preprocessor.from_json(saved["preprocessor"])
+
+    def predict(self, context: mlflow.pyfunc.PythonModelContext, model_input: pd.DataFrame,
+                params: dict | None = None) -> np.ndarray:
+        return predict_design(self.kind, self.params, design_matrix(self.pre, model_input))

@@ -1,0 +1,244 @@
+"""The model and everything it needs to turn feature rows into probabilities.
+
+- :class:`Preprocessor`: category vocabularies and normalisation statistics fitted on the
+  training window; saved with the model so scoring cannot drift from training.
+- :class:`TabularNet`: embeddings for categorical columns, an MLP over them and the standardised
+  numeric columns, one logit out.
+- :class:`TabularClassifier`: the MLflow pyfunc that bundles both; ``predict`` takes a pandas
+  DataFrame of raw feature columns and returns the probability of the positive class.
+
+Swap in another architecture with ``train.model`` (``module:function`` called with the preprocessor
+and ``train.hyperparameters``, returning a torch module as :func:`build_model` describes); the
+pyfunc contract (feature columns in, probability out) stays the same.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import mlflow.pyfunc
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+DEFAULT_MODEL = f"{__name__}:build_net"  # train.model when the config names none (jobs.config)
+UNKNOWN_INDEX = 0  # categories not seen in training (and nulls) share index 0
+
+
+@dataclass(frozen=True)
+class Preprocessor:
+    """Encodes feature columns: categories to indices, numbers to z-scores with nulls at the mean."""
+
+    categorical: list[str]
+    numeric: list[str]
+    vocab: dict[str, list[str]]
+    mean: dict[str, float]
+    std: dict[str, float]
+
+    @property
+    def cardinalities(self) -> list[int]:
+        """Embedding table sizes: the vocabulary plus the unknown index."""
+        return [len(self.vocab[c]) + 1 for c in self.categorical]
+
+    def encode(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """Return (category indices [n, k] int64, standardised numbers [n, m] float32)."""
+        n = len(frame)
+        cats = np.zeros((n, len(self.categorical)), dtype=np.int64)
+        for j, col in enumerate(self.categorical):
+            codes = pd.Categorical(frame[col].astype("string"), categories=self.vocab[col]).codes
+            cats[:, j] = codes.astype(np.int64) + 1  # -1 (unseen or null) becomes UNKNOWN_INDEX
+        nums = np.zeros((n, len(self.numeric)), dtype=np.float32)
+        for j, col in enumerate(self.numeric):
+            values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+            z = (values - self.mean[col]) / self.std[col]
+            nums[:, j] = np.nan_to_num(z, nan=0.0, posinf=0.0, neginf=0.0)
+        return cats, nums
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Preprocessor:
+        return cls(**json.loads(text))
+
+
+def safe_std(value: float | None) -> float:
+    """A usable divisor: constant or empty columns get 1 instead of 0 or NaN."""
+    if value is None or not math.isfinite(value) or value < 1e-12:
+        return 1.0
+    return float(value)
+
+
+class TabularNet(nn.Module):
+    def __init__(
+        self, cardinalities: list[int], n_numeric: int, embedding_dim: int, hidden_units: list[int]
+    ) -> None:
+        super().__init__()
+        self.embeddings = nn.ModuleList(nn.Embedding(size, embedding_dim) for size in cardinalities)
+        layers: list[nn.Module] = []
+        width = embedding_dim * len(cardinalities) + n_numeric
+        for units in hidden_units:
+            layers += [nn.Linear(width, units), nn.ReLU()]
+            width = units
+        layers.append(nn.Linear(width, 1))
+        self.mlp = nn.Sequential(*layers)
+
+    def forward(self, cats: torch.Tensor, nums: torch.Tensor) -> torch.Tensor:
+        embedded = [emb(cats[:, j]) for j, emb in enumerate(self.embeddings)]
+        return self.mlp(torch.cat([*embedded, nums], dim=1)).squeeze(1)
+
+
+def build_net(pre: Preprocessor, hyper: dict[str, Any]) -> TabularNet:
+    """The default model (``train.model``): :class:`TabularNet` sized by the preprocessor, with
+    ``hyper``'s ``embedding_dim`` and ``hidden_units``."""
+    return TabularNet(pre.cardinalities, len(pre.numeric), hyper["embedding_dim"], list(hyper["hidden_units"]))
+
+
+def build_model(builder: str, pre: Preprocessor, hyper: dict[str, Any]) -> nn.Module:
+    """The net ``builder`` (``module:function``, called with the preprocessor and the
+    hyperparameters) makes: any torch module whose ``forward(cats, nums)`` gives one logit per row,
+    ``cats`` the category indices [n, k] and ``nums`` the standardised numbers [n, m]."""
+    module, _, name = builder.partition(":")
+    return getattr(importlib.import_module(module), name)(pre, hyper)
+
+
+def predict_proba(net: nn.Module, pre: Preprocessor, frame: pd.DataFrame) -> np.ndarray:
+    """Probabilities for the rows of ``frame``, in order, as float64, on whatever device ``net`` is."""
+    cats, nums = pre.encode(frame)
+    device = next(net.parameters()).device
+    return predict_encoded(net, torch.from_numpy(cats).to(device), torch.from_numpy(nums).to(device))
+
+
+def predict_encoded(net: nn.Module, cats: torch.Tensor, nums: torch.Tensor) -> np.ndarray:
+    """Probabilities for encoded rows (:meth:`Preprocessor.encode`'s two arrays as tensors on the
+    net's device), as float64 on the host; always in float32, whatever precision trained the net."""
+    net.eval()
+    with torch.inference_mode():
+        return torch.sigmoid(net(cats, nums)).double().cpu().numpy()
+
+
+MODEL_FILE, PREPROCESSOR_FILE, HYPER_FILE = "model_state.pt", "preprocessor.json", "hyperparameters.json"
+
+
+def save_artifacts(
+    net: nn.Module, pre: Preprocessor, hyper: dict[str, Any], folder: Path, builder: str = DEFAULT_MODEL
+) -> dict[str, str]:
+    """Write the weights, preprocessor, and the builder with its hyperparameters; returns the pyfunc
+    artifacts map."""
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.save(net.state_dict(), folder / MODEL_FILE)
+    (folder / PREPROCESSOR_FILE).write_text(pre.to_json())
+    (folder / HYPER_FILE).write_text(json.dumps({"builder": builder, "hyperparameters": hyper}, sort_keys=True))
+    return {name: str(folder / name) for name in (MODEL_FILE, PREPROCESSOR_FILE, HYPER_FILE)}
+
+
+def log_pyfunc(
+    net: nn.Module, pre: Preprocessor, hyper: dict[str, Any], example: pd.DataFrame, builder: str = DEFAULT_MODEL
+) -> Any:
+    """Log the model to the active MLflow run as a pyfunc; returns MLflow's ModelInfo.
+
+    The signature and input example come from ``example`` (rows of feature columns); the
+    model's own code travels with it (:func:`code_paths`) so it loads wherever MLflow can read it.
+    """
+    import tempfile
+
+    from mlflow.models import infer_signature
+
+    example = example[[*pre.categorical, *pre.numeric]].copy()
+    for col in pre.categorical:  # plain object columns: MLflow's schema types them as strings
+        example[col] = example[col].astype(object)
+    with tempfile.TemporaryDirectory() as tmp:
+        return mlflow.pyfunc.log_model(
+            name="model",
+            python_model=TabularClassifier(),
+            artifacts=save_artifacts(net, pre, hyper, Path(tmp), builder),
+            signature=infer_signature(example, predict_proba(net, pre, example)),
+            input_example=example,
+            model_config={"device": "cpu"},  # scoring may override it: load_model(..., model_config=...)
+            code_paths=code_paths(builder, Path(tmp)),
+            pip_requirements=[
+                f"torch=={torch.__version__.split('+')[0]}",
+                f"mlflow=={mlflow.__version__}",
+                f"pandas=={pd.__version__}",
+                f"numpy=={np.__version__}",
+            ],
+        )
+
+
+def code_paths(builder: str, folder: Path) -> list[str]:
+    """What a logged model needs to load anywhere, copied under ``folder``: ``jobs/__init__.py`` and
+    ``jobs/model/`` (this package imports nothing else of ``jobs``), and the builder's own
+    top-level package or module when it lives elsewhere (a user's model)."""
+    import importlib.util
+
+    paths = [package_model_code(folder)]
+    top = builder.partition(":")[0].split(".")[0]
+    if top != "jobs":
+        spec = importlib.util.find_spec(top)
+        if spec is None:
+            raise ValueError(f"train.model {builder!r}: no module {top!r} to log with the model")
+        locations = list(spec.submodule_search_locations or [])
+        paths.append(locations[0] if locations else str(spec.origin))
+    return paths
+
+
+def package_model_code(folder: Path) -> str:
+    """A ``jobs`` folder under ``folder`` holding only ``__init__.py`` and ``model/``: the code a
+    logged model (this one or a baseline) ships, so loading it needs none of the pipeline."""
+    source = Path(__file__).resolve().parent
+    target = folder / "code" / source.parent.name
+    shutil.copytree(source, target / source.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copy2(source.parent / "__init__.py", target / "__init__.py")
+    return str(target)
+
+
+class TabularClassifier(mlflow.pyfunc.PythonModel):
+    """MLflow pyfunc: a DataFrame of feature columns in, the positive-class probability out."""
+
+    def load_context(self, context: mlflow.pyfunc.PythonModelContext) -> None:
+        """Loads onto ``model_config["device"]`` (``mlflow.pyfunc.load_model(..., model_config=...)``),
+        the CPU by default."""
+        torch.set_num_threads(1)  # one thread per Python worker; Spark runs one worker per core
+        device = torch.device((context.model_config or {}).get("device", "cpu"))
+        self.pre = Preprocessor.from_json(Path(context.artifacts[PREPROCESSOR_FILE]).read_text())
+        saved = json.loads(Path(context.artifacts[HYPER_FILE]).read_text())
+        if "builder" not in saved:  # logged before the model was chosen by config: the default, as is
+            saved = {"builder": DEFAULT_MODEL, "hyperparameters": saved}
+        self.net = build_model(saved["builder"], self.pre, saved["hyperparameters"])
+        self.net.load_state_dict(torch.load(context.artifacts[MODEL_FILE], map_location="cpu", weights_only=True))
+        self.net.to(device).eval()
+        self.device = device
+        self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._buffer_rows = 0
+
+    def predict(
+        self, context: mlflow.pyfunc.PythonModelContext, model_input: pd.DataFrame, params: dict | None = None
+    ) -> np.ndarray:
+        return predict_proba(self.net, self.pre, model_input)
+
+    def input_buffers(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """Host arrays for ``rows`` encoded rows, to fill before :meth:`predict_codes`: category codes
+        [k, rows] int32 and z-scores [m, rows] float32, one row per feature so that each input column
+        is one contiguous copy. Page-locked when the model is on a GPU (the copy to the device is then
+        one DMA transfer); reused from call to call, so fill and predict before asking again."""
+        k, m = len(self.pre.categorical), len(self.pre.numeric)
+        if self._buffers is None or self._buffer_rows < rows:
+            pin = self.device.type == "cuda"
+            self._buffers = (torch.empty(k * rows, dtype=torch.int32, pin_memory=pin),
+                             torch.empty(m * rows, dtype=torch.float32, pin_memory=pin))
+            self._buffer_rows = rows
+        cats, nums = self._buffers  # flat, so that the first rows of each feature stay one block
+        return cats[: k * rows].view(k, rows).numpy(), nums[: m * rows].view(m, rows).numpy()
+
+    def predict_codes(self, cats: np.ndarray, nums: np.ndarray) -> np.ndarray:
+        """Probabilities for rows encoded elsewhere (for example by Spark, ``jobs.scoring.job.encoded_columns``),
+        as :meth:`input_buffers` lays them out; equal to :meth:`predict` on the raw rows."""
+        to = {"device": self.device, "non_blocking": True}
+        return predict_encoded(self.net, torch.from_numpy(cats).to(**to).T, torch.from_numpy(nums).to(**to).T)

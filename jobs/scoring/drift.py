@@ -1,0 +1,236 @@
+"""Drift: how far a scored day's inputs and predictions have moved from what the model was trained on.
+
+Training writes a *baseline* with the model (an MLflow artifact of its run, ``drift/baseline.json``):
+for each numeric feature the decile edges of the training window and the share of rows in each
+bin (nulls in a bin of their own); for each categorical feature the share of each vocabulary
+category and of the rest (categories the model does not know, and nulls: the model sees them all
+as "unknown"); and the same bins for the model's predictions on its holdout window.
+
+Scoring counts the day's rows into the same bins and reports, per feature, the population
+stability index ``PSI = sum((a - e) * ln(a / e))`` over the bins (0: the same; > 0.1 a shift;
+> 0.2 a large one), the share of rows with categories the model does not know against the
+baseline's share, and the PSI of the predictions. A day *drifts* when a monitored feature's PSI,
+an increase of the unknown share or (when it has a threshold) the predictions' PSI passes its
+threshold (``score.drift``). A day with fewer rows than ``score.drift.min_rows`` is not judged:
+its bins are noise (one row fills one bin, PSI ~ 8), so its report has status ``too_few_rows``,
+not drift, and starts no retraining.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from jobs.model.tabular import Preprocessor
+
+PREDICTION = "probability"
+BASELINE_ARTIFACT = "drift/baseline.json"  # in the training run's artifacts
+SMOOTHING = 1e-4  # shares below this count as this much: an empty bin does not make PSI infinite
+
+
+@dataclass(frozen=True)
+class DriftSpec:
+    psi_threshold: float = 0.2  # a monitored feature's PSI above this is drift
+    prediction_psi_threshold: float | None = None  # None: the predictions' PSI is reported, not alerted on
+    unknown_share_threshold: float = 0.05  # unknown-category share above the baseline's by more than this
+    bins: int = 10
+    # Features reported but not alerted on: those whose single-day distribution differs from a
+    # multi-day window by construction (a day has one day of the week).
+    ignore: list[str] = field(default_factory=list)
+    # A day with fewer rows is not judged (status "too_few_rows"): its shares are noise.
+    min_rows: int = 100
+
+
+def _numeric_bucket(col: str, edges: list[float]) -> Any:
+    """Spark expression: the bin of ``col`` (0..len(edges); nulls and NaN in bin len(edges) + 1)."""
+    from pyspark.sql import functions as F
+
+    value = F.col(col).cast("double")
+    index = sum((F.when(value >= edge, 1).otherwise(0) for edge in edges), F.lit(0))
+    return F.when(value.isNull() | F.isnan(value), F.lit(len(edges) + 1)).otherwise(index)
+
+
+def _category_bucket(col: str, vocab: list[str]) -> Any:
+    """Spark expression: 1 + the category's index in ``vocab``; 0 for anything else (and nulls)."""
+    from pyspark.sql import functions as F
+
+    if not vocab:
+        return F.lit(0)
+    return F.coalesce(F.array_position(F.array(*[F.lit(v) for v in vocab]), F.col(col).cast("string")), F.lit(0))
+
+
+def bucket_counts(
+    df: DataFrame, edges: dict[str, list[float]], vocab: dict[str, list[str]]
+) -> dict[str, list[int]]:
+    """Rows per bin of every numeric column in ``edges`` and categorical column in ``vocab``, in one
+    Spark job: numeric bins 0..len(edges)+1 (the last: null), categorical 0 (unknown) .. len(vocab)."""
+    from pyspark.sql import functions as F
+
+    pairs = [F.struct(F.lit(c).alias("feature"), _numeric_bucket(c, e).cast("int").alias("bin"))
+             for c, e in edges.items()]
+    pairs += [F.struct(F.lit(c).alias("feature"), _category_bucket(c, v).cast("int").alias("bin"))
+              for c, v in vocab.items()]
+    counts = {c: [0] * (len(e) + 2) for c, e in edges.items()} | {c: [0] * (len(v) + 1) for c, v in vocab.items()}
+    if not pairs:
+        return counts
+    rows = df.select(F.explode(F.array(*pairs)).alias("p")).groupBy("p.feature", "p.bin").count().collect()
+    for row in rows:
+        counts[row["feature"]][row["bin"]] = int(row["count"])
+    return counts
+
+
+def _shares(counts: list[int]) -> list[float]:
+    total = sum(counts)
+    return [c / total for c in counts] if total else [0.0] * len(counts)
+
+
+def decile_edges(values: Any, bins: int) -> list[float]:
+    """Distinct inner quantile edges of ``values`` (NaN ignored)."""
+    array = np.asarray(values, dtype=np.float64)
+    array = array[~np.isnan(array)]
+    if not len(array):
+        return []
+    return sorted({float(q) for q in np.quantile(array, np.linspace(0, 1, bins + 1)[1:-1])})
+
+
+def build_baseline(
+    features: DataFrame, pre: Preprocessor, predictions: Any, bins: int = 10
+) -> dict[str, Any]:
+    """The baseline a model carries: feature bins over its training window (``features``) and the
+    bins of its ``predictions`` (probabilities on the holdout)."""
+    probs = [i / bins for i in range(1, bins)]
+    quantiles = features.approxQuantile(list(pre.numeric), probs, 0.001) if pre.numeric else []
+    edges = {c: sorted(set(q)) for c, q in zip(pre.numeric, quantiles, strict=True)}
+    counts = bucket_counts(features, edges, pre.vocab)
+    prediction_edges = decile_edges(predictions, bins)
+    prediction_counts = np.bincount(
+        np.searchsorted(prediction_edges, np.asarray(predictions, dtype=np.float64), side="right"),
+        minlength=len(prediction_edges) + 2,
+    )
+    return {
+        "rows": int(features.count()),
+        "numeric": {c: {"edges": edges[c], "shares": _shares(counts[c])} for c in pre.numeric},
+        "categorical": {c: {"vocab": pre.vocab[c], "shares": _shares(counts[c])} for c in pre.categorical},
+        PREDICTION: {"edges": prediction_edges, "shares": _shares(prediction_counts.tolist())},
+    }
+
+
+def psi(expected: list[float], actual: list[float]) -> float:
+    """Population stability index between two share vectors over the same bins."""
+    total = 0.0
+    for e, a in zip(expected, actual, strict=True):
+        e, a = max(e, SMOOTHING), max(a, SMOOTHING)
+        total += (a - e) * math.log(a / e)
+    return total
+
+
+def measure(
+    baseline: dict[str, Any], features: DataFrame, predictions: DataFrame, spec: DriftSpec
+) -> dict[str, Any]:
+    """Compare a day's ``features`` and ``predictions`` (a ``probability`` column) with ``baseline``."""
+    counts = bucket_counts(
+        features,
+        {c: b["edges"] for c, b in baseline["numeric"].items()},
+        {c: b["vocab"] for c, b in baseline["categorical"].items()},
+    )
+    counts |= bucket_counts(predictions, {PREDICTION: baseline[PREDICTION]["edges"]}, {})
+    rows = sum(counts[PREDICTION])
+    features_out: dict[str, dict[str, Any]] = {}
+    reasons = []
+    for kind in ("numeric", "categorical"):
+        for col, base in baseline[kind].items():
+            shares = _shares(counts[col])
+            entry: dict[str, Any] = {"kind": kind, "psi": round(psi(base["shares"], shares), 6),
+                                     "monitored": col not in spec.ignore}
+            if kind == "categorical":
+                entry["unknown_share"] = round(shares[0], 6)
+                entry["baseline_unknown_share"] = round(base["shares"][0], 6)
+                if entry["monitored"] and shares[0] - base["shares"][0] > spec.unknown_share_threshold:
+                    reasons.append(f"{col}: {shares[0]:.1%} of rows have categories the model does not know "
+                                   f"(training: {base['shares'][0]:.1%})")
+            if entry["monitored"] and entry["psi"] > spec.psi_threshold:
+                reasons.append(f"{col}: PSI {entry['psi']:.3f} > {spec.psi_threshold}")
+            features_out[col] = entry
+    prediction_psi = round(psi(baseline[PREDICTION]["shares"], _shares(counts[PREDICTION])), 6)
+    if spec.prediction_psi_threshold is not None and prediction_psi > spec.prediction_psi_threshold:
+        reasons.append(f"predictions: PSI {prediction_psi:.3f} > {spec.prediction_psi_threshold}")
+    status = "drifted" if reasons else "stable"
+    if rows < spec.min_rows:  # the PSIs are still reported, but they say nothing about drift
+        status, reasons = "too_few_rows", []
+    return {
+        "rows": rows,
+        "baseline_rows": baseline["rows"],
+        "status": status,
+        "drifted": status == "drifted",
+        "reasons": reasons,
+        "thresholds": {"psi": spec.psi_threshold, "prediction_psi": spec.prediction_psi_threshold,
+                       "unknown_share_increase": spec.unknown_share_threshold, "min_rows": spec.min_rows},
+        "features": features_out,
+        "prediction": {"psi": prediction_psi, "baseline_shares": baseline[PREDICTION]["shares"],
+                       "shares": _shares(counts[PREDICTION]), "edges": baseline[PREDICTION]["edges"]},
+    }
+
+
+def headline(report: dict[str, Any], top: int = 3) -> str:
+    """One line on a drift report: the verdict, the highest PSIs among monitored features, the
+    predictions' PSI."""
+    monitored = sorted(((c, e["psi"]) for c, e in report["features"].items() if e["monitored"]), key=lambda x: -x[1])
+    verdict = "DRIFTED (" + "; ".join(report["reasons"]) + ")" if report["drifted"] else "none over the thresholds"
+    if report.get("status") == "too_few_rows":
+        verdict = (f"too few rows to judge drift ({report['rows']} < score.drift.min_rows "
+                   f"{report['thresholds']['min_rows']}); not drift")
+    highest = ", ".join(f"{c} {v:.3f}" for c, v in monitored[:top]) or "no monitored features"
+    return f"{verdict}; highest monitored PSI: {highest}; predictions PSI {report['prediction']['psi']:.3f}"
+
+
+def load_baseline(run_id: str) -> dict[str, Any] | None:
+    """The drift baseline the training run logged, or None for a model trained without one."""
+    import json
+    import tempfile
+
+    import mlflow.artifacts
+    from mlflow.exceptions import MlflowException
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=BASELINE_ARTIFACT, dst_path=tmp)
+        except (MlflowException, OSError):
+            return None
+        with open(path) as handle:
+            return json.load(handle)
+
+
+def drift_figure(report: dict[str, Any]) -> Any:
+    """PSI per feature (monitored features in colour, the threshold as a line) beside the day's
+    prediction histogram against the baseline's: the picture a person checks first."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4.5), dpi=100, layout="constrained")
+    left, right = fig.subplots(1, 2, width_ratios=[3, 2])
+    names = sorted(report["features"], key=lambda c: report["features"][c]["psi"])
+    values = [report["features"][c]["psi"] for c in names]
+    def colour(name: str) -> str:
+        entry = report["features"][name]
+        if not entry["monitored"]:
+            return "lightgrey"
+        return "tab:red" if entry["psi"] > report["thresholds"]["psi"] else "tab:blue"
+
+    colours = [colour(c) for c in names]
+    left.barh(names, values, color=colours)
+    left.axvline(report["thresholds"]["psi"], color="black", linestyle="--", label="threshold")
+    left.set(xlabel="PSI against the training window", title="Feature drift (grey: not monitored)")
+    left.legend(loc="lower right")
+    pred = report["prediction"]
+    x = np.arange(len(pred["shares"]))
+    right.bar(x - 0.2, pred["baseline_shares"], width=0.4, label="holdout (training)")
+    right.bar(x + 0.2, pred["shares"], width=0.4, label="this day")
+    right.set(xlabel="prediction decile of the holdout (last bar: missing)", ylabel="share of rows",
+              title=f"Predictions (PSI {pred['psi']:.3f})")
+    right.legend()
+    return fig

@@ -1,0 +1,331 @@
+"""Score a day's features with a registered model and write the predictions to the lake.
+
+Usage::
+
+    spark-submit jobs/scoring/job.py --run-date 2013-01-29 [--model-version N] [--use-gpu true|false]
+                               [--config PATH] [--lake-root PATH]
+
+Resolves the model version once, on the driver (the version the ``champion`` alias of
+``train.model_name`` points at, unless ``--model-version`` names one), then scores ``features/date=<run-date>``
+with ``predict_batch_udf``: each Python worker loads the model once (on a GPU with ``score.use_gpu``)
+and calls it on batches of ``score.batch_size`` rows (``score.gpu_batch_size`` on a GPU), the inputs
+passed as plain columns, encoded by Spark when the model carries its preprocessor (a model logged
+by :func:`jobs.model.tabular.log_pyfunc`), raw for any other pyfunc. Predictions go to
+``predictions/date=<run-date>/``, replacing only that day's partition; every row carries the model
+name, version and run id, the run date and the scoring time. Then measures the day's drift
+against the model's training window (:mod:`jobs.scoring.drift`) into ``reports/drift/date=<run-date>/``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+import json
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from jobs.config import FeatureSpec, JobArgs, job_parser, parse_bool, parse_job_args
+from jobs.errors import run_job
+from jobs.lake.layout import DRIFT_PLOT, DRIFT_REPORT, PARTITION
+from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, path_exists
+from jobs.lake.storage import write_bytes, write_text
+from jobs.timings import phase, preload
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from jobs.lake.layout import Lake
+    from jobs.scoring.drift import DriftSpec
+    from jobs.tracking import ModelRef
+
+log = logging.getLogger("jobs.scoring.job")
+
+
+def make_predict_fn(
+    model_uri: str, columns: list[str], use_gpu: bool = False
+) -> Callable[[], Callable[..., np.ndarray]]:
+    """A factory for ``predict_batch_udf``: loads the pyfunc once, returns numpy-in, numpy-out.
+
+    The returned function takes one array per input column, in ``columns`` order (its signature
+    says so, which is how ``predict_batch_udf`` decides to pass the columns separately).
+    ``use_gpu``: the model loads on :func:`worker_device`, passed as ``model_config["device"]``; the
+    model must have been logged with a ``device`` key in its model_config (:func:`jobs.model.tabular.log_pyfunc`
+    logs ``cpu``) and honour it (:class:`jobs.model.tabular.TabularClassifier` does).
+    """
+
+    def make() -> Callable[..., np.ndarray]:
+        import pandas as pd
+
+        model = load_model(model_uri, use_gpu)
+
+        def predict(*arrays: np.ndarray) -> np.ndarray:
+            frame = pd.DataFrame(dict(zip(columns, arrays, strict=True)))
+            return np.asarray(model.predict(frame), dtype=np.float64)
+
+        return with_positional_signature(predict, len(columns))
+
+    return make
+
+
+def make_encoded_predict_fn(
+    model_uri: str, n_categorical: int, n_numeric: int, use_gpu: bool = False
+) -> Callable[[], Callable[..., np.ndarray]]:
+    """A factory for ``predict_batch_udf`` over inputs Spark has encoded (:func:`encoded_columns`):
+    ``n_categorical`` arrays of category codes, then ``n_numeric`` arrays of z-scores.
+
+    No pandas in the loop: each array is copied once into the model's (page-locked, on a GPU) input
+    buffers and the net runs on them (:meth:`jobs.model.tabular.TabularClassifier.predict_codes`).
+    """
+
+    def make() -> Callable[..., np.ndarray]:
+        model = load_model(model_uri, use_gpu).unwrap_python_model()
+
+        def predict(*arrays: np.ndarray) -> np.ndarray:
+            cats, nums = model.input_buffers(len(arrays[0]))
+            for j in range(n_categorical):
+                cats[j] = arrays[j]
+            for j in range(n_numeric):
+                nums[j] = arrays[n_categorical + j]
+            return model.predict_codes(cats, nums)
+
+        return with_positional_signature(predict, n_categorical + n_numeric)
+
+    return make
+
+
+def with_positional_signature(predict: Callable[..., np.ndarray], inputs: int) -> Callable[..., np.ndarray]:
+    """Give ``predict(*arrays)`` a signature of ``inputs`` positional parameters: that is how
+    ``predict_batch_udf`` decides to pass the columns separately."""
+    predict.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(f"col{i}", inspect.Parameter.POSITIONAL_ONLY) for i in range(inputs)]
+    )
+    return predict
+
+
+def load_model(model_uri: str, use_gpu: bool) -> Any:
+    """The pyfunc, on :func:`worker_device`: once per Python worker (``predict_batch_udf`` caches
+    the predict function, and with it the model and its CUDA context, across batches)."""
+    import time
+
+    started = time.perf_counter()
+    import mlflow.pyfunc
+
+    device = worker_device(use_gpu)
+    if device == "cpu":
+        model = mlflow.pyfunc.load_model(model_uri)
+    else:
+        model = mlflow.pyfunc.load_model(model_uri, model_config={"device": device})
+        if "device" not in model.model_config:  # MLflow drops load-time keys the logged model lacks
+            raise RuntimeError(
+                f"{model_uri} was logged without a 'device' in its model_config, so it cannot be put on "
+                f"{device}: log it with model_config={{'device': 'cpu'}} (jobs.model.tabular.log_pyfunc does) or "
+                "score with --use-gpu false"
+            )
+    # A worker's stderr reaches the task log: the fixed cost each Python worker pays once.
+    print(f"jobs.scoring.job: a Python worker imported MLflow and loaded the model on {device} in "
+          f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+    return model
+
+
+# jobs.model.tabular.PREPROCESSOR_FILE inside a pyfunc's artifacts (read here without importing torch)
+PREPROCESSOR_ARTIFACT = "artifacts/preprocessor.json"
+
+
+def model_preprocessor(model_uri: str) -> dict[str, Any] | None:
+    """The preprocessor a model logged by :func:`jobs.model.tabular.log_pyfunc` carries (vocabularies and
+    normalisation statistics, as JSON), or None for any other model."""
+    import mlflow.artifacts
+    from mlflow.exceptions import MlflowException
+
+    try:
+        path = mlflow.artifacts.download_artifacts(artifact_uri=f"{model_uri.rstrip('/')}/{PREPROCESSOR_ARTIFACT}")
+    except (MlflowException, OSError):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def encoded_columns(pre: dict[str, Any]) -> list[Column]:
+    """The model's inputs encoded by Spark as :meth:`jobs.model.tabular.Preprocessor.encode` encodes them:
+    a category's vocabulary index + 1 (0 for an unseen value or a null) as int, then each number's
+    z-score in double (nulls, NaN and infinities at 0), cast to float."""
+    from pyspark.sql import functions as F
+
+    unknown = F.lit(0)  # jobs.model.tabular.UNKNOWN_INDEX
+    codes = []
+    for col in pre["categorical"]:
+        vocab = pre["vocab"][col]
+        lookup = F.create_map(*[x for i, value in enumerate(vocab) for x in (F.lit(value), F.lit(i + 1))])
+        code = F.coalesce(F.try_element_at(lookup, F.col(col).cast("string")), unknown) if vocab else unknown
+        codes.append(code.cast("int").alias(f"{col}_code"))
+    zscores = []
+    for col in pre["numeric"]:
+        z = (F.col(col).cast("double") - F.lit(pre["mean"][col])) / F.lit(pre["std"][col])
+        finite = z.isNotNull() & ~F.isnan(z) & (F.abs(z) != F.lit(float("inf")))
+        zscores.append(F.when(finite, z).otherwise(F.lit(0.0)).cast("float").alias(f"{col}_z"))
+    return [*codes, *zscores]
+
+
+def worker_device(use_gpu: bool) -> str:
+    """Where a Python worker puts the model: ``cpu``, or with ``use_gpu`` the GPU Spark gave the task
+    (``spark.task.resource.gpu.amount`` on a cluster), else ``cuda:0`` (local mode, where Spark
+    schedules no GPUs). No GPU visible is an error, not a silent fall back to the CPU."""
+    if not use_gpu:
+        return "cpu"
+    import torch
+    from pyspark import TaskContext
+
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "GPU scoring was asked for (score.use_gpu / --use-gpu true) but torch sees no CUDA device in this "
+            f"Python worker (torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); "
+            "score on the CPU with --use-gpu false or run the job where the executors have GPUs"
+        )
+    task = TaskContext.get()
+    gpus = task.resources().get("gpu") if task is not None else None
+    return f"cuda:{gpus.addresses[0]}" if gpus is not None and gpus.addresses else "cuda:0"
+
+
+def score_features(
+    features: DataFrame, spec: FeatureSpec, model: ModelRef, load_uri: str, batch_size: int, run_date: dt.date,
+    use_gpu: bool = False, preprocessor: dict[str, Any] | None = None,
+) -> DataFrame:
+    """Prediction rows: the id columns, ``probability``, the model's identity, the run date, the
+    scoring time and the partition ``date``.
+
+    With the model's ``preprocessor`` (:func:`model_preprocessor`), Spark encodes the inputs and the
+    Python workers only run the net; without, the workers get the raw feature columns and call the
+    pyfunc's ``predict`` (any MLflow pyfunc that takes them works)."""
+    from pyspark.ml.functions import predict_batch_udf
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType
+
+    if preprocessor is None:
+        make, inputs = make_predict_fn(load_uri, spec.inputs, use_gpu), [F.col(c) for c in spec.inputs]
+    else:
+        n_categorical, n_numeric = len(preprocessor["categorical"]), len(preprocessor["numeric"])
+        make = make_encoded_predict_fn(load_uri, n_categorical, n_numeric, use_gpu)
+        inputs = encoded_columns(preprocessor)
+    predict = predict_batch_udf(make, return_type=DoubleType(), batch_size=batch_size)
+    return features.select(*prediction_columns(spec, model, predict(*inputs), run_date))
+
+
+def prediction_columns(spec: FeatureSpec, model: ModelRef, probability: Any, run_date: dt.date) -> list[Any]:
+    """A prediction row's columns around the ``probability`` column expression."""
+    from pyspark.sql import functions as F
+
+    return [
+        *dict.fromkeys(spec.id_columns),
+        probability.alias("probability"),
+        F.lit(model.name).alias("model_name"),
+        F.lit(model.version).alias("model_version"),
+        F.lit(model.run_id).alias("model_run_id"),
+        F.lit(run_date).alias("run_date"),
+        F.current_timestamp().alias("scored_at"),
+        PARTITION,
+    ]
+
+
+def resolve_model(name: str, version: str | None) -> tuple[ModelRef, str]:
+    """The model version to use and where its files are, resolved once on the driver.
+
+    Workers load from the artifact location, so they need no access to the registry.
+    """
+    from jobs.tracking import ModelRef, champion_version, client
+
+    mlflow_client = client()
+    ref = ModelRef.of(mlflow_client.get_model_version(name, version)) if version else champion_version(name)
+    return ref, mlflow_client.get_model_version_download_uri(ref.name, ref.version)
+
+
+@dataclass(frozen=True)
+class ScoreArgs(JobArgs):
+    """One day (backfill a range with one run per day)."""
+
+    model_version: str | None  # a registered version; None: the champion
+    use_gpu: bool | None  # None: score.use_gpu
+
+
+def main(argv: list[str] | None = None) -> None:
+    configure_logging()
+    parser = job_parser(__doc__)
+    parser.add_argument("--model-version", default=None, help="a registered version (default: the champion)")
+    parser.add_argument("--use-gpu", type=parse_bool, default=None, help="true/false (default: score.use_gpu)")
+    args = parse_job_args(parser, argv, ScoreArgs)
+    preload("mlflow.pyfunc")  # the model lookup and load need it, after the session starts
+    spark = get_spark(f"score-{args.run_date}", connect=True)
+    lake, config = args.lake, args.config
+    source = lake.partition(lake.features, args.run_date)
+    if not path_exists(spark, source):
+        raise MissingPartitionError(f"no features for {args.run_date}: expected {source}; run the features job first")
+    with phase("model load"):  # on the driver: the registry lookup and the preprocessor
+        model, load_uri = resolve_model(config.train.model_name, args.model_version)
+        preprocessor = model_preprocessor(load_uri)
+    use_gpu = config.score.use_gpu if args.use_gpu is None else args.use_gpu
+    batch_size = config.score.gpu_batch_size if use_gpu else config.score.batch_size
+    if use_gpu:  # one Arrow batch per model call, not Arrow's default of 10,000 rows
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(batch_size))
+    log.info("scoring %s with %s version %s (run %s) on %s, %s, in batches of %d", args.run_date, model.name,
+             model.version, model.run_id, "GPUs" if use_gpu else "the CPU",
+             "inputs encoded by Spark" if preprocessor else "raw inputs to the pyfunc", batch_size)
+
+    features = spark.read.option("basePath", lake.features).parquet(source)
+    predictions = score_features(features, config.features, model, load_uri, batch_size, args.run_date,
+                                 use_gpu, preprocessor)
+    predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(lake.predictions)
+
+    target = lake.partition(lake.predictions, args.run_date)
+    written = spark.read.parquet(target)
+    stats = written.agg({"probability": "avg", "*": "count"}).first()
+    summary = {
+        "run_date": args.run_date.isoformat(),
+        "model_name": model.name,
+        "model_version": model.version,
+        "model_run_id": model.run_id,
+        "rows": int(stats["count(1)"]),
+        "mean_probability": float(stats["avg(probability)"] or 0.0),
+        "path": target,
+    }
+    log.info("wrote %d predictions to %s (mean probability %.3f)", summary["rows"], summary["path"],
+             summary["mean_probability"])
+    with phase("drift"):
+        summary["drift"] = report_drift(spark, lake, args.run_date, model, features, written, config.score.drift)
+    write_text(lake.report("scoring", args.run_date), json.dumps(summary, indent=2))
+
+
+def report_drift(
+    spark: SparkSession, lake: Lake, run_date: dt.date, model: ModelRef, features: DataFrame,
+    predictions: DataFrame, spec: DriftSpec,
+) -> dict[str, Any] | None:
+    """Measure the day's drift against the model's baseline; write ``reports/drift/date=D/``
+    (``drift.json``, ``drift.png``). Returns the headline (drifted, reasons), None without a baseline."""
+    import io
+
+    from jobs.scoring.drift import drift_figure, headline, load_baseline, measure
+
+    baseline = load_baseline(model.run_id)
+    if baseline is None:
+        log.warning("no drift baseline with %s version %s (run %s): drift not measured", model.name,
+                    model.version, model.run_id)
+        return None
+    report = {"run_date": run_date.isoformat(), "model_name": model.name, "model_version": model.version,
+              "model_run_id": model.run_id, **measure(baseline, features, predictions, spec)}
+    path = lake.report("drift", run_date, DRIFT_REPORT)
+    write_text(path, json.dumps(report, indent=2))
+    image = io.BytesIO()
+    drift_figure(report).savefig(image, format="png")
+    write_bytes(lake.report("drift", run_date, DRIFT_PLOT), image.getvalue())
+    line = headline(report)
+    log.info("drift against the training window: %s (report: %s)", line, path)
+    return {"drifted": report["drifted"], "status": report["status"], "reasons": report["reasons"], "headline": line,
+            "report": path}
+
+
+if __name__ == "__main__":
+    run_job(main)
+

@@ -1,0 +1,171 @@
+"""A candidate's assessment before the champion gate: its evaluation report, the comparison table
+(every candidate and baseline of the window, and the current champion, on the same holdout) and
+the bar: a PyTorch candidate that does not beat the best MLlib baseline on the holdout's promotion
+metric stops here, and the run and version record why.
+
+The baselines (:mod:`jobs.selection.baselines`) log runs tagged ``candidate_kind=baseline`` with the
+``run_date`` and ``holdout_window`` they were evaluated on; the bar compares with the latest run
+of each baseline of the same window. Without any (the baselines were not run), the bar is open.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+from typing import TYPE_CHECKING, Any
+
+from jobs.selection.gate import LOWER_IS_BETTER, GateDecision
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import SparkSession
+
+    from jobs.config import PipelineConfig
+
+log = logging.getLogger("jobs.selection.bar")
+
+KIND, WINDOW, NAME = "candidate_kind", "holdout_window", "candidate_name"  # run tags
+COMPARISON = "comparison/comparison.md"
+STOPPED = "stopped_at_bar"
+TABLE_METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "ece", "accuracy")
+
+
+@dataclasses.dataclass(frozen=True)
+class BarDecision(GateDecision):
+    """The gate's record for a candidate the bar stopped: not promoted, never compared with the champion."""
+
+    @property
+    def outcome(self) -> str:
+        return STOPPED
+
+
+def read_rows(spark: SparkSession, dirs: list[str], columns: list[str], label: str) -> pd.DataFrame:
+    """The labelled rows of these feature partitions, ``columns`` only (each once), as pandas."""
+    if not dirs:
+        import pandas as pd
+
+        return pd.DataFrame(columns=list(dict.fromkeys(columns)))
+    wanted = list(dict.fromkeys([*columns, label]))
+    return spark.read.parquet(*dirs).select(*wanted).where(f"`{label}` IS NOT NULL").toPandas()
+
+
+def better(metric: str, a: float, b: float) -> bool:
+    """Whether score ``a`` beats ``b`` on ``metric`` (strictly)."""
+    return a < b if metric in LOWER_IS_BETTER else a > b
+
+
+def bar_decision(metric: str, candidate: float, baselines: dict[str, float]) -> BarDecision | None:
+    """None when ``candidate`` beats every baseline's score (or there is none), else why not."""
+    if not baselines:
+        return None
+    best = min(baselines, key=baselines.get) if metric in LOWER_IS_BETTER else max(baselines, key=baselines.get)
+    if better(metric, candidate, baselines[best]):
+        return None
+    reason = (f"holdout {metric} {candidate:.4f} does not beat the best baseline {best} ({baselines[best]:.4f}): "
+              "stopped before the champion gate, nothing promoted")
+    return BarDecision(False, metric, candidate, None, None, reason)
+
+
+def window_runs(client: Any, experiment_id: str, run_date: dt.date, window: str, kind: str) -> dict[str, Any]:
+    """The latest finished run of each candidate name of ``kind`` for this run date and holdout window."""
+    query = (f"tags.{KIND} = '{kind}' and tags.{WINDOW} = '{window}' and tags.run_date = '{run_date}' "
+             "and attributes.status = 'FINISHED'")
+    latest: dict[str, Any] = {}
+    for found in client.search_runs([experiment_id], query, order_by=["attributes.start_time DESC"]):
+        latest.setdefault(found.data.tags.get(NAME, found.info.run_id), found)
+    return latest
+
+
+def comparison_rows(candidates: dict[str, dict[str, float]], baselines: dict[str, Any],
+                    champion: tuple[str, dict[str, float]] | None) -> list[dict[str, Any]]:
+    """The comparison table: one row per candidate, baseline and the champion, their holdout metrics."""
+    rows = [{"role": "candidate", "name": name, **{m: metrics.get(m) for m in TABLE_METRICS}}
+            for name, metrics in candidates.items()]
+    for name, found in sorted(baselines.items()):
+        rows.append({"role": "baseline", "name": name,
+                     **{m: found.data.metrics.get(f"holdout_{m}") for m in TABLE_METRICS}})
+    if champion is not None:
+        rows.append({"role": "champion", "name": champion[0], **{m: champion[1].get(m) for m in TABLE_METRICS}})
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """The table in Markdown, numbers to three places."""
+    head = ["role", "name", *(f"holdout {m}" for m in TABLE_METRICS)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [row["role"], row["name"], *("" if row[m] is None else f"{row[m]:.3f}" for m in TABLE_METRICS)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def log_comparison(client: Any, run_id: str, rows: list[dict[str, Any]]) -> str:
+    """Log the table to ``run_id`` (Markdown and CSV) and return its Markdown."""
+    import pandas as pd
+
+    text = markdown(rows)
+    client.log_text(run_id, text, COMPARISON)
+    client.log_text(run_id, pd.DataFrame(rows).to_csv(index=False), COMPARISON.replace(".md", ".csv"))
+    return text
+
+
+def champion_metrics(client: Any, model_name: str, holdout: pd.DataFrame, inputs: list[str], label: str,
+                     ) -> tuple[str, dict[str, float]] | None:
+    """The current champion's holdout metrics on these rows, scored through its pyfunc."""
+    from jobs.selection.gate import current_champion, score_version
+
+    found = current_champion(client, model_name)
+    if found is None:
+        return None
+    return f"{model_name} v{found.version}", score_version(f"models:/{model_name}/{found.version}", holdout,
+                                                          inputs, label)
+
+
+def assess(spark: SparkSession, config: PipelineConfig, run_id: str, model_uri: str, holdout_dirs: list[str],
+           validation_dirs: list[str], run_date: dt.date, window: str, version: str | None = None,
+           name: str = "pytorch") -> BarDecision | None:
+    """Report on the PyTorch candidate ``model_uri`` of run ``run_id``, log the comparison table
+    and apply the bar; returns the decision that stops it before the gate, or None to go on."""
+    import mlflow.pyfunc
+
+    from jobs.metrics import evaluate
+    from jobs.selection.evaluation import evaluate_candidate
+    from jobs.tracking import client
+
+    cfg, spec, evaluation = config.train, config.features, config.evaluation
+    mlflow_client = client()
+    columns = [*spec.inputs, *evaluation.segments]
+    holdout = read_rows(spark, holdout_dirs, columns, spec.label)
+    validation = read_rows(spark, validation_dirs, columns, spec.label)
+    model = mlflow.pyfunc.load_model(model_uri)
+    probabilities = model.predict(holdout[spec.inputs])
+    validation_probabilities = model.predict(validation[spec.inputs]) if len(validation) else None
+    tags = mlflow_client.get_run(run_id).data.tags
+    for key, value in {KIND: "pytorch", NAME: tags.get(NAME, name), WINDOW: window, "run_date": str(run_date)}.items():
+        mlflow_client.set_tag(run_id, key, value)
+    evaluate_candidate(run_id, holdout, probabilities, spec.label, evaluation, validation, validation_probabilities)
+
+    metric = cfg.promotion_metric
+    candidate = evaluate(holdout[spec.label], probabilities)
+    experiment_id = mlflow_client.get_run(run_id).info.experiment_id
+    baselines = window_runs(mlflow_client, experiment_id, run_date, window, "baseline")
+    champion = champion_metrics(mlflow_client, cfg.model_name, holdout, spec.inputs, spec.label)
+    siblings = {n: {m.removeprefix("holdout_"): v for m, v in r.data.metrics.items()}
+                for n, r in window_runs(mlflow_client, experiment_id, run_date, window, "pytorch").items()}
+    candidates = {**siblings, tags.get(NAME, name): candidate}
+    table = log_comparison(mlflow_client, run_id, comparison_rows(candidates, baselines, champion))
+    log.info("holdout %s, every candidate, baseline and the champion:\n%s", window, table)
+    key = f"holdout_{metric}"
+    scores = {n: r.data.metrics[key] for n, r in baselines.items() if key in r.data.metrics}
+    stopped = bar_decision(metric, candidate[metric], scores)
+    if stopped is None:
+        mlflow_client.set_tag(run_id, "bar_decision", "cleared" if scores else "no baselines")
+        return None
+    mlflow_client.set_tag(run_id, "bar_decision", STOPPED)
+    mlflow_client.set_tag(run_id, "bar_reason", stopped.reason)
+    if version is not None:
+        for key, value in stopped.tags().items():
+            mlflow_client.set_model_version_tag(cfg.model_name, version, key, value)
+    log.warning("the bar: %s", stopped.reason)
+    return stopped

@@ -1,0 +1,218 @@
+"""Train the Spark MLlib baselines the PyTorch model must beat, on the same window.
+
+Usage::
+
+    spark-submit jobs/selection/baselines.py --run-date 2013-01-28 [--config PATH] [--lake-root PATH]
+                                   [--train-days N] [--holdout-days N] [--started-by TEXT]
+
+Each baseline of the config's ``baselines`` (logistic regression, gradient-boosted trees) is fitted
+with pyspark.ml on the training days' feature partitions, encoded as the PyTorch model encodes them
+(the same preprocessor, fitted the same way: one-hot categories, z-scored numbers), and evaluated on
+the same validation and holdout days with the same code (:func:`jobs.metrics.evaluate`, the
+report of :mod:`jobs.selection.evaluation`). Each is logged as its own MLflow run, tagged
+``candidate_kind=baseline`` with its name and holdout window (the train job's bar looks for them),
+with its params, metrics, report, drift baseline and the model: a pyfunc with signature that needs no
+Spark to predict (:mod:`jobs.model.baseline`). A baseline with ``promote: true`` is registered
+under ``train.model_name`` and put through the champion gate like a PyTorch version: scoring then
+serves it unchanged.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from jobs.config import JobArgs, job_parser, optional, parse_job_args
+from jobs.errors import run_job
+from jobs.lake.spark import configure_logging, get_spark
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from jobs.config import PipelineConfig
+    from jobs.lake.layout import Lake
+    from jobs.model.tabular import Preprocessor
+    from jobs.selection.specs import BaselineSpec
+
+log = logging.getLogger("jobs.selection.baselines")
+
+
+@dataclass(frozen=True)
+class BaselinesArgs(JobArgs):
+    started_by: str | None
+
+
+def parse_args(argv: list[str] | None = None) -> BaselinesArgs:
+    parser = job_parser(__doc__)
+    parser.add_argument("--started-by", default=None, help="what started the run: an MLflow tag")
+    for name in ("train_days", "holdout_days"):  # the window, as the train job's options of the same name
+        parser.add_argument(f"--{name.replace('_', '-')}", type=optional(int), default=None,
+                            help=f"(default: train.{name})")
+    return parse_job_args(parser, argv, BaselinesArgs, train_overrides=("train_days", "holdout_days"))
+
+
+def estimator(spec: BaselineSpec, label: str, seed: int) -> Any:
+    """The pyspark.ml estimator of a baseline, with its configured params."""
+    from pyspark.ml.classification import GBTClassifier, LogisticRegression
+
+    if spec.kind == "logistic_regression":
+        return LogisticRegression(featuresCol="features", labelCol=label, **spec.params)
+    return GBTClassifier(featuresCol="features", labelCol=label, **{"seed": seed, **spec.params})
+
+
+def design_column(pre: Preprocessor) -> Column:
+    """The design matrix as one Spark ML vector column, encoded as :meth:`Preprocessor.encode`
+    encodes (:func:`jobs.scoring.job.encoded_columns`)."""
+    from pyspark.ml.functions import array_to_vector
+    from pyspark.sql import functions as F
+
+    from jobs.scoring.job import encoded_columns
+
+    columns = encoded_columns(json.loads(pre.to_json()))
+    codes, zscores = columns[: len(pre.categorical)], columns[len(pre.categorical):]
+    parts = [(code == F.lit(k)).cast("double") for code, size in zip(codes, pre.cardinalities, strict=True)
+             for k in range(size)]
+    parts += [z.cast("double") for z in zscores]
+    return array_to_vector(F.array(*parts)).alias("features")
+
+
+def fit(spark: SparkSession, train_dirs: list[str], pre: Preprocessor, spec: BaselineSpec, label: str,
+        seed: int) -> Any:
+    """The baseline fitted on the labelled rows of the training partitions."""
+    from pyspark.sql import functions as F
+
+    rows = (spark.read.parquet(*train_dirs).where(F.col(label).isNotNull())
+            .select(design_column(pre), F.col(label).cast("double").alias(label)))
+    return estimator(spec, label, seed).fit(rows)
+
+
+def log_model(pre: Preprocessor, kind: str, params: dict[str, Any], example: Any) -> Any:
+    """Log the exported baseline to the active run as a pyfunc with signature; MLflow's ModelInfo."""
+    import tempfile
+    from pathlib import Path
+
+    import mlflow
+    import numpy as np
+    import pandas as pd
+    from mlflow.models import infer_signature
+
+    from jobs.model.baseline import BaselineClassifier, design_matrix, predict_design, save
+    from jobs.model.tabular import package_model_code
+
+    example = example[[*pre.categorical, *pre.numeric]].copy()
+    for col in pre.categorical:  # plain object columns: MLflow's schema types them as strings
+        example[col] = example[col].astype(object)
+    with tempfile.TemporaryDirectory() as tmp:
+        return mlflow.pyfunc.log_model(
+            name="model", python_model=BaselineClassifier(), artifacts=save(pre, kind, params, Path(tmp)),
+            signature=infer_signature(example, predict_design(kind, params, design_matrix(pre, example))),
+            input_example=example, code_paths=[package_model_code(Path(tmp))],
+            pip_requirements=[f"mlflow=={mlflow.__version__}", f"pandas=={pd.__version__}",
+                              f"numpy=={np.__version__}"],
+        )
+
+
+def train_baseline(
+    spark: SparkSession, config: PipelineConfig, spec: BaselineSpec, run_date: dt.date, dirs: dict[str, list[str]],
+    features: DataFrame, pre: Preprocessor, windows: dict[str, str], started_by: str | None = None,
+) -> dict[str, Any]:
+    """Fit, evaluate and log one baseline as its own MLflow run (``dirs`` and ``windows``: the
+    ``train``, ``validation`` and ``holdout`` days); with ``spec.promote``, register it and gate it.
+    Returns the run id, the model URI, the holdout metrics, the gate decision (if any), and the
+    fitted pyspark.ml model with its preprocessor."""
+    import mlflow
+
+    from jobs.metrics import evaluate
+    from jobs.model.baseline import export
+    from jobs.scoring.drift import BASELINE_ARTIFACT, build_baseline
+    from jobs.selection.bar import KIND, NAME, WINDOW, read_rows
+    from jobs.selection.evaluation import evaluate_candidate
+    from jobs.tracking import client, code_version, ensure_experiment
+
+    cfg, fspec = config.train, config.features
+    mlflow_client = client()
+    experiment_id = ensure_experiment(cfg.experiment)
+    tags = {KIND: "baseline", NAME: spec.name, WINDOW: windows["holdout"], "run_date": str(run_date),
+            "baseline_kind": spec.kind, **({"started_by": started_by} if started_by else {})}
+    with mlflow.start_run(experiment_id=experiment_id, run_name=f"{spec.name}-{run_date}", tags=tags) as run:
+        mlflow.log_params({"baseline": spec.name, "kind": spec.kind, "run_date": run_date, "config": config.source,
+                           "train_window": windows["train"], "validation_window": windows["validation"],
+                           "holdout_window": windows["holdout"], "min_category_count": cfg.min_category_count,
+                           **spec.params, **code_version()})
+        started = time.perf_counter()
+        model = fit(spark, dirs["train"], pre, spec, fspec.label, cfg.seed)
+        mlflow.log_metric("fit_seconds", time.perf_counter() - started)
+        params = export(model, spec.kind)
+        columns = [*fspec.inputs, *config.evaluation.segments]
+        holdout = read_rows(spark, dirs["holdout"], columns, fspec.label)
+        validation = read_rows(spark, dirs["validation"], columns, fspec.label)
+        info = log_model(pre, spec.kind, params, holdout.head(5))
+        pyfunc = mlflow.pyfunc.load_model(info.model_uri)  # the logged model, as scoring will load it
+        probabilities = pyfunc.predict(holdout[fspec.inputs])
+        metrics = evaluate(holdout[fspec.label], probabilities)
+        mlflow.log_metrics({f"holdout_{k}": v for k, v in metrics.items() if k != "rows"})
+        mlflow.log_metric("holdout_rows", metrics["rows"])
+        evaluate_candidate(run.info.run_id, holdout, probabilities, fspec.label, config.evaluation, validation,
+                           pyfunc.predict(validation[fspec.inputs]) if len(validation) else None)
+        mlflow_client.log_dict(run.info.run_id, build_baseline(features, pre, probabilities, config.score.drift.bins),
+                               BASELINE_ARTIFACT)
+    log.info("baseline %s (%s): holdout %s; run %s", spec.name, spec.kind,
+             ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k != "rows"), run.info.run_id)
+    found = {"name": spec.name, "run_id": run.info.run_id, "model_uri": info.model_uri, "metrics": metrics,
+             "spark_model": model, "preprocessor": pre}
+    if spec.promote:
+        found["gate"] = promote(config, spec, info.model_uri, holdout, probabilities, run_date, windows)
+    return found
+
+
+def promote(config: PipelineConfig, spec: BaselineSpec, model_uri: str, holdout: Any, probabilities: Any,
+            run_date: dt.date, windows: dict[str, str]) -> dict[str, str]:
+    """Register the baseline under ``train.model_name`` and put it through the champion gate."""
+    import mlflow
+
+    from jobs.selection.gate import apply_gate
+    from jobs.tracking import client
+
+    cfg, fspec = config.train, config.features
+    version = mlflow.register_model(model_uri, cfg.model_name)
+    for key, value in {"run_date": run_date, "train_window": windows["train"], "holdout_window": windows["holdout"],
+                       "baseline": spec.name}.items():
+        client().set_model_version_tag(cfg.model_name, version.version, key, str(value))
+    decision = apply_gate(client(), cfg.model_name, str(version.version), holdout, fspec.inputs, fspec.label,
+                          cfg.promotion_metric, cfg.promotion_margin, probabilities)
+    log.info("baseline %s is %s version %s: %s", spec.name, cfg.model_name, version.version, decision.reason)
+    return {"model_version": str(version.version), **decision.tags()}
+
+
+def train_baselines(spark: SparkSession, lake: Lake, config: PipelineConfig, run_date: dt.date,
+                    started_by: str | None = None) -> list[dict[str, Any]]:
+    """Every configured baseline on the window ending with ``run_date`` (see :func:`train_baseline`)."""
+    from jobs.training.data import feature_dirs, fit_preprocessor, split_validation
+
+    cfg = config.train
+    days = dict(zip(("train", "validation", "holdout"),
+                    split_validation(run_date, cfg.train_days, cfg.validation_days, cfg.holdout_days), strict=True))
+    dirs = {part: feature_dirs(spark, lake, found) for part, found in days.items()}
+    windows = {part: f"{found[0]}..{found[-1]}" if found else "" for part, found in days.items()}
+    features = spark.read.option("basePath", lake.features).parquet(*dirs["train"])
+    pre = fit_preprocessor(features, config.features, cfg.min_category_count)
+    return [train_baseline(spark, config, spec, run_date, dirs, features, pre, windows, started_by)
+            for spec in config.baselines]
+
+
+def main(argv: list[str] | None = None) -> None:
+    configure_logging()
+    args = parse_args(argv)
+    if not args.config.baselines:
+        log.info("no baselines configured (baselines: in %s): nothing to train", args.config.source)
+        return
+    spark = get_spark(f"baselines-{args.run_date}")
+    train_baselines(spark, args.lake, args.config, args.run_date, args.started_by)
+
+
+if __name__ == "__main__":
+    run_job(main)

@@ -1,0 +1,155 @@
+"""The hyperparameter sweep: candidate configs, their runs, and the one that goes forward.
+
+- :func:`candidates`: the first ``size`` combinations of the space (learning rate, width, depth,
+  epochs), from ``sweep`` of the config with the DAG's params over it; width and depth set the
+  default MLP's ``hidden_units`` (``[width] * depth``);
+- :func:`open_parent`: the parent MLflow run the candidates' runs hang under;
+- each candidate is a train job with ``--parent-run-id``: it trains, logs the evaluation report
+  (validation metrics included) and stops there (:func:`finish_candidate`), no registration;
+- :func:`best_candidate`: the child run with the best promotion metric on the validation days
+  (never the holdout); the train job with ``--promote-run`` then registers it, puts it to the bar
+  and the champion gate (:func:`candidate_result`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from jobs.config import PipelineConfig
+    from jobs.selection.specs import SweepSpec
+
+log = logging.getLogger("jobs.selection.sweep")
+
+MODEL_URI_TAG = "model_uri"  # a candidate run's logged model, for the promotion of the best
+
+
+def candidates(spec: SweepSpec, base: dict[str, Any], overrides: dict[str, Any] | None = None,
+               ) -> list[dict[str, Any]]:
+    """The sweep's candidate configs: ``{"name", "learning_rate", "epochs", "hyperparameters"}``.
+
+    ``base``: the train config's ``learning_rate``, ``epochs`` and ``hyperparameters`` (an empty
+    list in the space keeps the base value); ``overrides``: the DAG params (``size``,
+    ``learning_rate``, ``width``, ``depth``, ``epochs``), None for "the config's"."""
+    overrides = {k: v for k, v in (overrides or {}).items() if v not in (None, [])}
+    size = int(overrides.get("size", spec.size))
+    if size < 1:
+        raise ValueError(f"the sweep needs at least one candidate, got size {size}")
+    hidden = list(base["hyperparameters"].get("hidden_units", [64]))
+    space = {
+        "learning_rate": overrides.get("learning_rate", spec.learning_rate) or [base["learning_rate"]],
+        "width": overrides.get("width", spec.width) or [hidden[0]],
+        "depth": overrides.get("depth", spec.depth) or [len(hidden)],
+        "epochs": overrides.get("epochs", spec.epochs) or [base["epochs"]],
+    }
+    found = []
+    for lr, width, depth, epochs in itertools.islice(itertools.product(*space.values()), size):
+        found.append({
+            "name": f"lr={lr:g},width={width},depth={depth},epochs={epochs}",
+            "learning_rate": float(lr), "epochs": int(epochs),
+            "hyperparameters": {**base["hyperparameters"], "hidden_units": [int(width)] * int(depth)},
+        })
+    return found
+
+
+def candidate_args(candidate: dict[str, Any], parent_run_id: str) -> list[str]:
+    """The train job options of one candidate, as a child run of ``parent_run_id``."""
+    return ["--learning-rate", str(candidate["learning_rate"]), "--epochs", str(candidate["epochs"]),
+            "--hyperparameters", json.dumps(candidate["hyperparameters"], sort_keys=True),
+            "--candidate-name", candidate["name"], "--parent-run-id", parent_run_id]
+
+
+def open_parent(config: PipelineConfig, run_date: str, found: list[dict[str, Any]], started_by: str = "") -> str:
+    """A parent MLflow run for the sweep of ``run_date``, with the candidates as a parameter."""
+    from jobs.tracking import client, ensure_experiment
+
+    mlflow_client = client()
+    run = mlflow_client.create_run(ensure_experiment(config.train.experiment), run_name=f"sweep-{run_date}",
+                                   tags={"run_date": run_date, "candidate_kind": "sweep", "started_by": started_by})
+    mlflow_client.log_param(run.info.run_id, "candidates", json.dumps([c["name"] for c in found]))
+    mlflow_client.log_param(run.info.run_id, "promotion_metric", config.train.promotion_metric)
+    return run.info.run_id
+
+
+def best_candidate(config: PipelineConfig, parent_run_id: str) -> dict[str, Any]:
+    """The child run with the best validation promotion metric; logs the sweep table to the
+    parent, tags it with the winner and finishes it. Returns ``{"run_id", "name", "score"}``."""
+    import pandas as pd
+
+    from jobs.selection.bar import better
+    from jobs.tracking import client
+
+    metric = config.train.promotion_metric
+    mlflow_client = client()
+    parent = mlflow_client.get_run(parent_run_id)
+    children = mlflow_client.search_runs(
+        [parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent_run_id}' and attributes.status = 'FINISHED'")
+    rows = [{"name": c.data.tags.get("candidate_name", c.info.run_id), "run_id": c.info.run_id,
+             f"validation_{metric}": c.data.metrics.get(f"validation_{metric}"),
+             f"holdout_{metric}": c.data.metrics.get(f"holdout_{metric}")} for c in children]
+    # A single candidate goes forward without a choice (and without validation days).
+    scored = rows if len(rows) == 1 else [row for row in rows if row[f"validation_{metric}"] is not None]
+    if not scored:
+        mlflow_client.set_terminated(parent_run_id, status="FAILED")
+        raise RuntimeError(f"no finished candidate of sweep run {parent_run_id} has a validation_{metric} "
+                           "(train.validation_days must be at least 1 for a sweep)")
+    best = scored[0]
+    for row in scored[1:]:
+        if better(metric, row[f"validation_{metric}"], best[f"validation_{metric}"]):
+            best = row
+    mlflow_client.log_text(parent_run_id, pd.DataFrame(rows).to_csv(index=False), "sweep/candidates.csv")
+    if best[f"validation_{metric}"] is not None:
+        mlflow_client.log_metric(parent_run_id, f"best_validation_{metric}", best[f"validation_{metric}"])
+    mlflow_client.set_tag(parent_run_id, "best_run_id", best["run_id"])
+    mlflow_client.set_tag(parent_run_id, "best_candidate", best["name"])
+    mlflow_client.set_terminated(parent_run_id, status="FINISHED")
+    log.info("sweep %s: %d candidate(s), best by validation %s: %s (%s)", parent_run_id, len(rows), metric,
+             best["name"], best[f"validation_{metric}"])
+    return {"run_id": best["run_id"], "name": best["name"], "score": best[f"validation_{metric}"]}
+
+
+def finish_candidate(spark: SparkSession, config: PipelineConfig, run_id: str, result: dict[str, Any],
+                     holdout_dirs: list[str], validation_dirs: list[str], run_date: dt.date, window: str,
+                     name: str, checkpoint_dir: str) -> None:
+    """A sweep candidate's end: its evaluation report (validation metrics for the choice of the
+    best), the tags the promotion finds it by, the run finished; not registered."""
+    import mlflow.pyfunc
+
+    from jobs.lake.storage import delete_dir
+    from jobs.selection.bar import KIND, NAME, WINDOW, read_rows
+    from jobs.selection.evaluation import evaluate_candidate
+    from jobs.tracking import client
+
+    spec, evaluation = config.features, config.evaluation
+    columns = [*spec.inputs, *evaluation.segments]
+    holdout = read_rows(spark, holdout_dirs, columns, spec.label)
+    validation = read_rows(spark, validation_dirs, columns, spec.label)
+    model = mlflow.pyfunc.load_model(result["model_uri"])
+    evaluate_candidate(run_id, holdout, model.predict(holdout[spec.inputs]), spec.label, evaluation, validation,
+                       model.predict(validation[spec.inputs]) if len(validation) else None)
+    mlflow_client = client()
+    for key, value in {KIND: "pytorch", NAME: name, WINDOW: window, "run_date": str(run_date),
+                       MODEL_URI_TAG: result["model_uri"]}.items():
+        mlflow_client.set_tag(run_id, key, value)
+    mlflow_client.set_terminated(run_id, status="FINISHED")
+    delete_dir(checkpoint_dir)
+    log.info("sweep candidate %s: run %s, holdout %s", name, run_id,
+             json.dumps({k: round(v, 4) for k, v in result["metrics"].items()}))
+
+
+def candidate_result(run_id: str) -> tuple[dict[str, Any], str]:
+    """What a finished candidate run's training returned (its model URI and holdout metrics) and
+    its experiment, for :func:`jobs.training.publish.publish`."""
+    from jobs.tracking import client
+
+    run = client().get_run(run_id)
+    if MODEL_URI_TAG not in run.data.tags:
+        raise RuntimeError(f"run {run_id} is not a finished sweep candidate (no {MODEL_URI_TAG} tag)")
+    metrics = {k.removeprefix("holdout_"): v for k, v in run.data.metrics.items() if k.startswith("holdout_")}
+    return {"model_uri": run.data.tags[MODEL_URI_TAG], "metrics": metrics}, run.info.experiment_id

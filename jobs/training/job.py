@@ -1,0 +1,191 @@
+"""Train the model with TorchDistributor on a window of feature partitions and register it in MLflow.
+
+Usage::
+
+    spark-submit jobs/training/job.py --run-date 2013-01-28 [--config PATH] [--lake-root PATH]
+                               [--num-processes N] [--use-gpu true|false] [--local-mode true|false]
+                               [--precision auto|bf16|fp16|fp32] [--train-days N] [--holdout-days N]
+                               [--epochs N] [--learning-rate X] [--promotion-metric M]
+                               [--promotion-margin X] [--require-approval true|false]
+                               [--started-by TEXT]
+
+Every option but ``--num-processes`` and ``--started-by`` overrides the ``train.*`` setting of the
+same name for this run; an empty value (what an Airflow param left empty renders to) keeps the
+config's.
+
+The window is ``train.train_days + train.validation_days + train.holdout_days`` days ending with the
+run date: the model is fitted on the first ``train_days`` and evaluated on the last ``holdout_days``;
+the validation days between them choose the report's threshold (:mod:`jobs.selection.evaluation`). The driver fits the
+preprocessing (vocabularies, normalisation statistics) with Spark, opens an MLflow run and logs the
+parameters; TorchDistributor starts ``num_processes`` ranks (gloo on CPU; NCCL on GPU, one rank per
+GPU, by default every GPU of the machine in local mode), each reading the feature Parquet itself and
+keeping its rows on its device; steps run in ``train.precision`` (bf16 autocast by default on a GPU
+that has it, fp16 with a loss scaler, fp32); rank 0 logs per-epoch metrics, plots (loss curves, ROC and
+calibration curves on the holdout) and the model (pyfunc with signature, input example and the
+preprocessing). The driver then registers a new model version and tags it with the run date, the
+window and the holdout metrics, logs the evaluation report, checks that the candidate beats the best
+MLlib baseline of the same window (:mod:`jobs.selection.bar`: otherwise it stops before the gate,
+saying why), applies the champion gate, and writes ``reports/training/date=<run-date>/summary.json``
+(version, run, link, metrics, gate). With ``require_approval`` a winning version is tagged
+``awaiting_approval`` instead of becoming champion.
+
+Resuming: rank 0 checkpoints every epoch to ``checkpoints/training/date=<run-date>/<key>/`` in the
+lake, where ``key`` digests everything that shapes the training (window, hyperparameters, code
+version, preprocessing). A retried attempt with the same key (an Airflow retry after the process
+was killed) continues the same MLflow run from the last checkpoint instead of starting over; the
+checkpoints are removed once the model is registered.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+from jobs.config import PRECISIONS, JobArgs, job_parser, optional, optional_choice, parse_bool, parse_job_args
+from jobs.errors import run_job
+from jobs.lake.spark import configure_logging, get_spark
+from jobs.selection.gate import PROMOTION_METRICS
+from jobs.tracking import check_tracking_server, configure_tracking
+from jobs.training.data import check_labels, feature_dirs, fit_preprocessor, split_validation
+from jobs.training.lifecycle import failed_on_error, terminate_on_signal
+from jobs.training.loop import train_fn
+from jobs.training.publish import TrainingRun, open_run, publish
+from jobs.training.resources import gpu_resources, training_processes
+
+log = logging.getLogger("jobs.training.job")
+
+
+# Options that override the train.* setting of the same name: (type, help).
+OVERRIDES = {
+    "use_gpu": (parse_bool, "true/false"),
+    "local_mode": (parse_bool, "true: ranks run on the driver; false: as a barrier stage on the cluster"),
+    "precision": (optional_choice(PRECISIONS), " | ".join(PRECISIONS)),
+    "train_days": (int, "days the model is fitted on"),
+    "holdout_days": (int, "days after them it is evaluated on"),
+    "epochs": (int, "passes over the training days"),
+    "learning_rate": (float, "Adam's step size"),
+    "promotion_metric": (optional_choice(PROMOTION_METRICS), " | ".join(PROMOTION_METRICS)),
+    "promotion_margin": (float, "how much better than the champion a new version must be"),
+    "require_approval": (parse_bool, "true: a winning version waits for a person's approval to become champion"),
+    "hyperparameters": (json.loads, "the model's hyperparameters, a JSON object"),
+}
+
+
+@dataclass(frozen=True)
+class TrainArgs(JobArgs):
+    """The train job's options; ``config.train`` carries the overrides already."""
+
+    num_processes: int | None
+    started_by: str | None
+    parent_run_id: str | None = None  # a sweep candidate: train and report, register nothing
+    candidate_name: str | None = None
+    promote_run: str | None = None  # register and gate this finished sweep candidate instead of training
+
+
+def parse_args(argv: list[str] | None = None) -> TrainArgs:
+    parser = job_parser(__doc__)
+    parser.add_argument("--num-processes", type=optional(int), default=None,
+                        help="ranks (default: train.num_processes; on GPUs in local mode, one per GPU)")
+    for name, (kind, text) in OVERRIDES.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=optional(kind), default=None,
+                            help=f"{text} (default: train.{name})")
+    parser.add_argument("--started-by", default=None,
+                        help="what started the run (a schedule, a drift event, a person): an MLflow tag")
+    parser.add_argument("--parent-run-id", type=optional(str), default=None,
+                        help="train as a sweep candidate under this MLflow run: report, do not register")
+    parser.add_argument("--candidate-name", type=optional(str), default=None, help="the sweep candidate's name")
+    parser.add_argument("--promote-run", type=optional(str), default=None,
+                        help="no training: register this finished sweep candidate run, then bar and gate it")
+    return parse_job_args(parser, argv, TrainArgs, train_overrides=tuple(OVERRIDES))
+
+
+def main(argv: list[str] | None = None) -> None:
+    configure_logging()
+    args = parse_args(argv)
+    terminate_on_signal()  # SIGTERM or a dead parent: end the run as FAILED and stop the ranks
+    # Bounded MLflow calls, and a tracking server that does not answer fails the job now, saying so.
+    configure_tracking(args.config.tracking)
+    check_tracking_server(timeout=args.config.tracking.check_timeout)
+    cfg, spec = args.config.train, args.config.features
+    use_gpu, local_mode, precision = cfg.use_gpu, cfg.local_mode, cfg.precision
+    num_processes = training_processes(use_gpu, local_mode, args.num_processes, cfg.num_processes)
+    batch_size = cfg.gpu_batch_size if use_gpu else cfg.batch_size
+    train_days, validation_days, holdout_days = split_validation(args.run_date, cfg.train_days, cfg.validation_days,
+                                                                 cfg.holdout_days)
+
+    # Fit the preprocessing on the training days with Spark. GPU resources must be known when the
+    # session starts; spark-submit --conf settings win.
+    spark = get_spark(f"train-{args.run_date}", gpu_resources(local_mode, num_processes) if use_gpu else None)
+    train_dirs, holdout_dirs = feature_dirs(spark, args.lake, train_days), feature_dirs(spark, args.lake, holdout_days)
+    validation_dirs = feature_dirs(spark, args.lake, validation_days)
+    features = spark.read.option("basePath", args.lake.features).parquet(*train_dirs)
+    # Labels first: a window without them fails here, in seconds, not inside the ranks.
+    train_window = f"training window {train_days[0]}..{train_days[-1]} ({args.lake.features})"
+    check_labels(features, spec.label, train_window)
+    check_labels(spark.read.option("basePath", args.lake.features).parquet(*holdout_dirs), spec.label,
+                 f"holdout window {holdout_days[0]}..{holdout_days[-1]} ({args.lake.features})", both_classes=False)
+    pre = fit_preprocessor(features, spec, cfg.min_category_count, train_window)
+    log.info("training on %s..%s, holdout %s..%s; vocabularies: %s", train_days[0], train_days[-1],
+             holdout_days[0], holdout_days[-1], {c: len(v) for c, v in pre.vocab.items()})
+    windows = (f"{train_days[0]}..{train_days[-1]}", f"{holdout_days[0]}..{holdout_days[-1]}")
+    if args.promote_run:  # the sweep's best: trained already, register and gate it
+        from jobs.selection.sweep import candidate_result
+
+        result, experiment_id = candidate_result(args.promote_run)
+        # no checkpoints to drop: a folder no training uses
+        run = TrainingRun(args.promote_run, experiment_id, args.lake.checkpoint("training", args.run_date, "promoted"))
+        publish(spark, args.lake, args.config, args.run_date, run, result, features, pre, holdout_dirs, windows,
+                validation_dirs=validation_dirs)
+        return
+
+    # Open (or resume) the MLflow run with everything that shapes the training as its parameters.
+    from jobs.config import tracking_uri
+    from jobs.tracking import code_version
+
+    params = {
+        "run_date": args.run_date, "train_start": train_days[0], "train_end": train_days[-1],
+        "holdout_start": holdout_days[0], "holdout_end": holdout_days[-1], "features_path": args.lake.features,
+        "epochs": cfg.epochs, "batch_size": batch_size, "learning_rate": cfg.learning_rate, "precision": precision,
+        "seed": cfg.seed, "num_processes": num_processes, "use_gpu": use_gpu, "local_mode": local_mode,
+        "min_category_count": cfg.min_category_count, "config": args.config.source, "model": cfg.model,
+        **cfg.hyperparameters, **code_version(),
+    }
+    tags = {"started_by": args.started_by} if args.started_by else {}
+    if args.parent_run_id:
+        tags["mlflow.parentRunId"] = args.parent_run_id
+    run = open_run(args.lake, args.run_date, cfg.experiment, params, pre, cfg.epochs, tags)
+
+    # Train: TorchDistributor runs train_fn in every rank; rank 0 logs to the run and logs the model.
+    job = {
+        "run_id": run.run_id, "tracking_uri": tracking_uri(), "preprocessor": pre.to_json(),
+        "train_dirs": train_dirs, "holdout_dirs": holdout_dirs, "label": spec.label, "builder": cfg.model,
+        "hyper": dict(cfg.hyperparameters), "epochs": cfg.epochs, "batch_size": batch_size,
+        "learning_rate": cfg.learning_rate, "precision": precision, "seed": cfg.seed, "use_gpu": use_gpu,
+        "threads_per_process": 1, "checkpoint_dir": run.checkpoint_dir,
+        "collective_timeout_s": cfg.collective_timeout_s,
+    }
+    from pyspark.ml.torch.distributor import TorchDistributor
+
+    from jobs.tracking import client
+
+    # Any failure from here on, SIGTERM included, ends the run as FAILED (a retry still resumes it).
+    with failed_on_error(client(), run.run_id):
+        result = TorchDistributor(num_processes=num_processes, local_mode=local_mode, use_gpu=use_gpu).run(
+            train_fn, job
+        )
+        if not result:
+            raise RuntimeError("training returned no result from rank 0")
+        if args.parent_run_id:  # a sweep candidate: the report, no registration
+            from jobs.selection.sweep import finish_candidate
+
+            finish_candidate(spark, args.config, run.run_id, result, holdout_dirs, validation_dirs, args.run_date,
+                             windows[1], args.candidate_name or run.run_id, run.checkpoint_dir)
+            return
+        # Register, gate and report.
+        publish(spark, args.lake, args.config, args.run_date, run, result, features, pre, holdout_dirs, windows,
+                validation_dirs=validation_dirs)
+
+
+if __name__ == "__main__":
+    run_job(main)

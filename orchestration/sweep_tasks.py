@@ -1,0 +1,67 @@
+"""The hyperparameter sweep's worker tasks in ``train_pipeline``: plan the candidates (a parent
+MLflow run, one train-job argument list each, for dynamic task mapping) and pick the best of them
+on the validation days once they have trained. The decisions live in :mod:`jobs.selection.sweep`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import task
+
+# The sweep's DAG params: each empty keeps ``sweep.<name>`` of the config.
+SWEEP_PARAMS = {"sweep_size": "size", "sweep_learning_rates": "learning_rate", "sweep_widths": "width",
+                "sweep_depths": "depth", "sweep_epochs": "epochs"}
+
+
+def job_options(params: dict[str, Any], names: list[str]) -> list[str]:
+    """``--name value`` for each of ``names`` whose param is set (what the train task's templates
+    render, for arguments that reach a mapped task as data, not templates)."""
+    options: list[str] = []
+    for name in names:
+        if params.get(name) is not None:
+            value = params[name]
+            options += [f"--{name.replace('_', '-')}", str(value).lower() if isinstance(value, bool) else str(value)]
+    return options
+
+
+def plan_sweep(run_date: Any, started_by: Any, train_params: list[str]) -> Any:
+    """One train-job argument list per candidate (:func:`jobs.selection.sweep.candidates` over the DAG's
+    params), each a child of a new parent MLflow run."""
+
+    @task(task_id="plan_sweep")
+    def plan(run_date: str, started_by: str, params: dict[str, Any] | None = None) -> list[list[str]]:
+        from jobs.config import load_config
+        from jobs.selection.sweep import candidate_args, candidates, open_parent
+
+        params = params or {}
+        config = load_config()
+        train = config.train
+        base = {"learning_rate": params.get("learning_rate") or train.learning_rate,
+                "epochs": params.get("epochs") or train.epochs, "hyperparameters": dict(train.hyperparameters)}
+        found = candidates(config.sweep, base, {key: params.get(name) for name, key in SWEEP_PARAMS.items()})
+        parent = open_parent(config, run_date, found, started_by)
+        common = [*job_options(params, train_params), "--started-by", started_by]
+        for candidate in found:
+            print(f"sweep candidate {candidate['name']}")
+        print(f"{len(found)} candidates under MLflow run {parent}")
+        return [["--run-date", run_date, "--candidate-name", c["name"], *common, *candidate_args(c, parent)]
+                for c in found]
+
+    return plan(run_date=run_date, started_by=started_by)
+
+
+def select_candidate(candidate_args: Any) -> Any:
+    """The finished candidate run with the best validation promotion metric (its run id)."""
+
+    @task(task_id="select_candidate")
+    def select(candidate_args: list[list[str]]) -> str:
+        from jobs.config import load_config
+        from jobs.selection.sweep import best_candidate
+
+        first = candidate_args[0]
+        best = best_candidate(load_config(), first[first.index("--parent-run-id") + 1])
+        print(f"best of {len(candidate_args)} candidates on the validation days: {best['name']} "
+              f"(run {best['run_id']}, validation {load_config().train.promotion_metric} {best['score']})")
+        return best["run_id"]
+
+    return select(candidate_args=candidate_args)

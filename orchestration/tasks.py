@@ -1,0 +1,363 @@
+"""The pipeline's Assets and the small tasks that run in the Airflow worker between its Spark jobs.
+
+Who writes what (one owner per lake partition):
+- ``ingest_pipeline`` is the only writer of ``validated/`` and ``features/``; each run updates
+  :data:`FEATURES` with the days it built in the event's ``extra``.
+- ``score_pipeline`` runs on :data:`FEATURES` (and on :data:`CHAMPION`: a new champion re-scores
+  the day it was trained up to), writes ``predictions/`` for those days and updates :data:`DRIFT`
+  for a day that drifted.
+- ``train_pipeline`` runs weekly or on :data:`DRIFT`, reads the feature partitions of its window
+  and writes none; a version that is promoted (by the gate, or by a person when the run requires
+  approval) updates :data:`CHAMPION`.
+
+Plain Assets with the days in the event's ``extra``, not Airflow's partitioned assets: an event
+that carries a partition key never queues a DAG that is not partition-aware
+(``AssetManager._queue_dagruns``), and every outlet event of a partitioned run carries the run's
+key, so a partitioned scoring run could not start the weekly-or-on-drift training DAG (an
+``AssetOrTimeSchedule``, which is not partition-aware).
+
+The decisions (which days, which window, what started a run) are plain functions, tested
+without Airflow; the tasks wrap them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+from airflow.providers.standard.operators.hitl import HITLOperator
+from airflow.sdk import Asset, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+FEATURES = Asset(name="features", uri="lakeflow://features")
+DRIFT = Asset(name="scoring_drift", uri="lakeflow://reports/drift")
+CHAMPION = Asset(name="champion_model", uri="lakeflow://models/champion")
+
+# The day a run is for, when it is given: the ``run_date`` param, else the logical date.
+RUN_DATE = "{{ params.run_date or ds }}"
+
+
+def _extras(events: Any, asset: Asset) -> list[dict[str, Any]]:
+    """The ``extra`` of each event of ``asset`` among a run's triggering events (none: [])."""
+    try:
+        found = events[asset] if events else []
+    except KeyError:
+        found = []
+    return [dict(event.extra or {}) for event in found]
+
+
+# ---- decisions, as plain functions ------------------------------------------------------------
+
+
+def raw_deadline(day: dt.date, wait_hours: float) -> dt.datetime:
+    """When a day's raw data counts as not coming: ``wait_hours`` after the day ends (UTC)."""
+    end = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
+    return end + dt.timedelta(hours=wait_hours)
+
+
+def scoring_days(run_date: str | None, features: Iterable[dict[str, Any]],
+                 champion: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The days a scoring run scores, oldest first, each with ``after_retraining``: whether it is
+    scored again because a new champion was trained up to it (then its drift starts no retraining).
+
+    A person's ``run_date`` wins; else the days of the feature events (fresh data), then the days
+    of the champion events that no feature event names.
+    """
+    if run_date:
+        return [{"day": run_date, "after_retraining": False}]
+    days: dict[str, bool] = {}
+    for extra in features:
+        days.update((day, False) for day in extra.get("days", []))
+    for extra in champion:
+        if extra.get("run_date"):
+            days.setdefault(extra["run_date"], True)
+    return [{"day": day, "after_retraining": again} for day, again in sorted(days.items())]
+
+
+def training_plan(run_date: str | None, drift: list[dict[str, Any]], scheduled_end: dt.datetime | None,
+                  ) -> dict[str, str]:
+    """The last day of the training window, what started the run (``trigger``: person, drift or
+    schedule) and that in words (``started_by``).
+
+    A person's ``run_date`` wins; a drift event retrains on the window that ends with the latest
+    drifted day; a scheduled run trains on the window that ends with the last whole day before
+    it ran (``scheduled_end``: the end of its data interval).
+    """
+    if run_date:
+        return {"run_date": run_date, "trigger": "person", "started_by": f"a person: run_date {run_date}"}
+    if drift:
+        latest = max(drift, key=lambda extra: extra["run_date"])
+        reasons = "; ".join(latest.get("reasons", [])) or "see the drift report"
+        days = sorted({extra["run_date"] for extra in drift})
+        return {"run_date": latest["run_date"], "trigger": "drift",
+                "started_by": f"drift on {', '.join(days)}: {reasons}"}
+    if scheduled_end is None:
+        raise AirflowFailException("no day to train up to: trigger with {\"run_date\": \"YYYY-MM-DD\"}")
+    day = (scheduled_end - dt.timedelta(days=1)).date()
+    return {"run_date": day.isoformat(), "trigger": "schedule",
+            "started_by": f"the weekly schedule (window up to {day})"}
+
+
+def missing_feature_days(lake: Any, days: list[dt.date]) -> list[dt.date]:
+    from jobs.lake.storage import is_dir
+
+    return [day for day in days if not is_dir(lake.partition(lake.features, day))]
+
+
+def ingest_hint(days: list[dt.date]) -> str:
+    """What to trigger so that ``days`` get their features."""
+    span = (days[-1] - days[0]).days + 1
+    return (f"ingest them first: trigger ingest_pipeline with {{\"run_date\": \"{days[-1]}\", \"days\": {span}}}, "
+            f"or backfill ingest_pipeline from {days[0]} to {days[-1]}")
+
+
+def _score(value: str) -> str:
+    return value if value else "(none)"
+
+
+def approval_request(summary: dict[str, Any]) -> tuple[str, str]:
+    """The subject and Markdown body a person sees when a version that won the gate needs their
+    approval: the comparison with the current champion, the holdout metrics and where to look."""
+    gate, name, version = summary["gate"], summary["model_name"], summary["model_version"]
+    champion = gate.get("gate_champion_version") or ""
+    subject = (f"Make {name} version {version} the champion?" if not champion
+               else f"Replace {name} champion v{champion} with version {version}?")
+    rows = [
+        "| | challenger (this run) | champion |",
+        "|---|---|---|",
+        f"| version | {version} | {_score(champion)} |",
+        f"| holdout {gate['gate_metric']} | {gate['gate_challenger_score']} | {_score(gate['gate_champion_score'])} |",
+    ]
+    metrics = ", ".join(f"{key} {value:.0f}" if key == "rows" else f"{key} {value:.4f}"
+                        for key, value in sorted(summary.get("metrics", {}).items()))
+    body = "\n".join([
+        f"The champion gate says: **{gate['gate_reason']}**.", "", *rows, "",
+        f"Trained on {summary.get('train_window', '?')}, compared on the holdout {summary.get('holdout_window', '?')}"
+        " (both versions scored on the same rows).",
+        f"Challenger's holdout metrics: {metrics or 'none'}.",
+        f"MLflow run: {summary.get('run_url') or summary.get('run_id', '?')}", "",
+        "**Approve** moves the `champion` alias to this version (scoring re-scores the window's last day "
+        "with it); **Reject** keeps the current champion. Either way the version is tagged with your answer.",
+    ])
+    return subject, body
+
+
+# ---- the tasks ---------------------------------------------------------------------------------
+
+
+def wait_for_raw(*, wait_hours: float = 6.0) -> Any:
+    """A sensor that waits for the run day's raw feed partition; past ``wait_hours`` after the day
+    ended it skips the run (nothing to ingest, nothing downstream) instead of failing it."""
+
+    @task.sensor(task_id="wait_for_raw", poke_interval=300, timeout=(wait_hours + 24) * 3600,
+                 mode="reschedule", soft_fail=True)
+    def sensor(run_date: str) -> bool:
+        from jobs.config import load_config
+        from jobs.lake.layout import Lake
+        from jobs.lake.storage import is_dir
+
+        lake, feed = Lake.at(), load_config().validation.feed
+        day = dt.date.fromisoformat(run_date)
+        folder = lake.raw_partition(feed, day)
+        if is_dir(folder):
+            print(f"raw {feed} for {day} is in: {folder}")
+            return True
+        deadline = raw_deadline(day, wait_hours)
+        if dt.datetime.now(dt.UTC) > deadline:
+            raise AirflowSkipException(
+                f"no raw {feed} for {day} ({folder}), and it was due by {deadline:%Y-%m-%d %H:%M} UTC: "
+                "nothing to ingest. To ingest past days (the example data is 2013), backfill ingest_pipeline "
+                "over them or trigger it with a run_date."
+            )
+        print(f"waiting for raw {feed} for {day} in {folder} (skipping after {deadline:%Y-%m-%d %H:%M} UTC)")
+        return False
+
+    return sensor(run_date=RUN_DATE)
+
+
+def publish_features(*, asset: Asset = FEATURES) -> Any:
+    """After the features job: update ``asset`` with the days whose features were (re)built."""
+
+    @task(task_id="publish_features", outlets=[asset])
+    def publish(run_date: str, days: str) -> dict[str, Any]:
+        from jobs.config import days_ending
+        from jobs.lake.layout import Lake
+
+        lake = Lake.at()
+        window = days_ending(dt.date.fromisoformat(run_date), int(days))
+        if missing := missing_feature_days(lake, window):
+            raise AirflowFailException(f"the features job ended but {missing} have no partition in {lake.features}")
+        extra = {"days": [day.isoformat() for day in window], "path": lake.features}
+        get_current_context()["outlet_events"][asset].extra = extra
+        print(f"features ready for {window[0]}..{window[-1]} in {lake.features}")
+        return extra
+
+    return publish(run_date=RUN_DATE, days="{{ params.days }}")
+
+
+def plan_scoring(*, features: Asset = FEATURES, champion: Asset = CHAMPION) -> Any:
+    """The days this scoring run scores (see :func:`scoring_days`); each must have its features."""
+
+    @task(task_id="plan_scoring")
+    def plan(params: dict[str, Any] | None = None, triggering_asset_events: Any = None) -> list[dict[str, Any]]:
+        from jobs.lake.layout import Lake
+
+        days = scoring_days((params or {}).get("run_date"), _extras(triggering_asset_events, features),
+                            _extras(triggering_asset_events, champion))
+        if not days:
+            raise AirflowFailException(
+                "no day to score: this run has no run_date param and no feature or champion event; "
+                "trigger it with {\"run_date\": \"YYYY-MM-DD\"}"
+            )
+        if missing := missing_feature_days(Lake.at(), [dt.date.fromisoformat(d["day"]) for d in days]):
+            raise AirflowFailException(f"no features for {', '.join(map(str, missing))}: {ingest_hint(missing)}")
+        from jobs.config import load_config
+        from jobs.tracking import NoModelError, champion_version
+
+        try:  # a new deployment ingests before any model exists: nothing to score with yet
+            champion_version(load_config().train.model_name)
+        except NoModelError as err:
+            raise AirflowSkipException(f"not scoring {', '.join(d['day'] for d in days)}: {err}") from err
+        for item in days:
+            why = "again, with the new champion" if item["after_retraining"] else "new features"
+            print(f"scoring {item['day']} ({why})")
+        return days
+
+    return plan()
+
+
+def drift_check(days: Any, *, asset: Asset = DRIFT) -> Any:
+    """One task per scored day: updates ``asset`` when the score job found the day drifted;
+    skipped (no event) when it did not, when the model has no drift baseline, or when the day was
+    scored again after the retraining its drift started (no second retraining on the same window)."""
+
+    @task(task_id="check_drift", outlets=[asset], map_index_template="{{ day }}")
+    def check(item: dict[str, Any]) -> dict[str, Any]:
+        from jobs.lake.layout import Lake
+        from jobs.summary import read_report
+
+        day = item["day"]
+        get_current_context()["day"] = day  # type: ignore[typeddict-unknown-key]  # names the mapped task in the UI
+        drift = read_report(Lake.at(), "scoring", day).get("drift")
+        if drift is None:
+            raise AirflowSkipException(f"drift was not measured for {day}: the model has no drift baseline")
+        if drift.get("status") == "too_few_rows":
+            raise AirflowSkipException(f"drift not judged on {day}: {drift['headline']} (report: {drift['report']})")
+        if not drift["drifted"]:
+            raise AirflowSkipException(f"no drift on {day} (report: {drift['report']})")
+        if item["after_retraining"]:
+            raise AirflowSkipException(
+                f"{day} still drifts after the retraining it started ({'; '.join(drift['reasons'])}): not "
+                f"retraining on the same window again; read {drift['report']}"
+            )
+        extra = {"run_date": day, "reasons": drift["reasons"], "report": drift["report"]}
+        get_current_context()["outlet_events"][asset].extra = extra
+        for reason in drift["reasons"]:
+            print(f"drift on {day}: {reason}")
+        return extra
+
+    return check.expand(item=days)
+
+
+def plan_training(*, drift: Asset = DRIFT) -> Any:
+    """The training window's last day and what started the run; fails (no retry) when a day of
+    the window has no features, saying how to ingest it; a weekly run whose window has no
+    features at all (nothing ingested yet) is skipped instead."""
+
+    @task(task_id="plan_training", multiple_outputs=True)
+    def plan(params: dict[str, Any] | None = None, triggering_asset_events: Any = None,
+             data_interval_end: Any = None) -> dict[str, str]:
+        from jobs.config import days_ending, load_config
+        from jobs.lake.layout import Lake
+
+        params = params or {}
+        found = training_plan(params.get("run_date"), _extras(triggering_asset_events, drift), data_interval_end)
+        cfg = load_config().train
+        window = ((params.get("train_days") or cfg.train_days) + cfg.validation_days
+                  + (params.get("holdout_days") or cfg.holdout_days))
+        days = days_ending(dt.date.fromisoformat(found["run_date"]), window)
+        print(f"started by {found['started_by']}; window {days[0]}..{days[-1]} ({window} days)")
+        missing = missing_feature_days(Lake.at(), days)
+        if missing == days and found["trigger"] == "schedule":
+            raise AirflowSkipException(
+                f"no day of the window {days[0]}..{days[-1]} has features: nothing to train on yet "
+                f"(for the 2013 example data, trigger with a run_date); {ingest_hint(missing)}"
+            )
+        if missing:
+            raise AirflowFailException(
+                f"the training window {days[0]}..{days[-1]} lacks features for {len(missing)} day(s) "
+                f"({missing[0]}..{missing[-1]}): {ingest_hint(missing)}"
+            )
+        return found
+
+    return plan()
+
+
+class ChampionApprovalOperator(HITLOperator):
+    """Asks a person (Airflow's human-in-the-loop: the task waits in *awaiting input*, the UI's
+    *Required actions* shows the request) whether the version that won the champion gate becomes
+    champion, with the comparison in front of them; skipped when the gate needed nobody (the run
+    does not require approval, or the version lost). ``summary_task``: the train task's id.
+    Unanswered within ``response_timeout``, the answer is Reject: the champion stays."""
+
+    APPROVE, REJECT = "Approve", "Reject"
+
+    def __init__(self, *, summary_task: str, **kwargs: Any) -> None:
+        kwargs.setdefault("response_timeout", dt.timedelta(days=7))
+        super().__init__(subject="champion approval", options=[self.APPROVE, self.REJECT], defaults=[self.REJECT],
+                         **kwargs)
+        self.summary_task = summary_task
+
+    def execute(self, context: Any) -> Any:
+        from jobs.selection.gate import AWAITING_APPROVAL
+
+        summary = context["ti"].xcom_pull(task_ids=self.summary_task)
+        if summary["gate"]["gate_decision"] != AWAITING_APPROVAL:
+            raise AirflowSkipException(f"no approval to ask for: version {summary['model_version']} is "
+                                       f"{summary['gate']['gate_decision']} ({summary['gate'].get('gate_reason', '')})")
+        self.subject, self.body = approval_request(summary)
+        self.log.info("%s: waiting for a person's answer under Required actions", self.subject)
+        return super().execute(context)
+
+
+def _responder(answer: dict[str, Any]) -> str:
+    user = answer.get("responded_by_user") or {}
+    return str(user.get("name") or user.get("id") or "a person") if isinstance(user, dict) else str(user)
+
+
+def publish_champion(run_date: Any, summary: Any, *, approval: str | None = None, asset: Asset = CHAMPION) -> Any:
+    """After training (and the approval task ``approval``, when there is one): update ``asset`` when
+    the new version became champion; skipped otherwise. ``summary``: what the train task returned
+    (the job's training summary). A version awaiting approval is promoted or kept out here, by the
+    approval task's answer (:func:`jobs.selection.gate.record_approval`)."""
+
+    @task(task_id="publish_champion", outlets=[asset], trigger_rule="none_failed_min_one_success")
+    def publish(run_date: str, summary: dict[str, Any]) -> dict[str, Any]:
+        from jobs.selection.gate import AWAITING_APPROVAL, PROMOTED
+
+        gate = summary["gate"]
+        if gate["gate_decision"] == AWAITING_APPROVAL:
+            answer = get_current_context()["ti"].xcom_pull(task_ids=approval) if approval else None
+            if not answer:
+                raise AirflowFailException(f"version {summary['model_version']} awaits approval, but no "
+                                           "answer was recorded: run the approval task again")
+            from jobs.selection.gate import record_approval
+            from jobs.tracking import client
+
+            approved, by = answer["chosen_options"] == [ChampionApprovalOperator.APPROVE], _responder(answer)
+            outcome = record_approval(client(), summary["model_name"], summary["model_version"], approved, by,
+                                      gate.get("gate_champion_version") or "")
+            if outcome != PROMOTED:
+                raise AirflowSkipException(f"version {summary['model_version']} was rejected by {by}: "
+                                           "the champion stays")
+        elif gate["gate_decision"] != PROMOTED:
+            raise AirflowSkipException(f"version {summary['model_version']} was not promoted: "
+                                       f"{gate.get('gate_reason', '')}")
+        extra = {"run_date": run_date, "model_name": summary["model_name"],
+                 "model_version": summary["model_version"], "run_url": summary.get("run_url", "")}
+        get_current_context()["outlet_events"][asset].extra = extra
+        print(f"{summary['model_name']} version {summary['model_version']} is the champion now")
+        return extra
+
+    return publish(run_date=run_date, summary=summary)

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import datetime as dt
+
+from pyspark.testing import assertDataFrameEqual
+
+from jobs.features.job import build_features, read_inputs
+
+DAY = dt.date(2013, 1, 2)  # a Wednesday
+
+
+def _tables(spark, config):
+    f = config.tables["flights"]
+    flights = spark.createDataFrame(
+        [
+            # on time, known plane, weather hour recorded twice (averaged)
+            (2013, 1, 2, 600, 600, 0.0, 900, 900, 5.0, "UA", 1, "N1", "EWR", "IAH", 200.0, 1400.0, 6, 0, None, DAY),
+            # late, tail number not in planes, destination not in airports
+            (2013, 1, 2, 700, 700, 30.0, 1000, 930, 40.0, "AA", 2, "N9", "JFK", "SJU", 200.0, 1600.0, 7, 0, None,
+             DAY),
+            # cancelled: no arrival delay, so no label; no tail number
+            (2013, 1, 2, None, 800, None, None, 1100, None, "B6", 3, None, "LGA", "IAH", None, 1400.0, 8, 15, None,
+             DAY),
+        ],
+        f.ddl() + ", date date",
+    )
+    weather = spark.createDataFrame(
+        [("EWR", 2013, 1, 2, 6, 40.0), ("EWR", 2013, 1, 2, 6, 42.0), ("JFK", 2013, 1, 2, 7, 30.0)],
+        "origin string, year int, month int, day int, hour int, temp double",
+    )
+    for col in ["dewp", "humid", "wind_dir", "wind_speed", "precip", "pressure", "visib"]:
+        weather = weather.withColumn(col, weather.temp * 0 + 1.0)
+    planes = spark.createDataFrame(
+        [("N1", 2000, "BOEING", 150, 2)], "tailnum string, year int, manufacturer string, seats int, engines int"
+    )
+    airports = spark.createDataFrame([("IAH", 29.98, -95.34)], "faa string, lat double, lon double")
+    return {"flights": flights, "weather": weather, "planes": planes, "airports": airports}
+
+
+def test_one_row_per_flight_with_label_and_joined_context(spark, config):
+    out = build_features(_tables(spark, config), config).orderBy("flight")
+    rows = out.collect()
+    assert [r["flight"] for r in rows] == [1, 2, 3]
+    first, second, third = rows
+    assert (first["label"], second["label"], third["label"]) == (0.0, 1.0, None)
+    assert first["temp"] == 41.0  # the duplicated weather hour is averaged, not duplicated
+    assert first["plane_age"] == 13.0 and first["manufacturer"] == "BOEING"
+    assert first["dest_lat"] == 29.98 and second["dest_lat"] is None
+    assert second["manufacturer"] is None and second["plane_age"] is None
+    assert third["temp"] is None  # no weather recorded for that hour
+    assert first["day_of_week"] == 4.0  # Spark: 1 = Sunday
+    assert first["dep_minute_of_day"] == 360.0 and third["dep_minute_of_day"] == 495.0
+
+
+def test_output_schema_is_the_model_contract(spark, config):
+    out = build_features(_tables(spark, config), config)
+    types = dict(out.dtypes)
+    assert all(types[c] == "string" for c in config.features.categorical)
+    assert all(types[c] == "double" for c in config.features.numeric)
+    assert types["label"] == "double" and types["date"] == "date"
+
+
+def test_rebuilding_a_day_replaces_its_partition(spark, lake, config, tmp_path):
+    from jobs.features.job import write_features
+
+    days = [dt.date(2013, 1, 5)]
+    features = build_features(read_inputs(spark, lake, config, days), config)
+    target = str(tmp_path / "features")
+    write_features(features, target)
+    write_features(features, target)  # a retry
+    written = spark.read.parquet(target)
+    assertDataFrameEqual(written.drop("date"), features.drop("date"))
+    assert {r["date"] for r in written.select("date").distinct().collect()} == set(days)

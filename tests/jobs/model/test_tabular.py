@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import torch
+
+from jobs.metrics import evaluate
+from jobs.model.tabular import UNKNOWN_INDEX, Preprocessor, TabularNet, predict_proba, safe_std
+
+PRE = Preprocessor(
+    categorical=["carrier"], numeric=["distance"], vocab={"carrier": ["AA", "UA"]},
+    mean={"distance": 100.0}, std={"distance": 50.0},
+)
+
+
+def test_encode_maps_unknown_and_null_categories_to_the_shared_index():
+    frame = pd.DataFrame({"carrier": ["UA", "ZZ", None, "AA"], "distance": [150.0, np.nan, 100.0, 0.0]})
+    cats, nums = PRE.encode(frame)
+    assert cats[:, 0].tolist() == [2, UNKNOWN_INDEX, UNKNOWN_INDEX, 1]
+    assert nums[:, 0].tolist() == [1.0, 0.0, 0.0, -2.0]  # z-scores; a missing value sits at the mean
+    assert cats.dtype == np.int64 and nums.dtype == np.float32
+
+
+def test_preprocessor_survives_a_json_round_trip():
+    assert Preprocessor.from_json(PRE.to_json()) == PRE
+
+
+def test_safe_std_never_divides_by_zero():
+    assert safe_std(0.0) == 1.0 and safe_std(None) == 1.0 and safe_std(float("nan")) == 1.0
+    assert safe_std(2.5) == 2.5
+
+
+def test_net_gives_one_probability_per_row():
+    torch.manual_seed(0)
+    net = TabularNet(PRE.cardinalities, 1, embedding_dim=3, hidden_units=[4])
+    frame = pd.DataFrame({"carrier": ["UA", "AA", "XX"], "distance": [1.0, 2.0, 3.0]})
+    p = predict_proba(net, PRE, frame)
+    assert p.shape == (3,) and ((p > 0) & (p < 1)).all()
+
+
+def test_evaluate_scores_a_perfect_and_a_single_class_holdout():
+    perfect = evaluate([0, 1, 1, 0], [0.1, 0.9, 0.8, 0.2])
+    assert perfect["roc_auc"] == 1.0 and perfect["accuracy"] == 1.0 and perfect["positive_rate"] == 0.5
+    single = evaluate([1, 1], [0.7, 0.6])
+    assert math.isnan(single["roc_auc"]) and single["log_loss"] > 0
+
+
+def test_calibration_error_is_zero_when_predictions_match_observed_rates_and_grows_with_the_gap():
+    from jobs.metrics import calibration_bins, expected_calibration_error
+
+    rng = np.random.default_rng(3)
+    # two groups of equal size: predicted 0.2 and 0.7, and exactly those shares are positive
+    labels = np.array([1] * 20 + [0] * 80 + [1] * 70 + [0] * 30, dtype=float)
+    calibrated = np.array([0.2] * 100 + [0.7] * 100)
+    order = rng.permutation(200)
+    labels, calibrated = labels[order], calibrated[order]
+    predicted, observed, counts = calibration_bins(labels, calibrated)
+    np.testing.assert_allclose(predicted, observed)
+    assert counts.sum() == 200
+    assert expected_calibration_error(labels, calibrated) < 1e-12
+    # overconfident by 0.1 in both groups: every row is 0.1 away from its group's rate
+    overconfident = np.where(calibrated < 0.5, 0.1, 0.8)
+    assert abs(expected_calibration_error(labels, overconfident) - 0.1) < 1e-12
+    assert evaluate(labels, overconfident)["ece"] == expected_calibration_error(labels, overconfident)

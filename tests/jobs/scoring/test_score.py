@@ -1,0 +1,206 @@
+"""Scoring: make_predict_fn without Spark, and Spark's predictions against single-process ones."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import numpy as np
+import pytest
+
+from jobs.lake.layout import partition_name
+
+DAY = dt.date(2013, 1, 6)
+
+
+@pytest.fixture(scope="module")
+def scored_model(spark, lake, config, tmp_path_factory):
+    """A model logged to a throw-away MLflow store, with real features of DAY to score."""
+    import mlflow
+    import torch
+
+    from jobs.features.job import build_features, read_inputs
+    from jobs.model.tabular import build_net, log_pyfunc
+    from jobs.tracking import ensure_experiment
+    from jobs.training.data import fit_preprocessor
+
+    features = build_features(read_inputs(spark, lake, config, [DAY]), config).cache()
+    pre = fit_preprocessor(features, config.features, min_count=1)
+    hyper = {"embedding_dim": 4, "hidden_units": [8]}
+    torch.manual_seed(1)
+    net = build_net(pre, hyper)
+    home = tmp_path_factory.mktemp("mlflow")
+    mlflow.set_tracking_uri(f"sqlite:///{home}/mlflow.db")
+    mlflow.set_experiment(experiment_id=ensure_experiment("score-tests"))  # artifacts under the test home
+    frame = features.toPandas()
+    with mlflow.start_run():
+        info = log_pyfunc(net, pre, hyper, frame.head(5))
+    # Like the score job: workers load from the artifact location, not through the registry.
+    location = mlflow.MlflowClient().get_logged_model(info.model_id).artifact_location
+    return {"uri": location, "model_uri": info.model_uri, "net": net, "pre": pre, "features": features,
+            "frame": frame}
+
+
+def test_make_predict_fn_is_numpy_in_numpy_out_and_matches_the_model(scored_model, config):
+    import mlflow.pyfunc
+
+    from jobs.model.tabular import predict_proba
+    from jobs.scoring.job import make_predict_fn
+
+    frame = scored_model["frame"]
+    inputs = config.features.inputs
+    predict = make_predict_fn(scored_model["uri"], inputs)()
+    got = predict(*[frame[c].to_numpy() for c in inputs])
+    assert isinstance(got, np.ndarray) and got.shape == (len(frame),)
+    direct = predict_proba(scored_model["net"], scored_model["pre"], frame)
+    np.testing.assert_allclose(got, direct, rtol=0, atol=1e-6)
+    pyfunc = mlflow.pyfunc.load_model(scored_model["uri"]).predict(frame[inputs])
+    np.testing.assert_allclose(got, pyfunc, rtol=0, atol=1e-6)
+    assert frame[inputs].isna().any().any(), "the real rows include missing values the model must handle"
+
+
+def test_the_model_loads_on_the_device_its_model_config_names(scored_model):
+    import mlflow.pyfunc
+
+    # "meta" is a device every torch build has: proof the weights go where model_config says.
+    model = mlflow.pyfunc.load_model(scored_model["uri"], model_config={"device": "meta"}).unwrap_python_model()
+    assert {p.device.type for p in model.net.parameters()} == {"meta"}
+    default = mlflow.pyfunc.load_model(scored_model["uri"]).unwrap_python_model()
+    assert {p.device.type for p in default.net.parameters()} == {"cpu"}
+
+
+def test_gpu_scoring_scores_on_a_gpu_or_says_there_is_none(scored_model, config):
+    """On a GPU machine: the same probabilities as on the CPU. Without one: a clear error, never a
+    silent fall back to the CPU."""
+    import torch
+
+    from jobs.scoring.job import make_predict_fn, worker_device
+
+    frame, inputs = scored_model["frame"], config.features.inputs
+    arrays = [frame[c].to_numpy() for c in inputs]
+    on_cpu = make_predict_fn(scored_model["uri"], inputs, use_gpu=False)()(*arrays)
+    assert worker_device(False) == "cpu"
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="no CUDA device.*--use-gpu false"):
+            make_predict_fn(scored_model["uri"], inputs, use_gpu=True)()
+        return
+    assert worker_device(True) == "cuda:0"  # outside a Spark task: no GPU assigned, the first one
+    on_gpu = make_predict_fn(scored_model["uri"], inputs, use_gpu=True)()(*arrays)
+    np.testing.assert_allclose(on_gpu, on_cpu, rtol=0, atol=1e-5)
+    encoded = encoded_arrays(scored_model["pre"], frame)
+    on_gpu_encoded = make_encoded_predict_fn_for(scored_model, use_gpu=True)(*encoded)
+    np.testing.assert_allclose(on_gpu_encoded, on_cpu, rtol=0, atol=1e-5)
+
+
+def encoded_arrays(pre, frame) -> list[np.ndarray]:
+    """What Spark hands the encoded predict function: one array per code, then per z-score."""
+    cats, nums = pre.encode(frame)
+    return [*(cats[:, j].astype(np.int32) for j in range(cats.shape[1])), *(nums[:, j] for j in range(nums.shape[1]))]
+
+
+def make_encoded_predict_fn_for(scored_model, use_gpu: bool = False):
+    from jobs.scoring.job import make_encoded_predict_fn
+
+    pre = scored_model["pre"]
+    return make_encoded_predict_fn(scored_model["uri"], len(pre.categorical), len(pre.numeric), use_gpu)()
+
+
+def test_the_encoded_predict_function_equals_the_pyfunc_on_raw_rows(scored_model, config):
+    from jobs.model.tabular import predict_proba
+
+    frame, pre = scored_model["frame"], scored_model["pre"]
+    predict = make_encoded_predict_fn_for(scored_model)
+    expected = predict_proba(scored_model["net"], pre, frame)
+    np.testing.assert_allclose(predict(*encoded_arrays(pre, frame)), expected, rtol=0, atol=1e-6)
+    # the input buffers are reused: a smaller batch after a bigger one gets its own rows' answers
+    small = frame.iloc[:7]
+    np.testing.assert_allclose(predict(*encoded_arrays(pre, small)), predict_proba(scored_model["net"], pre, small),
+                               rtol=0, atol=1e-6)
+
+
+def test_spark_encodes_inputs_exactly_as_the_preprocessor_does(spark):
+    from jobs.model.tabular import Preprocessor
+    from jobs.scoring.job import encoded_columns
+
+    pre = Preprocessor(categorical=["carrier", "tailnum"], numeric=["distance", "seats"],
+                       vocab={"carrier": ["AA", "UA"], "tailnum": []}, mean={"distance": 1000.0 / 3, "seats": 2.0},
+                       std={"distance": 7.0, "seats": 1.0})
+    rows = [("UA", "N1", 150.0, 3), ("ZZ", None, float("nan"), None), (None, "N2", float("inf"), 1),
+            ("AA", "N3", -float("inf"), 0), ("AA", "N4", 1e300, 2), ("UA", None, None, 5)]
+    df = spark.createDataFrame(rows, "carrier string, tailnum string, distance double, seats int")
+    got = df.select(*encoded_columns(json.loads(pre.to_json()))).toPandas()
+    frame = df.toPandas()
+    cats, nums = pre.encode(frame)
+    np.testing.assert_array_equal(got.iloc[:, :2].to_numpy(), cats)
+    np.testing.assert_array_equal(got.iloc[:, 2:].to_numpy(), nums)  # bit for bit: float64 z, then float32
+    assert got.dtypes.tolist() == [np.int32, np.int32, np.float32, np.float32]
+
+
+def test_the_score_job_finds_the_preprocessor_a_logged_model_carries(scored_model, tmp_path):
+    from jobs.model.tabular import PREPROCESSOR_FILE
+    from jobs.scoring.job import PREPROCESSOR_ARTIFACT, model_preprocessor
+
+    assert PREPROCESSOR_ARTIFACT.endswith(f"/{PREPROCESSOR_FILE}")
+    assert model_preprocessor(scored_model["uri"]) == json.loads(scored_model["pre"].to_json())
+    assert model_preprocessor(str(tmp_path)) is None  # any other pyfunc: scored on raw columns
+
+
+@pytest.mark.parametrize("encoded", [False, True], ids=["raw-columns", "encoded-by-spark"])
+def test_spark_predictions_equal_single_process_predictions(scored_model, config, encoded):
+    from jobs.model.tabular import predict_proba
+    from jobs.scoring.job import score_features
+    from jobs.tracking import ModelRef
+
+    ref = ModelRef(name="flight_delay", version="7", run_id="abc")
+    preprocessor = json.loads(scored_model["pre"].to_json()) if encoded else None
+    out = score_features(scored_model["features"], config.features, ref, scored_model["uri"], batch_size=100,
+                         run_date=DAY, preprocessor=preprocessor)
+    keys = ["carrier", "flight", "origin", "sched_dep_time"]
+    spark_rows = out.toPandas().sort_values(keys).reset_index(drop=True)
+    frame = scored_model["frame"].sort_values(keys).reset_index(drop=True)
+    assert len(spark_rows) == len(frame)
+    assert not spark_rows.duplicated(keys).any()
+    expected = predict_proba(scored_model["net"], scored_model["pre"], frame)
+    np.testing.assert_allclose(spark_rows["probability"].to_numpy(), expected, rtol=0, atol=1e-6)
+    assert set(spark_rows["model_version"]) == {"7"} and set(spark_rows["model_run_id"]) == {"abc"}
+    assert (spark_rows["date"] == DAY).all() and (spark_rows["run_date"] == DAY).all()
+
+
+def test_rescoring_a_day_replaces_its_partition_and_leaves_other_days(
+    scored_model, spark, lake, config, tmp_path, monkeypatch
+):
+    import mlflow
+    import pyarrow.parquet as pq
+
+    from jobs.features.job import build_features, read_inputs, write_features
+    from jobs.scoring.job import main
+
+    other = dt.date(2013, 1, 7)
+    scoring_lake = tmp_path / "lake"
+    write_features(build_features(read_inputs(spark, lake, config, [DAY, other]), config),
+                   str(scoring_lake / "features"))
+    client = mlflow.MlflowClient()  # the fixture's store
+    name = config.train.model_name
+    version = mlflow.register_model(scored_model["model_uri"], name).version
+    client.set_registered_model_alias(name, "champion", version)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow.get_tracking_uri())
+
+    main(["--run-date", other.isoformat(), "--lake-root", str(scoring_lake)])
+    main(["--run-date", DAY.isoformat(), "--lake-root", str(scoring_lake)])
+    before = pq.read_table(scoring_lake / "predictions" / partition_name(other)).to_pandas()
+    main(["--run-date", DAY.isoformat(), "--lake-root", str(scoring_lake)])  # a retry
+    after = pq.read_table(scoring_lake / "predictions" / partition_name(DAY)).to_pandas()
+
+    assert len(after) == len(scored_model["frame"])  # replaced, not appended
+    assert not after.duplicated(["carrier", "flight", "origin", "sched_dep_time"]).any()
+    assert set(after["model_version"]) == {str(version)}
+    untouched = pq.read_table(scoring_lake / "predictions" / partition_name(other)).to_pandas()
+    assert untouched.equals(before)
+
+
+def test_scoring_without_a_champion_says_how_to_get_one(tmp_path, monkeypatch):
+    from jobs.tracking import NoModelError, champion_version
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/empty.db")
+    with pytest.raises(NoModelError, match="train_pipeline"):
+        champion_version("flight_delay")

@@ -1,0 +1,159 @@
+"""The MLlib baselines on four real days (two to fit, one to validate, one holdout), in a
+throw-away MLflow store: their runs, their Spark-free pyfuncs, the evaluation report recomputed
+from its saved predictions, the bar that stops a worse candidate, and a baseline as champion."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+
+import mlflow.pyfunc
+import numpy as np
+import pytest
+
+from jobs.selection.specs import BaselineSpec
+
+RUN_DATE = dt.date(2013, 1, 5)
+BASELINES = (BaselineSpec("logistic_regression", "logistic_regression", {"maxIter": 20, "regParam": 0.01}),
+             BaselineSpec("gbt", "gbt", {"maxIter": 3, "maxDepth": 3}, promote=True))
+
+
+@pytest.fixture(scope="module")
+def trained(spark, lake, config, tmp_path_factory):
+    from jobs.features.job import build_features, read_inputs, write_features
+    from jobs.lake.layout import Lake
+    from jobs.selection.baselines import train_baselines
+
+    home = tmp_path_factory.mktemp("baselines")
+    days = [dt.date(2013, 1, d) for d in (2, 3, 4, 5)]
+    write_features(build_features(read_inputs(spark, lake, config, days), config), str(home / "lake" / "features"))
+    cfg = dataclasses.replace(
+        config, baselines=BASELINES,
+        train=dataclasses.replace(config.train, train_days=2, validation_days=1, holdout_days=1,
+                                  model_name="baseline_tests", experiment="baseline-tests", min_category_count=1),
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{home}/mlflow.db")
+        patch.setenv("PIPELINE_MLFLOW_ARTIFACTS", str(home / "artifacts"))
+        found = train_baselines(spark, Lake.at(str(home / "lake")), cfg, RUN_DATE, started_by="a test")
+        yield {"results": {r["name"]: r for r in found}, "config": cfg, "lake": Lake.at(str(home / "lake"))}
+
+
+def test_each_baseline_is_its_own_run_with_params_metrics_report_and_a_model_with_signature(trained):
+    import mlflow
+
+    from jobs.tracking import client
+
+    for name, result in trained["results"].items():
+        run = client().get_run(result["run_id"])
+        assert run.info.status == "FINISHED"
+        assert run.data.tags["candidate_kind"] == "baseline" and run.data.tags["candidate_name"] == name
+        assert run.data.tags["holdout_window"] == "2013-01-05..2013-01-05"
+        assert run.data.params["train_window"] == "2013-01-02..2013-01-03"
+        assert run.data.metrics["holdout_roc_auc"] == result["metrics"]["roc_auc"] > 0.55
+        assert "validation_roc_auc" in run.data.metrics and "threshold" in run.data.metrics
+        artifacts = {a.path for a in client().list_artifacts(result["run_id"], "evaluation")}
+        assert {f"evaluation/{f}" for f in ("report.json", "segments.csv", "holdout_predictions.parquet",
+                                            "roc_curve.png", "pr_curve.png", "calibration.png",
+                                            "confusion_matrix.png", "segments.png")} <= artifacts
+        model = mlflow.models.get_model_info(result["model_uri"])
+        assert model.signature is not None and model.signature.inputs.input_names()[:2] == ["carrier", "origin"]
+
+
+def test_the_report_equals_what_its_saved_predictions_give(trained):
+    """Every number of the report comes back from the holdout predictions logged beside it; the
+    threshold was chosen on the validation day, not on them."""
+    import mlflow.artifacts
+
+    from jobs.selection.evaluation import REPORT, best_f1_threshold, build_report, read_predictions
+    from jobs.tracking import client
+
+    config = trained["config"]
+    for result in trained["results"].values():
+        report = mlflow.artifacts.load_dict(f"runs:/{result['run_id']}/{REPORT}")
+        predictions = read_predictions(result["run_id"])
+        assert len(predictions) == result["metrics"]["rows"]
+        again = build_report(predictions, config.features.label, config.evaluation, report["threshold"],
+                             report["validation"])
+        assert json.loads(json.dumps(again)) == report
+        assert report["threshold"]["policy"] == "validation_f1"
+        assert report["threshold"]["value"] != best_f1_threshold(predictions["label"], predictions["probability"])
+        metrics = client().get_run(result["run_id"]).data.metrics
+        assert metrics["holdout_f1"] == report["confusion"]["f1"]
+        assert metrics["holdout_roc_auc"] == report["holdout"]["roc_auc"]
+
+
+@pytest.mark.parametrize("name", [spec.name for spec in BASELINES])
+def test_the_pyfunc_predicts_what_the_spark_model_predicts(spark, trained, name):
+    """The exported numbers and the design matrix built without Spark give Spark's own probabilities."""
+    from pyspark.ml.functions import vector_to_array
+
+    from jobs.model.baseline import design_matrix, export, predict_design
+    from jobs.selection.baselines import design_column
+
+    lake, config, result = trained["lake"], trained["config"], trained["results"][name]
+    model, pre, kind = result["spark_model"], result["preprocessor"], dict((s.name, s.kind) for s in BASELINES)[name]
+    holdout = spark.read.parquet(lake.partition(lake.features, RUN_DATE))
+    scored = (model.transform(holdout.select(*config.features.inputs, design_column(pre)))
+              .select(*config.features.inputs, vector_to_array("probability")[1].alias("spark")).toPandas())
+    mine = predict_design(kind, export(model, kind), design_matrix(pre, scored))
+    assert scored["spark"].std() > 0.01  # a model that tells rows apart
+    np.testing.assert_allclose(mine, scored["spark"], rtol=1e-9, atol=1e-12)
+
+
+def test_a_worse_candidate_is_stopped_before_the_gate_with_the_reason(spark, trained):
+    """A candidate that predicts the positives' share for every row (holdout ROC AUC 0.5) does not
+    beat the baselines: registered, tagged why, compared in the table, never champion."""
+    import mlflow
+    import mlflow.artifacts
+
+    from jobs.selection.bar import COMPARISON, STOPPED, assess
+    from jobs.tracking import client, ensure_experiment
+
+    config, lake = trained["config"], trained["lake"]
+    experiment = ensure_experiment(config.train.experiment)
+    with mlflow.start_run(experiment_id=experiment) as run:
+        info = mlflow.pyfunc.log_model(name="model", python_model=Constant(), input_example=None)
+    version = mlflow.register_model(info.model_uri, "worse_candidates").version
+    stopped_config = dataclasses.replace(config, train=dataclasses.replace(config.train, model_name="worse_candidates"))
+    decision = assess(spark, stopped_config, run.info.run_id, info.model_uri,
+                      [lake.partition(lake.features, RUN_DATE)], [lake.partition(lake.features, dt.date(2013, 1, 4))],
+                      RUN_DATE, "2013-01-05..2013-01-05", version=str(version))
+    assert decision is not None and not decision.promote
+    assert "does not beat the best baseline" in decision.reason and decision.tags()["gate_decision"] == STOPPED
+    found = client().get_run(run.info.run_id).data.tags
+    assert found["bar_decision"] == STOPPED and found["bar_reason"] == decision.reason
+    assert client().get_model_version("worse_candidates", str(version)).tags["gate_decision"] == STOPPED
+    assert not client().get_registered_model("worse_candidates").aliases  # nothing promoted
+    table = mlflow.artifacts.load_text(f"runs:/{run.info.run_id}/{COMPARISON}")
+    assert [line.split(" | ")[1] for line in table.splitlines()[2:]] == ["pytorch", "gbt", "logistic_regression"]
+
+
+class Constant(mlflow.pyfunc.PythonModel):
+    """A candidate that knows nothing: the same probability for every row."""
+
+    def predict(self, context, model_input, params=None):
+        return np.full(len(model_input), 0.25)
+
+
+def test_a_baseline_made_champion_by_config_is_scored_unchanged(spark, trained):
+    """``promote: true``: the GBT baseline was registered and, as the first version, became
+    champion; the score job's own code serves it (raw columns into its pyfunc)."""
+    from pyspark.sql import functions as F
+
+    from jobs.scoring.job import model_preprocessor, resolve_model, score_features
+    from jobs.tracking import champion_version
+
+    config, lake = trained["config"], trained["lake"]
+    gate = trained["results"]["gbt"]["gate"]
+    assert gate["gate_decision"] == "promoted"
+    champion = champion_version(config.train.model_name)
+    assert champion.version == gate["model_version"] and champion.run_id == trained["results"]["gbt"]["run_id"]
+    ref, uri = resolve_model(config.train.model_name, None)  # as the score job resolves it, on the driver
+    assert ref == champion and model_preprocessor(uri) is None  # scoring passes raw feature columns
+    features = spark.read.parquet(lake.partition(lake.features, RUN_DATE)).withColumn("date", F.lit(RUN_DATE))
+    scored = score_features(features, config.features, ref, uri, 256, RUN_DATE).toPandas()
+    expected = mlflow.pyfunc.load_model(uri).predict(features.toPandas()[config.features.inputs])
+    assert len(scored) == len(expected)
+    np.testing.assert_allclose(np.sort(scored["probability"]), np.sort(expected), rtol=1e-12)

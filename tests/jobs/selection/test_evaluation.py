@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from jobs.selection.evaluation import PROBABILITY, best_f1_threshold, build_report, choose_threshold, confusion
+from jobs.selection.specs import EvaluationSpec
+
+rng = np.random.default_rng(3)
+N = 600
+FRAME = pd.DataFrame({
+    "carrier": rng.choice(["AA", "UA", "B6", "ZZ"], size=N, p=[0.45, 0.35, 0.17, 0.03]),
+    "dep_hour": rng.integers(5, 9, size=N).astype(float),  # as the features store it
+    PROBABILITY: rng.uniform(size=N),
+})
+FRAME["label"] = (rng.uniform(size=N) < FRAME[PROBABILITY]).astype(float)
+SPEC = EvaluationSpec(segments=["carrier", "dep_hour"], threshold=0.4, min_segment_rows=30)
+
+
+def test_confusion_counts_every_row_once_at_the_threshold():
+    found = confusion([1, 1, 0, 0, 1], [0.9, 0.3, 0.6, 0.1, 0.5], 0.5)
+    assert (found["tp"], found["fn"], found["fp"], found["tn"]) == (2, 1, 1, 1)
+    assert found["precision"] == pytest.approx(2 / 3) and found["recall"] == pytest.approx(2 / 3)
+
+
+def test_the_f1_threshold_is_the_best_one_on_the_rows_it_is_chosen_on():
+    best = best_f1_threshold(FRAME["label"], FRAME[PROBABILITY])
+    f1 = confusion(FRAME["label"], FRAME[PROBABILITY], best)["f1"]
+    for other in np.linspace(0.05, 0.95, 19):
+        assert f1 >= confusion(FRAME["label"], FRAME[PROBABILITY], other)["f1"] - 1e-12
+
+
+def test_the_threshold_policy_is_configured_or_validation_never_the_holdout():
+    assert choose_threshold(SPEC)["value"] == 0.4 and choose_threshold(SPEC)["policy"] == "configured"
+    chosen = EvaluationSpec(threshold="validation_f1")
+    validation = FRAME.head(200)
+    found = choose_threshold(chosen, validation["label"], validation[PROBABILITY])
+    assert found["value"] == best_f1_threshold(validation["label"], validation[PROBABILITY])
+    assert found["chosen_on"] == "200 validation rows"
+    with pytest.raises(ValueError, match="no validation rows"):
+        choose_threshold(chosen)
+    with pytest.raises(ValueError, match="strictly between"):
+        EvaluationSpec(threshold=1.5)
+    with pytest.raises(ValueError, match="validation_f1"):
+        EvaluationSpec(threshold="holdout_f1")
+
+
+def test_segments_break_down_the_holdout_and_pool_the_small_ones():
+    from jobs.metrics import evaluate
+
+    report = build_report(FRAME, "label", SPEC, choose_threshold(SPEC))
+    by_carrier = {row["value"]: row for row in report["segments"] if row["segment"] == "carrier"}
+    assert set(by_carrier) == {"AA", "UA", "B6", "(other)"}  # ZZ has fewer than 30 rows
+    assert sum(row["rows"] for row in by_carrier.values()) == N
+    aa = FRAME[FRAME["carrier"] == "AA"]
+    assert by_carrier["AA"]["roc_auc"] == evaluate(aa["label"], aa[PROBABILITY])["roc_auc"]
+    hours = [row["value"] for row in report["segments"] if row["segment"] == "dep_hour"]
+    assert hours == ["5", "6", "7", "8"]
+    assert report["holdout"]["rows"] == N
+    assert sum(report["confusion"][k] for k in ("tn", "fp", "fn", "tp")) == N
+
+
+def test_report_figures_are_drawn(tmp_path):
+    from jobs.plots import confusion_figure, pr_figure, segments_figure
+
+    report = build_report(FRAME, "label", SPEC, choose_threshold(SPEC))
+    for name, fig in {"pr": pr_figure(FRAME["label"], FRAME[PROBABILITY]),
+                      "confusion": confusion_figure(report["confusion"], report["threshold"]),
+                      "segments": segments_figure(report["segments"])}.items():
+        fig.savefig(tmp_path / f"{name}.png")
+        assert (tmp_path / f"{name}.png").stat().st_size > 1000
+    assert len(segments_figure(report["segments"]).axes) == 2  # one panel per segment column

@@ -1,0 +1,321 @@
+"""Faults of training, tracking and drift (issue 15): each class answered with a clear message, a
+run that does not stay RUNNING, or a report that says what it is.
+
+Real Spark (the session fixture), real MLflow (a SQLite store; a real ``mlflow server`` process for
+the outage), real train job processes for the kills.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from jobs.lake.layout import partition_name
+
+REPO = Path(__file__).resolve().parents[3]
+DAYS = [dt.date(2013, 1, d) for d in (2, 3, 4, 5)]
+RUN_DATE = DAYS[-1]
+
+
+@pytest.fixture(scope="module")
+def features(spark, lake, config, tmp_path_factory):
+    """Real feature rows of DAYS (a Spark DataFrame, cached) and a folder to build lakes in."""
+    from jobs.features.job import build_features, read_inputs
+
+    frame = build_features(read_inputs(spark, lake, config, DAYS), config).cache()
+    frame.count()
+    return frame
+
+
+def make_lake(home: Path, frame, epochs: int = 1, **train) -> Path:
+    """A lake at ``home/lake`` with ``frame`` as its features, and ``home/pipeline.yaml`` training on
+    three days and holding out one, for ``epochs`` epochs of small batches."""
+    from jobs.features.job import write_features
+
+    write_features(frame, str(home / "lake" / "features"))
+    raw = yaml.safe_load((REPO / "jobs/pipeline.yaml").read_text())
+    raw["train"].update(train_days=3, validation_days=0, holdout_days=1, epochs=epochs, batch_size=64, **train)
+    raw["evaluation"]["threshold"] = 0.5  # no validation days to choose it on
+    (home / "pipeline.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    return home
+
+
+def start_training(home: Path, tracking_uri: str, **env: str) -> subprocess.Popen:
+    """The train job as its own process (what spark-submit runs), in a session of its own."""
+    out = open(home / "train.log", "a")  # noqa: SIM115 - the child writes to it until it ends
+    return subprocess.Popen(
+        [sys.executable, "-m", "jobs.training.job", "--run-date", RUN_DATE.isoformat(),
+         "--config", str(home / "pipeline.yaml"), "--lake-root", str(home / "lake")],
+        cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "MLFLOW_TRACKING_URI": tracking_uri,
+             "PIPELINE_MLFLOW_ARTIFACTS": str(home / "artifacts"), **env},
+    )
+
+
+def epochs_done(home: Path) -> int:
+    found = (home / "lake" / "checkpoints" / "training" / partition_name(RUN_DATE)).glob("*/epoch-*.pt")
+    return max((int(path.stem.removeprefix("epoch-")) for path in found), default=0)
+
+
+def wait_for_epoch(home: Path, proc: subprocess.Popen, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while epochs_done(home) < 1:
+        assert proc.poll() is None, "training ended early:\n" + (home / "train.log").read_text()[-4000:]
+        assert time.monotonic() < deadline, f"no checkpoint within {timeout} s"
+        time.sleep(0.05)
+
+
+def run_of(tracking_uri: str, config, timeout: float = 120, tag: str | None = None):
+    """The one run of the training experiment in the store, once it exists (and has ``tag``)."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        experiment = client.get_experiment_by_name(config.train.experiment)
+        runs = client.search_runs([experiment.experiment_id]) if experiment else []
+        if runs and (tag is None or tag in runs[0].data.tags):
+            return client, runs[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no training run in {tracking_uri} within {timeout} s")
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+# --- 1. the tracking server down ----------------------------------------------------------------
+
+
+@pytest.mark.e2e
+def test_a_dead_tracking_server_fails_training_within_two_minutes_saying_so(features, tmp_path):
+    """A real ``mlflow server`` killed before the train job starts: the job fails fast (it checks the
+    server up front; MLflow's own retries would take over 4 minutes) with a message saying what to do."""
+    from tests.stack import running_mlflow
+
+    home = make_lake(tmp_path, features)
+    with running_mlflow(tmp_path / "mlflow", f"sqlite:///{tmp_path}/server.db") as server:
+        os.killpg(server.process.pid, signal.SIGKILL)
+        server.process.wait(timeout=30)
+        started = time.monotonic()
+        proc = start_training(home, server.url)
+        try:
+            code = proc.wait(timeout=150)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    elapsed = time.monotonic() - started
+    log = (home / "train.log").read_text()
+    assert code != 0 and elapsed < 120, f"{elapsed:.0f} s:\n{log[-3000:]}"
+    assert f"tracking server at {server.url} not reachable" in log and "Start it with" in log, log[-3000:]
+
+
+def test_tracking_settings_bound_mlflow_calls_and_the_environment_wins(config, monkeypatch):
+    from jobs.config import TRACKING_ENV
+    from jobs.tracking import configure_tracking
+
+    for variable in TRACKING_ENV.values():
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "7")
+    applied = configure_tracking(config.tracking)
+    assert applied["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "7"  # set by the operator: kept
+    assert applied["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == str(config.tracking.max_retries)
+    from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR, MLFLOW_HTTP_REQUEST_MAX_RETRIES
+
+    assert MLFLOW_HTTP_REQUEST_MAX_RETRIES.get() == config.tracking.max_retries  # what MLflow reads
+    assert MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR.get() == config.tracking.backoff_factor
+
+
+# --- 2. killed mid-training ---------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+def test_a_terminated_training_ends_its_run_as_failed_and_stops_its_ranks(features, config, tmp_path):
+    """SIGTERM to the train job mid-training (what Airflow sends a task it kills): the ranks stop,
+    the job exits within seconds and the MLflow run is FAILED with the reason, not RUNNING forever."""
+    home = make_lake(tmp_path, features, epochs=40)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    proc = start_training(home, uri)
+    try:
+        wait_for_epoch(home, proc)
+        os.kill(proc.pid, signal.SIGTERM)
+        code = proc.wait(timeout=60)
+        deadline = time.monotonic() + 15
+        while group_alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not group_alive(proc.pid), "ranks outlived the terminated job"
+    finally:
+        if group_alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert code != 0 and epochs_done(home) < 40
+    _, run = run_of(uri, config)
+    assert run.info.status == "FAILED", (home / "train.log").read_text()[-3000:]
+    assert "Terminated" in run.data.tags["pipeline.failure"]
+
+
+@pytest.mark.e2e
+def test_the_next_start_fails_a_run_whose_job_was_killed(features, config, tmp_path):
+    """SIGKILL (the OOM killer, a lost node) leaves no chance to end the run; the next start of the
+    job (opening its own run) marks it FAILED with a note, since its process is gone."""
+    import hashlib
+
+    from jobs.lake.layout import Lake
+    from jobs.model.tabular import Preprocessor
+    from jobs.training.publish import open_run
+
+    home = make_lake(tmp_path, features, epochs=40)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    proc = start_training(home, uri)
+    try:
+        client, run = run_of(uri, config, tag="pipeline.owner")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert client.get_run(run.info.run_id).info.status == "RUNNING"
+
+    # The next start of the job, for another day: it opens its run in the same experiment.
+    os.environ["MLFLOW_TRACKING_URI"], saved = uri, os.environ["MLFLOW_TRACKING_URI"]
+    try:
+        pre = Preprocessor([], [], {}, {}, {})
+        nonce = hashlib.sha256(str(tmp_path).encode()).hexdigest()
+        new = open_run(Lake.at(str(home / "lake")), DAYS[0], config.train.experiment, {"nonce": nonce}, pre, 1)
+    finally:
+        os.environ["MLFLOW_TRACKING_URI"] = saved
+    stale = client.get_run(run.info.run_id)
+    assert stale.info.status == "FAILED"
+    assert "is gone (killed)" in stale.data.tags["pipeline.failure"]
+    assert client.get_run(new.run_id).info.status == "RUNNING"  # its own run is left alone
+
+
+# --- 3. a training window without labels ----------------------------------------------------------
+
+
+def train_in_this_process(home: Path, monkeypatch, tmp_path) -> None:
+    """``jobs.training.job.main`` in the test process on the session's Spark, restoring the SIGTERM handler."""
+    from jobs.config import TRACKING_ENV
+    from jobs.training.job import main
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    monkeypatch.setenv("PIPELINE_MLFLOW_ARTIFACTS", str(tmp_path / "artifacts"))
+    for variable in TRACKING_ENV.values():
+        monkeypatch.setenv(variable, os.environ.get(variable, "2"))
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        main(["--run-date", RUN_DATE.isoformat(), "--config", str(home / "pipeline.yaml"),
+              "--lake-root", str(home / "lake")])
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+
+
+@pytest.mark.parametrize(("label", "says"), [("null", "has a label"), ("0.0", "a classifier needs both classes")])
+def test_a_window_without_labels_fails_before_training_naming_the_window(
+        features, config, tmp_path, monkeypatch, label, says):
+    from pyspark.sql import functions as F
+
+    from jobs.errors import DataError
+    from jobs.training.data import LabelError
+
+    home = make_lake(tmp_path, features.withColumn(config.features.label, F.expr(f"CAST({label} AS DOUBLE)")))
+    started = time.monotonic()
+    with pytest.raises(LabelError, match=says) as raised:
+        train_in_this_process(home, monkeypatch, tmp_path)
+    assert isinstance(raised.value, DataError)
+    assert f"training window {DAYS[0]}..{DAYS[2]}" in str(raised.value)
+    assert time.monotonic() - started < 60 and epochs_done(home) == 0  # no rank started
+
+
+# --- 4. non-finite and absurd numerics ----------------------------------------------------------
+
+
+def test_a_feature_with_non_finite_statistics_stops_training_naming_it(features, config):
+    """NaN, infinity and values near the float maximum (whose sum overflows) in the training rows:
+    the preprocessor refuses them instead of standardising the features to zeros."""
+    from pyspark.sql import functions as F
+
+    from jobs.errors import DataError
+    from jobs.training.data import fit_preprocessor
+
+    first = F.col("flight") % 7 == 0
+    broken = (features
+              .withColumn("distance", F.when(first, F.lit(float("nan"))).otherwise(F.col("distance")))
+              .withColumn("temp", F.when(first, F.lit(float("inf"))).otherwise(F.col("temp")))
+              .withColumn("seats", F.when(first, F.lit(1.7e308)).otherwise(F.col("seats"))))
+    with pytest.raises(DataError, match="non-finite statistics") as raised:
+        fit_preprocessor(broken, config.features, 5, "training window 2013-01-02..2013-01-04")
+    message = str(raised.value)
+    for named in ("distance (mean nan", "temp (mean inf", "seats (mean "):
+        assert named in message, message
+    assert "training window 2013-01-02..2013-01-04" in message and "dep_hour" not in message
+    fit_preprocessor(features, config.features, 5)  # the real rows pass
+
+
+# --- 5. days with very few rows -----------------------------------------------------------------
+
+
+def test_a_day_with_too_few_rows_is_not_judged_as_drift(features, config):
+    import numpy as np
+
+    from jobs.scoring.drift import PREDICTION, build_baseline, headline, measure
+    from jobs.training.data import fit_preprocessor
+
+    train = features.where(features.date.isin(DAYS[:3]))
+    pre = fit_preprocessor(train, config.features, 5)
+    baseline = build_baseline(train, pre, np.linspace(0.05, 0.95, 500), config.score.drift.bins)
+    day = features.where(features.date == DAYS[3]).drop("date")
+    one_row = day.limit(1).withColumn(PREDICTION, day.distance * 0 + 0.5).cache()
+    report = measure(baseline, one_row, one_row.select(PREDICTION), config.score.drift)
+    assert report["rows"] == 1 and report["status"] == "too_few_rows"
+    assert not report["drifted"] and report["reasons"] == []
+    assert headline(report).startswith("too few rows to judge drift (1 < score.drift.min_rows")
+    whole = day.withColumn(PREDICTION, (day.distance % 1000) / 1000)  # a real day is judged
+    assert measure(baseline, whole, whole.select(PREDICTION), config.score.drift)["status"] != "too_few_rows"
+
+
+# --- 6. undefined metrics at the champion gate --------------------------------------------------
+
+
+def test_the_first_model_becomes_champion_with_an_undefined_metric_and_a_warning(features, config, tmp_path):
+    """A holdout of one class has no ROC AUC: the first version still becomes champion (as the README
+    says), with a warning tag; a later challenger with an undefined metric never replaces a champion."""
+    import math
+
+    import mlflow
+    import torch
+
+    from jobs.model.tabular import build_net, log_pyfunc
+    from jobs.selection.gate import CHAMPION, apply_gate, decide
+    from jobs.tracking import ensure_experiment
+    from jobs.training.data import fit_preprocessor
+
+    label = config.features.label
+    pre = fit_preprocessor(features.where(features.date.isin(DAYS[:3])), config.features, 5)
+    holdout = features.where((features.date == DAYS[3]) & (features[label] == 0.0)).limit(200).toPandas()
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
+    mlflow.set_experiment(experiment_id=ensure_experiment("gate-faults"))
+    client, name = mlflow.MlflowClient(), "undefined_gate"
+    torch.manual_seed(0)
+    with mlflow.start_run():
+        info = log_pyfunc(build_net(pre, {"embedding_dim": 2, "hidden_units": [4]}), pre,
+                          {"embedding_dim": 2, "hidden_units": [4]}, holdout.head(5))
+    version = str(mlflow.register_model(info.model_uri, name).version)
+    decision = apply_gate(client, name, version, holdout, config.features.inputs, label, "roc_auc", 0.002)
+    assert math.isnan(decision.challenger_score)
+    assert decision.promote, decision.reason
+    assert str(client.get_model_version_by_alias(name, CHAMPION).version) == version
+    tags = client.get_model_version(name, version).tags
+    assert tags["gate_decision"] == "promoted" and "undefined" in tags["gate_warning"]
+
+    later = decide("roc_auc", math.nan, 0.71, 0.002, champion_version=version)
+    assert not later.promote and "never replaces the champion" in later.reason and later.warning

@@ -1,0 +1,64 @@
+"""Training and scoring on a real GPU, submitted with spark-submit in local mode as Airflow submits
+them. Skipped where torch sees no CUDA device (CI); the CPU-side tests of the same code paths are
+in test_train.py (every collective's tensor on the rank's device, mixed precision on the CPU) and
+test_score.py (encoded inputs equal to the pyfunc's)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from jobs.lake.layout import partition_name
+from tests.jobs.training.test_train_on_cluster import REPO, RUN_DATE, gpus, small_window
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(gpus() == 0, reason="no GPU here: run on a GPU machine")]
+
+SCORE_DATE = RUN_DATE + dt.timedelta(days=1)
+
+
+def submit(job: str, *args: str, env: dict[str, str]) -> str:
+    done = subprocess.run(
+        ["spark-submit", "--master", "local[4]", str(REPO / f"jobs/{job}.py"), *args],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    return done.stdout + done.stderr
+
+
+def test_gpu_training_in_bf16_and_gpu_scoring_equal_to_the_cpu(spark, lake, config, tmp_path):
+    import mlflow
+    import pyarrow.parquet as pq
+
+    from jobs.features.job import build_features, read_inputs, write_features
+
+    config_path, features_lake, _ = small_window(spark, lake, config, tmp_path, model_name="gpu_model")
+    write_features(build_features(read_inputs(spark, lake, config, [SCORE_DATE]), config),
+                   str(features_lake / "features"))
+    tracking = f"sqlite:///{tmp_path}/mlflow.db"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": tracking, "PIPELINE_MLFLOW_ARTIFACTS": str(tmp_path / "art"),
+           "PYSPARK_PYTHON": sys.executable}
+    common = ["--config", str(config_path), "--lake-root", str(features_lake)]
+
+    output = submit("train", "--run-date", RUN_DATE.isoformat(), *common, "--use-gpu", "true", env=env)
+    assert "labelled rows on cuda:0 (bf16)" in output, "precision auto is bf16 on a GPU that has it"
+    client = mlflow.MlflowClient(tracking)
+    version = client.get_model_version_by_alias("gpu_model", "champion")
+    params = client.get_run(version.run_id).data.params
+    assert params["training_precision"] == "bf16" and params["training_device"] != "cpu"
+    assert params["num_processes"] == str(gpus())  # one rank per GPU of the machine
+    assert params["batch_size"] == str(config.train.gpu_batch_size)
+    assert float(version.tags["holdout_roc_auc"]) > 0.5
+
+    predictions = features_lake / "predictions" / partition_name(SCORE_DATE)
+    scored = {}
+    for use_gpu in ("false", "true"):
+        submit("score", "--run-date", SCORE_DATE.isoformat(), *common, "--use-gpu", use_gpu, env=env)
+        frame = pq.read_table(predictions).to_pandas()
+        scored[use_gpu] = frame.sort_values(["carrier", "flight", "origin", "sched_dep_time"])["probability"]
+    assert len(scored["true"]) == len(scored["false"]) > 0
+    np.testing.assert_allclose(scored["true"].to_numpy(), scored["false"].to_numpy(), rtol=0, atol=1e-5)

@@ -1,0 +1,246 @@
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+from jobs.config import FeatureSpec
+from jobs.lake.layout import partition_name
+from jobs.training.data import fit_preprocessor, split_window
+
+
+def test_split_window_puts_the_holdout_last():
+    train, holdout = split_window(dt.date(2013, 1, 10), 7, 3)
+    assert train[0] == dt.date(2013, 1, 1) and train[-1] == dt.date(2013, 1, 7)
+    assert holdout == [dt.date(2013, 1, 8), dt.date(2013, 1, 9), dt.date(2013, 1, 10)]
+
+
+def test_fit_preprocessor_uses_labelled_rows_and_frequent_categories(spark):
+    spec = FeatureSpec(builder="x:y", id_columns=[], categorical=["carrier"], numeric=["distance", "engines"],
+                       label="label")
+    df = spark.createDataFrame(
+        [("UA", 100.0, 2.0, 1.0), ("UA", 300.0, 2.0, 0.0), ("AA", 200.0, 2.0, 0.0),
+         ("AA", 200.0, 2.0, 1.0), ("B6", 200.0, 2.0, 1.0), ("DL", 9999.0, 2.0, None), ("DL", 9999.0, 2.0, None)],
+        "carrier string, distance double, engines double, label double",
+    )
+    pre = fit_preprocessor(df, spec, min_count=2)
+    assert pre.vocab == {"carrier": ["AA", "UA"]}  # B6 is rare; DL only in unlabelled rows
+    assert pre.mean["distance"] == 200.0
+    assert round(pre.std["distance"], 6) == round((20000 / 5) ** 0.5, 6)
+    assert pre.std["engines"] == 1.0  # a constant column is not divided by zero
+
+
+def test_shards_are_disjoint_cover_every_row_group_and_are_stable(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from jobs.training.data import shard_units
+
+    dirs = []
+    for day, groups in ((dt.date(2013, 1, 1), 3), (dt.date(2013, 1, 2), 1), (dt.date(2013, 1, 3), 2)):
+        folder = tmp_path / partition_name(day)
+        folder.mkdir()
+        pq.write_table(pa.table({"x": list(range(groups * 10))}), folder / "part-0.parquet", row_group_size=10)
+        dirs.append(str(folder))
+    everything = shard_units(dirs, 0, 1)
+    assert len(everything) == 6
+    for world in (2, 3, 4):
+        shares = [shard_units(dirs, rank, world) for rank in range(world)]
+        assert sorted(u for share in shares for u in share) == sorted(everything)
+        assert max(map(len, shares)) - min(map(len, shares)) <= 1
+        assert shares == [shard_units(dirs, rank, world) for rank in range(world)]
+
+
+@pytest.fixture(scope="module")
+def small_training(spark, lake, config, tmp_path_factory):
+    """Features of four real days (three to train on, one holdout), a fitted preprocessor and a
+    throw-away MLflow store: ``new_job(**overrides)`` is a train_fn job with a fresh MLflow run."""
+    import mlflow
+
+    from jobs.features.job import build_features, read_inputs, write_features
+    from jobs.tracking import ensure_experiment
+
+    home = tmp_path_factory.mktemp("small-training")
+    days = [dt.date(2013, 1, d) for d in (2, 3, 4, 5)]
+    write_features(build_features(read_inputs(spark, lake, config, days), config), str(home / "features"))
+    dirs = [str(home / "features" / partition_name(d)) for d in days]
+    pre = fit_preprocessor(spark.read.parquet(*dirs[:3]), config.features, min_count=1)
+    uri = f"sqlite:///{home}/mlflow.db"
+    mlflow.set_tracking_uri(uri)
+    experiment = ensure_experiment("train-tests")  # artifacts under the test home, not ./mlruns
+
+    def new_job(**overrides) -> dict:
+        run_id = mlflow.MlflowClient().create_run(experiment).info.run_id
+        return {"run_id": run_id, "tracking_uri": uri, "preprocessor": pre.to_json(), "train_dirs": dirs[:3],
+                "holdout_dirs": dirs[3:], "label": config.features.label,
+                "builder": config.train.model, "hyper": {"embedding_dim": 4, "hidden_units": [8]}, "epochs": 2,
+                "batch_size": 256,
+                "learning_rate": 0.01, "seed": 5, "use_gpu": False, "threads_per_process": 1, **overrides}
+
+    return {"new_job": new_job, "dirs": dirs, "uri": uri}
+
+
+def test_distributed_training_is_deterministic_and_sees_every_row_once(spark, config, small_training):
+    import mlflow
+    from pyspark.ml.torch.distributor import TorchDistributor
+
+    from jobs.training.loop import train_fn
+
+    def train() -> tuple[dict, str]:
+        job = small_training["new_job"]()
+        return TorchDistributor(num_processes=2, local_mode=True, use_gpu=False).run(train_fn, job), job["run_id"]
+
+    (first, first_run), (second, _) = train(), train()
+    assert first["metrics"] == second["metrics"]
+    assert first["model_uri"] != second["model_uri"]
+    label = config.features.label
+    labelled = spark.read.parquet(*small_training["dirs"][:3]).where(f"{label} IS NOT NULL").count()
+    run = mlflow.MlflowClient().get_run(first_run)
+    assert run.data.metrics["train_rows"] == labelled
+    assert run.data.params["training_precision"] == "fp32"  # auto on the CPU: results as before
+    assert run.info.status == "RUNNING"  # the driver finishes it after registering the model
+
+
+class TensorLedger(TorchFunctionMode):
+    """Watches torch calls during a training rank: the tensors that factory functions made without
+    being told a device (they land on the default device, the CPU: the wrong one for a GPU rank,
+    whose NCCL collectives refuse CPU tensors), and the dtype each linear layer computed in."""
+
+    FACTORIES = frozenset({torch.tensor, torch.as_tensor, torch.zeros, torch.ones, torch.empty, torch.full,
+                           torch.arange})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unplaced: dict[int, torch.Tensor] = {}  # id -> tensor (kept alive so ids stay unique)
+        self.linear_dtypes: set[torch.dtype] = set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func in self.FACTORIES and kwargs.get("device") is None and isinstance(out, torch.Tensor):
+            self.unplaced[id(out)] = out
+        elif func is torch.nn.functional.linear:
+            self.linear_dtypes.add(out.dtype)
+        return out
+
+
+COLLECTIVES = ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+               "reduce_scatter_tensor", "all_to_all_single", "send", "recv")
+
+
+def record_collectives(monkeypatch) -> list[tuple[str, torch.Tensor]]:
+    """Wrap torch.distributed's tensor collectives: every tensor handed to one, by name."""
+    import torch.distributed as dist
+
+    handed: list[tuple[str, torch.Tensor]] = []
+    for name in COLLECTIVES:
+        original = getattr(dist, name)
+
+        def wrapper(*args, _name=name, _original=original, **kwargs):
+            for value in [*args, *kwargs.values()]:
+                for tensor in value if isinstance(value, list | tuple) else [value]:
+                    if isinstance(tensor, torch.Tensor):
+                        handed.append((_name, tensor))
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(dist, name, wrapper)
+    return handed
+
+
+def test_every_tensor_a_rank_hands_to_a_collective_is_created_on_its_device(small_training, monkeypatch):
+    """The GPU crash, caught on the CPU: NCCL has no CPU backend, so a tensor made without naming
+    the rank's device fails there while gloo takes it. Every collective tensor must be made on the
+    rank's device (here the CPU, under gloo), never left on the default device."""
+    from jobs.training.loop import rank_device, train_in_process
+
+    handed = record_collectives(monkeypatch)
+    with TensorLedger() as ledger:
+        result = train_in_process(small_training["new_job"]())
+    assert result and result["metrics"]["rows"] > 0
+    assert {name for name, _ in handed} >= {"all_reduce"}, "the rank agrees on steps and sums losses"
+    unplaced = [name for name, tensor in handed if id(tensor) in ledger.unplaced]
+    assert not unplaced, f"collectives given tensors created without a device: {unplaced}"
+    device = rank_device(use_gpu=False)
+    assert all(tensor.device == device for _, tensor in handed)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_trains_in_that_precision_and_says_so_in_the_run(small_training, precision):
+    """bf16 autocast runs on the CPU, fp16 with a loss scaler too: the steps compute in the asked
+    dtype, the evaluation and the logged model stay fp32, and the run records the precision."""
+    import math
+
+    import mlflow
+
+    from jobs.training.loop import train_in_process
+
+    job = small_training["new_job"](precision=precision)
+    with TensorLedger() as ledger:
+        result = train_in_process(job)
+    expected = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    assert expected in ledger.linear_dtypes and torch.float32 in ledger.linear_dtypes  # steps; evaluation
+    assert all(math.isfinite(v) for v in result["metrics"].values() if v == v)
+    assert 0.5 < result["metrics"]["roc_auc"] <= 1.0
+    run = mlflow.MlflowClient(small_training["uri"]).get_run(job["run_id"])
+    assert math.isfinite(run.data.metrics["train_loss"]) and run.data.metrics["train_loss"] > 0
+    assert run.data.params["training_precision"] == precision
+    assert run.data.params["training_device"] == "cpu"
+    model = mlflow.pyfunc.load_model(result["model_uri"]).unwrap_python_model()
+    assert {p.dtype for p in model.net.parameters()} == {torch.float32}
+
+
+def test_precision_auto_is_fp32_on_the_cpu_and_an_unknown_precision_is_refused(config):
+    import dataclasses
+
+    from jobs.training.loop import resolve_precision
+
+    assert resolve_precision("auto", torch.device("cpu")) == "fp32"
+    assert resolve_precision("bf16", torch.device("cpu")) == "bf16"
+    with pytest.raises(ValueError, match="train.precision must be one of"):
+        dataclasses.replace(config.train, precision="fp8")
+
+
+USER_MODEL = '''
+import torch
+
+
+class Logistic(torch.nn.Module):
+    """A user's own model: one embedding weight per category, a linear term per number."""
+
+    def __init__(self, cardinalities, n_numeric):
+        super().__init__()
+        self.embeddings = torch.nn.ModuleList(torch.nn.Embedding(size, 1) for size in cardinalities)
+        self.linear = torch.nn.Linear(n_numeric, 1)
+
+    def forward(self, cats, nums):
+        out = self.linear(nums).squeeze(1)
+        for j, embedding in enumerate(self.embeddings):
+            out = out + embedding(cats[:, j]).squeeze(1)
+        return out
+
+
+def logistic(pre, hyper):
+    return Logistic(pre.cardinalities, len(pre.numeric))
+'''
+
+
+def test_the_model_is_chosen_by_config_and_logged_with_its_code(small_training, tmp_path, monkeypatch):
+    """train.model names a function in the user's own module: the loop trains what it builds, and
+    the logged pyfunc carries that module, so it loads where the module is not installed."""
+    import sys
+
+    import mlflow
+
+    from jobs.training.loop import train_in_process
+
+    (tmp_path / "my_models.py").write_text(USER_MODEL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = train_in_process(small_training["new_job"](builder="my_models:logistic", hyper={}))
+    assert 0.5 < result["metrics"]["roc_auc"] <= 1.0
+    monkeypatch.delitem(sys.modules, "my_models")
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(tmp_path)])
+    (tmp_path / "my_models.py").unlink()  # only the copy logged with the model is left
+    model = mlflow.pyfunc.load_model(result["model_uri"])
+    assert type(model.unwrap_python_model().net).__name__ == "Logistic"

@@ -1,0 +1,84 @@
+"""The decisions the worker tasks make between Spark jobs: which days a scoring run scores, which
+window a training run trains on and what started it, when a missing raw day stops being waited for."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from orchestration.tasks import ingest_hint, missing_feature_days, raw_deadline, scoring_days, training_plan  # noqa: E402
+
+
+def test_a_person_s_run_date_wins_over_the_events():
+    days = scoring_days("2013-01-09", [{"days": ["2013-01-08"]}], [])
+    assert days == [{"day": "2013-01-09", "after_retraining": False}]
+
+
+def test_events_that_arrived_together_are_all_scored_once_oldest_first():
+    features = [{"days": ["2013-01-09"]}, {"days": ["2013-01-07", "2013-01-08"]}, {"days": ["2013-01-08"]}]
+    assert [d["day"] for d in scoring_days(None, features, [])] == ["2013-01-07", "2013-01-08", "2013-01-09"]
+
+
+def test_a_new_champion_rescoring_its_day_is_marked_so_its_drift_starts_no_second_retraining():
+    days = scoring_days(None, [{"days": ["2013-01-11"]}], [{"run_date": "2013-01-10"}, {"run_date": "2013-01-11"}])
+    # 01-10 only because of the champion; 01-11 has fresh features too, so its drift counts
+    assert days == [{"day": "2013-01-10", "after_retraining": True}, {"day": "2013-01-11", "after_retraining": False}]
+
+
+def test_no_run_date_and_no_events_means_nothing_to_score():
+    assert scoring_days(None, [], []) == []
+
+
+def test_the_training_window_ends_with_the_latest_drifted_day_and_says_why():
+    drift = [{"run_date": "2013-01-09", "reasons": ["distance: PSI 0.9"]},
+             {"run_date": "2013-01-10", "reasons": ["dest: unknown share +0.2"]}]
+    plan = training_plan(None, drift, dt.datetime(2013, 1, 14, tzinfo=dt.UTC))
+    assert plan["run_date"] == "2013-01-10" and plan["trigger"] == "drift"
+    assert plan["started_by"] == "drift on 2013-01-09, 2013-01-10: dest: unknown share +0.2"
+
+
+def test_a_scheduled_training_ends_with_the_last_whole_day_before_it_ran():
+    plan = training_plan(None, [], dt.datetime(2013, 1, 14, tzinfo=dt.UTC))
+    assert plan == {"run_date": "2013-01-13", "trigger": "schedule",
+                    "started_by": "the weekly schedule (window up to 2013-01-13)"}
+
+
+def test_a_person_s_training_run_date_wins():
+    assert training_plan("2013-01-28", [{"run_date": "2013-01-09"}], None)["run_date"] == "2013-01-28"
+
+
+def test_raw_data_is_waited_for_until_hours_after_the_day_ended():
+    assert raw_deadline(dt.date(2013, 1, 8), 6) == dt.datetime(2013, 1, 9, 6, tzinfo=dt.UTC)
+
+
+def test_missing_feature_days_are_named_with_what_to_trigger(tmp_path):
+    from jobs.lake.layout import Lake
+
+    lake = Lake(str(tmp_path))
+    days = [dt.date(2013, 1, d) for d in range(1, 6)]
+    for day in days[:2]:
+        Path(lake.partition(lake.features, day)).mkdir(parents=True)
+    missing = missing_feature_days(lake, days)
+    assert missing == days[2:]
+    hint = ingest_hint(missing)
+    assert '{"run_date": "2013-01-05", "days": 3}' in hint and "from 2013-01-03 to 2013-01-05" in hint
+
+
+
+def test_the_approval_request_shows_the_comparison_with_the_champion():
+    from orchestration.tasks import approval_request
+
+    summary = {"model_name": "flights", "model_version": "7", "train_window": "2013-01-01..2013-01-21",
+               "holdout_window": "2013-01-22..2013-01-28", "metrics": {"roc_auc": 0.6712, "log_loss": 0.4951},
+               "run_url": "http://127.0.0.1:5000/#/experiments/1/runs/abc",
+               "gate": {"gate_decision": "awaiting_approval", "gate_metric": "roc_auc",
+                        "gate_challenger_score": "0.671200", "gate_champion_score": "0.650000",
+                        "gate_champion_version": "5", "gate_reason": "roc_auc 0.6712 vs champion v5 0.6500"}}
+    subject, body = approval_request(summary)
+    assert subject == "Replace flights champion v5 with version 7?"
+    assert "| holdout roc_auc | 0.671200 | 0.650000 |" in body and "| version | 7 | 5 |" in body
+    assert "roc_auc 0.6712 vs champion v5 0.6500" in body and "http://127.0.0.1:5000/#/experiments/1/runs/abc" in body
+    assert "2013-01-22..2013-01-28" in body and "log_loss 0.4951" in body
+    first = {**summary, "gate": {**summary["gate"], "gate_champion_version": "", "gate_champion_score": ""}}
+    subject, body = approval_request(first)
+    assert subject == "Make flights version 7 the champion?" and "| version | 7 | (none) |" in body
