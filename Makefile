@@ -6,12 +6,13 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 ENV := source scripts/env.sh &&
 
-.PHONY: help install system-packages demo test test-fast lint bench airflow ui-screenshot clean
+.PHONY: help install system-packages demo test test-fast lint docs bench airflow ui-screenshot clean
 help:
 	@echo "make demo       install, land the example data, train and score through Airflow, print a summary"
 	@echo "make test       run the whole test suite"
 	@echo "make test-fast  the suite without the end-to-end runs (about 5 minutes): the loop while developing"
 	@echo "make lint       ruff"
+	@echo "make docs       the docs site from docs/ into site/ (mkdocs --strict: a broken link fails it)"
 	@echo "make bench      every benchmark: results table and plots in benchmarks/results/ (make bench SMOKE=1:"
 	@echo "                tiny sizes, a minute or two)"
 	@echo "make airflow    the deployed stack until Ctrl-C: Airflow (UI on :8080) and MLflow (UI on :5000) on"
@@ -45,6 +46,10 @@ test-fast: install
 
 lint: install
 	$(VENV)/bin/ruff check .
+
+# The reference lives in docs/ (mkdocs.yml); --strict fails on a broken link or anchor, or a page outside the nav.
+docs: install
+	$(VENV)/bin/mkdocs build --strict -d site
 
 # The full run takes an hour or more on 2 cores; SMOKE=1 checks that every stage runs (the suite does too).
 BENCH_OUT ?= benchmarks/results

@@ -1,0 +1,120 @@
+"""The docs site and the README: the site builds with ``mkdocs build --strict`` (no broken link or
+anchor, no page left out of the nav), the layout page lists exactly the modules of the tree, and
+the README stays a front door."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LAYOUT_PAGE = REPO / "docs" / "layout.md"
+README_MAX_LINES = 260
+
+# The folders whose every module the layout page lists, and the kinds of file that count as one.
+MODULE_ROOTS = ("jobs", "orchestration", "plugins", "dags")
+MODULE_SUFFIXES = {".py", ".sh", ".yaml"}
+# A layout row: a table line whose first cell is one path in backticks.
+ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|")
+
+
+def layout_paths(text: str) -> set[str]:
+    """The paths in the first column of the layout page's tables (folders end with ``/``)."""
+    return {m.group(1) for line in text.splitlines() if (m := ROW.match(line))}
+
+
+def tree_modules(root: Path) -> set[str]:
+    """Every module under the module roots, as the layout page names it: a file by its path, a package
+    by its folder with a trailing ``/`` (its ``__init__.py`` gets no row of its own)."""
+    found: set[str] = set()
+    for top in MODULE_ROOTS:
+        for path in sorted((root / top).rglob("*")):
+            if not path.is_file() or "__pycache__" in path.parts or path.suffix not in MODULE_SUFFIXES:
+                continue
+            rel = path.relative_to(root).as_posix()
+            found.add(rel.removesuffix("__init__.py") if path.name == "__init__.py" else rel)
+    return found
+
+
+def layout_differences(root: Path, page_text: str) -> tuple[list[str], list[str]]:
+    """(modules of the tree the page lacks, rows of the page whose path is not in the tree)."""
+    listed = layout_paths(page_text)
+    modules = tree_modules(root)
+    missing = sorted(modules - listed)
+    in_roots = {p for p in listed if p.split("/", 1)[0] in MODULE_ROOTS}
+    stale = sorted(p for p in in_roots - modules if not (p.endswith("/") and (root / p).is_dir()))
+    stale += sorted(p for p in listed - in_roots if not (root / p).exists())
+    return missing, stale
+
+
+def test_site_builds_strict(tmp_path: Path) -> None:
+    """A broken link or anchor, or a page missing from the nav, is a warning, and --strict fails on it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout}\n{result.stderr}"
+    assert (tmp_path / "site" / "index.html").is_file()
+
+
+def test_layout_page_lists_the_tree() -> None:
+    missing, stale = layout_differences(REPO, LAYOUT_PAGE.read_text(encoding="utf-8"))
+    assert not missing and not stale, (
+        f"docs/layout.md is out of step with the tree:\n  missing (add a row): {missing}\n"
+        f"  stale (no such path): {stale}"
+    )
+
+
+def test_layout_check_finds_missing_and_stale(tmp_path: Path) -> None:
+    """The check itself, on a tree of its own: a module without a row and a row without a module."""
+    for name in ["jobs/__init__.py", "jobs/config.py", "jobs/lake/__init__.py", "jobs/lake/layout.py",
+                 "jobs/lake/gpu_discovery.sh", "jobs/pipeline.yaml", "dags/a_pipeline.py",
+                 "jobs/lake/__pycache__/layout.cpython-311.pyc", "jobs/README.txt"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    (tmp_path / "scripts").mkdir()
+    page = "\n".join([
+        "| path | what it holds |", "|---|---|",
+        "| `jobs/` | the jobs |", "| `jobs/config.py` | config |", "| `jobs/lake/` | the lake |",
+        "| `jobs/lake/layout.py` | layout |", "| `jobs/pipeline.yaml` | tunables |",
+        "| `jobs/validate.py` | moved away |", "| `scripts/` | scripts |", "| `Makefile` | gone |",
+    ])
+    missing, stale = layout_differences(tmp_path, page)
+    assert missing == ["dags/a_pipeline.py", "jobs/lake/gpu_discovery.sh"]
+    assert stale == ["jobs/validate.py", "Makefile"]
+
+
+def test_readme_is_a_front_door() -> None:
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; move reference text to docs/"
+
+
+def test_readme_links_resolve() -> None:
+    """The README is outside the site, so mkdocs does not check its links: every relative link names
+    a file of the repository (and an anchor of a docs page that has that heading)."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+://", target):
+            continue
+        path, _, anchor = target.partition("#")
+        if not (REPO / path).exists():
+            broken.append(target)
+        elif anchor and path.endswith(".md") and anchor not in headings(REPO / path):
+            broken.append(target)
+    assert not broken, f"README.md links to what does not exist: {broken}"
+
+
+def headings(page: Path) -> set[str]:
+    """The anchors MkDocs gives a page's headings (its default slugs: lower case, words joined by -)."""
+    anchors = set()
+    fenced = False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (m := re.match(r"#{1,6}\s+(.*)", line)):
+            slug = re.sub(r"[^\w\s-]", "", m.group(1).strip().lower())
+            anchors.add(re.sub(r"[-\s]+", "-", slug).strip("-"))
+    return anchors
