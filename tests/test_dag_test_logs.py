@@ -18,12 +18,12 @@ CONSOLE = f"""\
 2026-11-23T12:04:35.934219Z [info     ] [DAG TEST] starting task_id=validate_raw map_index=-1 [airflow.sdk...dag]
 2026-11-23T12:04:35.934542Z [info     ] [DAG TEST] running task <TaskInstance: train_pipeline.validate_raw \
 manual__2026-11-23T12:04:35.831167+00:00 [TaskInstanceState.SCHEDULED] ti_id={A}> [airflow.sdk...dag]
-jobs.validation.job: flights 2013-01-28: 842 rows in, 842 valid
+jobs.validate: flights 2013-01-28: 842 rows in, 842 valid
 2026-11-23T12:05:22.888693Z [info     ] [DAG TEST] end task task_id=validate_raw map_index=-1 [airflow.sdk...dag]
 2026-11-23T12:05:22.893494Z [info     ] [DAG TEST] starting task_id=build_features map_index=-1 [airflow.sdk...dag]
 2026-11-23T12:05:22.894004Z [info     ] [DAG TEST] running task <TaskInstance: train_pipeline.build_features \
 manual__2026-11-23T12:04:35.831167+00:00 [TaskInstanceState.SCHEDULED] ti_id={B}> [airflow.sdk...dag]
-jobs.features.job: 842 rows for 2013-01-28
+jobs.features: 842 rows for 2013-01-28
 2026-11-23T12:05:36.550526Z [info     ] [DAG TEST] end task task_id=build_features map_index=-1 [airflow.sdk...dag]
 2026-11-23T12:05:36.6Z [info     ] Dag run finished [airflow.sdk...dag]
 """
@@ -33,8 +33,8 @@ def test_each_task_gets_its_own_lines_from_its_start_marker_to_its_end_marker():
     parts = dag_test_logs.split_by_task(CONSOLE.splitlines())
     assert list(parts) == [A, B]
     assert [line.split("] ", 1)[-1][:30] for line in parts[A]] == [
-        "[DAG TEST] running task <TaskI", "jobs.validation.job: flights 2013-01", "[DAG TEST] end task task_id=va"]
-    assert "jobs.features.job: 842 rows for 2013-01-28" in parts[B] and not any("validate" in line for line in parts[B])
+        "[DAG TEST] running task <TaskI", "jobs.validate: flights 2013-01", "[DAG TEST] end task task_id=va"]
+    assert "jobs.features: 842 rows for 2013-01-28" in parts[B] and not any("validate" in line for line in parts[B])
     assert not any("Dag run finished" in line for part in parts.values() for line in part)
 
 
