@@ -49,7 +49,8 @@ def render(summary: dict[str, Any], label_description: str | None = None) -> str
     metrics = ", ".join(f"{m} {float(tags[f'holdout_{m}']):.3f}" for m in METRICS if f"holdout_{m}" in tags)
     rows = [
         ("model", f"{scoring['model_name']} version {scoring['model_version']} (MLflow run {scoring['model_run_id']})"),
-        ("trained on", f"{tags.get('train_window', '?')}, evaluated on {tags.get('holdout_window', '?')}"),
+        ("trained on", f"{tags.get('train_window', '?')}, validation days {tags.get('validation_window', 'none')} "
+                       f"(they choose the threshold), evaluated on {tags.get('holdout_window', '?')}"),
         ("holdout metrics", metrics or "none recorded"),
         ("predictions", f"{scoring['rows']} rows for {scoring['run_date']} at {scoring['path']}"),
         ("mean probability", f"{scoring['mean_probability']:.3f} of {label_description}"),
@@ -65,6 +66,8 @@ def drift_line(drift: dict[str, Any] | None) -> str:
     if not drift:
         return "not measured (the model has no drift baseline)"
     verdict = drift.get("headline") or "; ".join(drift["reasons"]) or "none over the thresholds"
+    if "predictions PSI" in verdict:  # the model's own outputs moving is a symptom, not a trigger
+        verdict += " (reported, not alerted on)"
     return f"{verdict}; report at {drift['report']}"
 
 

@@ -56,6 +56,13 @@ def breakdown(main_started: float, main_ended: float, started: float | None) -> 
             "seconds": {k: None if v is None else round(v, 3) for k, v in seconds.items()}}
 
 
+def job_name(entry_point: str) -> str:
+    """A job's name in its timings: the entry point's stem, or the stage package of a ``job.py``
+    (``jobs/validation/job.py`` is ``validation``)."""
+    path = Path(entry_point)
+    return (path.parent.name if path.stem == "job" else path.stem) or "job"
+
+
 @contextmanager
 def timed_job() -> Iterator[None]:
     """Time a job's ``main`` (what :func:`jobs.errors.run_job` wraps): logged at the end, and
@@ -65,7 +72,7 @@ def timed_job() -> Iterator[None]:
         yield
     finally:
         record = breakdown(started, time.time(), process_started())
-        job = Path(sys.argv[0]).stem or "job"
+        job = job_name(sys.argv[0])
         log.info("timings: %s", ", ".join(f"{k} {v:.1f} s" for k, v in record["seconds"].items() if v is not None))
         if folder := os.environ.get(TIMINGS_DIR_ENV):
             Path(folder).mkdir(parents=True, exist_ok=True)

@@ -257,6 +257,8 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     text = render(collect(lake, SCORE_DATE))
     assert f"version {version.version} (MLflow run {version.run_id})" in text
     assert "none over the thresholds; highest monitored PSI: " in text
+    assert "predictions PSI " in text and "(reported, not alerted on)" in text
+    assert "validation days 2013-" in text  # the days between training and holdout that chose the threshold
     assert lake.report("drift", SCORE_DATE, DRIFT_REPORT) in text
     check_timings(Path(os.environ["PIPELINE_TIMINGS_DIR"]))
 
@@ -267,15 +269,15 @@ def check_timings(folder: Path) -> None:
     from benchmarks.nightly import PARTS, task_breakdown, task_instances
 
     records = [json.loads(p.read_text()) for p in folder.glob("*.json")]
-    assert {r["job"] for r in records} == {"validate", "features", "train", "score", "baselines"}
+    assert {r["job"] for r in records} == {"validation", "features", "training", "scoring", "baselines"}
     for record in records:
         assert record["process_started"] <= record["main_started"] <= record["main_ended"]
         assert record["seconds"]["spark session"] > 0 and record["seconds"]["work"] >= 0
-    assert any(r["seconds"].get("GX context", 0) > 0 for r in records if r["job"] == "validate")
+    assert any(r["seconds"].get("GX context", 0) > 0 for r in records if r["job"] == "validation")
     tasks = {t["task"]: task_breakdown(t, records)
              for t in task_instances(Path(os.environ["PIPELINE_HOME"]), "score_pipeline")}
     score = tasks["score_batch[0]"]
-    assert score["job"] == "score" and score["parts"]["model load"] > 0
+    assert score["job"] == "scoring" and score["parts"]["model load"] > 0
     assert all(v >= 0 for v in score["parts"].values()), score
     assert abs(sum(score["parts"].values()) - score["seconds"]) < 0.01
     assert set(score["parts"]) == set(PARTS) and tasks["plan_scoring"]["parts"] is None

@@ -66,6 +66,14 @@ def open_run(lake: Lake, run_date: dt.date, experiment: str, params: dict[str, A
     return TrainingRun(run_id, experiment_id, checkpoint_dir)
 
 
+def days_span(partition_dirs: list[str]) -> str:
+    """``first..last`` of the days of some partition folders, or ``none``."""
+    from jobs.lake.layout import partition_day
+
+    days = sorted(d for d in (partition_day(path.rstrip("/").rsplit("/", 1)[-1]) for path in partition_dirs) if d)
+    return f"{days[0]}..{days[-1]}" if days else "none"
+
+
 def publish(
     spark: SparkSession, lake: Lake, config: PipelineConfig, run_date: dt.date, run: TrainingRun,
     result: dict[str, Any], features: DataFrame, pre: Preprocessor, holdout_dirs: list[str], windows: tuple[str, str],
@@ -108,8 +116,10 @@ def publish(
         cfg.promotion_metric, cfg.promotion_margin, predictions, cfg.require_approval,
     )
     train_window, holdout_window = windows
+    validation_window = days_span(validation_dirs or [])
     for key, value in {
-        "run_date": run_date, "train_window": train_window, "holdout_window": holdout_window,
+        "run_date": run_date, "train_window": train_window, "validation_window": validation_window,
+        "holdout_window": holdout_window,
         **{f"holdout_{k}": round(v, 6) for k, v in metrics.items()},
     }.items():
         mlflow_client.set_model_version_tag(cfg.model_name, version.version, key, str(value))
@@ -122,7 +132,8 @@ def publish(
     summary = {
         "model_name": cfg.model_name, "model_version": str(version.version), "run_id": run.run_id,
         "experiment_id": run.experiment_id, "run_url": run_url(run.experiment_id, run.run_id),
-        "train_window": train_window, "holdout_window": holdout_window, "metrics": metrics, "gate": decision.tags(),
+        "train_window": train_window, "validation_window": validation_window, "holdout_window": holdout_window,
+        "metrics": metrics, "gate": decision.tags(),
     }
     write_text(lake.report("training", run_date), json.dumps(summary, indent=2))
     outcome = {"promoted": "is the new champion", "rejected": "stays a challenger",
