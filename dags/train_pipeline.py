@@ -1,9 +1,11 @@
 """
-### Training: weekly or on drift, on the feature partitions of a window
+### Training: weekly, on drift or on decay, on the feature partitions of a window
 
-Runs weekly and whenever `score_pipeline` updates the `scoring_drift` Asset. `plan_training`
-says what started the run and picks the window's last day *D*: the `run_date` param when given,
-else the latest drifted day, else the last day before the weekly run. The window is the
+Runs weekly and whenever `score_pipeline` updates the `scoring_drift` Asset (a day's inputs moved)
+or the `model_decay` Asset (the champion's realized quality on the outcomes fell below its
+holdout). `plan_training` says what started the run and picks the window's last day *D*: the
+`run_date` param when given, else the latest decayed day, else the latest drifted day, else the
+last day before the weekly run; the MLflow run is tagged `started_by` with it. The window is the
 `train_days + holdout_days` days ending with *D*; every day of it must have features (built by
 `ingest_pipeline`: this DAG writes none), or the run fails at once saying what to ingest.
 
@@ -37,7 +39,7 @@ from jobs.config import PRECISIONS
 from jobs.selection.gate import PROMOTION_METRICS
 from orchestration.spark_jobs import DEFAULT_ARGS, spark_job, spark_job_mapped
 from orchestration.sweep_tasks import plan_sweep, select_candidate
-from orchestration.tasks import DRIFT, ChampionApprovalOperator, plan_training, publish_champion
+from orchestration.tasks import DECAY, DRIFT, ChampionApprovalOperator, plan_training, publish_champion
 
 # Knobs a person tunes per run: empty keeps train.<name> of the config.
 TRAIN_PARAMS = {
@@ -89,7 +91,7 @@ with DAG(
     dag_id="train_pipeline",
     description="Train and register the model weekly or on drift; promote it when it beats the champion",
     doc_md=__doc__,
-    schedule=AssetOrTimeSchedule(timetable=CronDataIntervalTimetable("@weekly", timezone="UTC"), assets=DRIFT),
+    schedule=AssetOrTimeSchedule(timetable=CronDataIntervalTimetable("@weekly", timezone="UTC"), assets=DRIFT | DECAY),
     start_date=pendulum.datetime(2013, 1, 1, tz="UTC"),
     catchup=False,  # a retrain covers its whole window; old weeks need no run of their own
     max_active_runs=1,

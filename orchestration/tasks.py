@@ -6,7 +6,9 @@ Who writes what (one owner per lake partition):
 - ``score_pipeline`` runs on :data:`FEATURES` (and on :data:`CHAMPION`: a new champion re-scores
   the day it was trained up to), writes ``predictions/`` for those days and updates :data:`DRIFT`
   for a day that drifted.
-- ``train_pipeline`` runs weekly or on :data:`DRIFT`, reads the feature partitions of its window
+- ``score_pipeline`` also judges the served predictions on their outcomes (the monitor) and
+  updates :data:`DECAY` when the champion's realized quality decayed.
+- ``train_pipeline`` runs weekly, on :data:`DRIFT` or on :data:`DECAY`, reads the feature partitions of its window
   and writes none; a version that is promoted (by the gate, or by a person when the run requires
   approval) updates :data:`CHAMPION`.
 
@@ -33,6 +35,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 FEATURES = Asset(name="features", uri="lakeflow://features")
 DRIFT = Asset(name="scoring_drift", uri="lakeflow://reports/drift")
 CHAMPION = Asset(name="champion_model", uri="lakeflow://models/champion")
+DECAY = Asset(name="model_decay", uri="lakeflow://monitoring/decay")
 
 # The day a run is for, when it is given: the ``run_date`` param, else the logical date.
 RUN_DATE = "{{ params.run_date or ds }}"
@@ -76,16 +79,22 @@ def scoring_days(run_date: str | None, features: Iterable[dict[str, Any]],
 
 
 def training_plan(run_date: str | None, drift: list[dict[str, Any]], scheduled_end: dt.datetime | None,
-                  ) -> dict[str, str]:
-    """The last day of the training window, what started the run (``trigger``: person, drift or
-    schedule) and that in words (``started_by``).
+                  decay: list[dict[str, Any]] | None = None) -> dict[str, str]:
+    """The last day of the training window, what started the run (``trigger``: person, decay, drift
+    or schedule) and that in words (``started_by``).
 
-    A person's ``run_date`` wins; a drift event retrains on the window that ends with the latest
-    drifted day; a scheduled run trains on the window that ends with the last whole day before
-    it ran (``scheduled_end``: the end of its data interval).
+    A person's ``run_date`` wins; a decay event retrains on the window that ends with the latest
+    decayed day (the outcomes say the champion is worse: the strongest evidence); a drift event on
+    the window that ends with the latest drifted day; a scheduled run trains on the window that
+    ends with the last whole day before it ran (``scheduled_end``: the end of its data interval).
     """
     if run_date:
         return {"run_date": run_date, "trigger": "person", "started_by": f"a person: run_date {run_date}"}
+    if decay:
+        latest = max(decay, key=lambda extra: extra["run_date"])
+        reasons = "; ".join(latest.get("reasons", [])) or "see the decay report"
+        return {"run_date": latest["run_date"], "trigger": "decay",
+                "started_by": f"decay of version {latest.get('model_version', '?')} on {latest['run_date']}: {reasons}"}
     if drift:
         latest = max(drift, key=lambda extra: extra["run_date"])
         reasons = "; ".join(latest.get("reasons", [])) or "see the drift report"
@@ -260,7 +269,73 @@ def drift_check(days: Any, *, asset: Asset = DRIFT) -> Any:
     return check.expand(item=days)
 
 
-def plan_training(*, drift: Asset = DRIFT) -> Any:
+def decay_report(records: list[dict[str, Any]], previous: list[dict[str, Any]], model_name: str,
+                 champion: str, day: dt.date, spec: Any) -> dict[str, Any]:
+    """The decay report of monitored ``day`` for the champion version: the verdict of
+    :func:`jobs.monitoring.decay.judge` on ``records`` (the monitoring zone's days up to ``day``),
+    its holdout value taken from the latest record, and ``triggered``: whether it starts a
+    retraining (not when an earlier report in ``previous`` already started one for this version
+    within the window)."""
+    from jobs.monitoring.decay import already_triggered, champion_days, judge
+
+    days = champion_days(records, model_name, champion)
+    holdout = dict((days[-1].get("holdout") or {}) if days else {})
+    verdict = judge(records, model_name, champion, holdout, spec)
+    report = {"date": day.isoformat(), **verdict, "triggered": False}
+    if verdict["decayed"]:
+        earlier = already_triggered(previous, champion, day, spec.window_days)
+        if earlier:
+            report["status"] = f"decayed, but the decay of {earlier} already started a retraining for this version"
+        else:
+            report["triggered"] = True
+    return report
+
+
+def decay_check(days: Any, *, asset: Asset = DECAY) -> Any:
+    """One task per scored day: judges the champion's decay on the monitored days up to it (the
+    day minus ``monitoring.label_delay_days``), writes ``reports/decay/date=D/decay.json`` and
+    updates ``asset`` when the decay starts a retraining; skipped (no event) otherwise."""
+
+    @task(task_id="check_decay", outlets=[asset], map_index_template="{{ day }}")
+    def check(item: dict[str, Any]) -> dict[str, Any]:
+        import json
+
+        from jobs.config import load_config
+        from jobs.lake.layout import DECAY_REPORT, MONITORING_REPORT, Lake, partition_day
+        from jobs.lake.storage import entries, read_json, write_text
+        from jobs.tracking import champion_version
+
+        get_current_context()["day"] = item["day"]  # type: ignore[typeddict-unknown-key]
+        config, lake = load_config(), Lake.at()
+        day = dt.date.fromisoformat(item["day"]) - dt.timedelta(days=config.monitoring.label_delay_days)
+        spec = config.monitoring.decay
+        first = day - dt.timedelta(days=4 * spec.window_days)  # enough history for the window's days
+        records, previous = [], []
+        for name, _ in entries(lake.monitoring):
+            found = partition_day(name)
+            if found is not None and first <= found <= day:
+                if (record := read_json(f"{lake.partition(lake.monitoring, found)}/{MONITORING_REPORT}")) is not None:
+                    records.append(record)
+                if found < day and (earlier := read_json(lake.report("decay", found, DECAY_REPORT))) is not None:
+                    previous.append(earlier)
+        champion = champion_version(config.train.model_name)
+        report = decay_report(records, previous, champion.name, champion.version, day, spec)
+        path = lake.report("decay", day, DECAY_REPORT)
+        write_text(path, json.dumps(report, indent=2))
+        if not report["triggered"]:
+            why = "; ".join(report["reasons"]) or report["status"]
+            raise AirflowSkipException(f"no retraining for decay on {day} ({why}); report: {path}")
+        extra = {"run_date": day.isoformat(), "model_version": champion.version, "reasons": report["reasons"],
+                 "report": path}
+        get_current_context()["outlet_events"][asset].extra = extra
+        for reason in report["reasons"]:
+            print(f"decay on {day}: {reason}")
+        return extra
+
+    return check.expand(item=days)
+
+
+def plan_training(*, drift: Asset = DRIFT, decay: Asset = DECAY) -> Any:
     """The training window's last day and what started the run; fails (no retry) when a day of
     the window has no features, saying how to ingest it; a weekly run whose window has no
     features at all (nothing ingested yet) is skipped instead."""
@@ -272,7 +347,8 @@ def plan_training(*, drift: Asset = DRIFT) -> Any:
         from jobs.lake.layout import Lake
 
         params = params or {}
-        found = training_plan(params.get("run_date"), _extras(triggering_asset_events, drift), data_interval_end)
+        found = training_plan(params.get("run_date"), _extras(triggering_asset_events, drift), data_interval_end,
+                              _extras(triggering_asset_events, decay))
         cfg = load_config().train
         window = ((params.get("train_days") or cfg.train_days) + cfg.validation_days
                   + (params.get("holdout_days") or cfg.holdout_days))

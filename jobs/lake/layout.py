@@ -31,6 +31,8 @@ RESERVED_PREFIX = "_"
 SUMMARY = "summary.json"  # a job's report of one run (validation, training, scoring)
 VALIDATION_PAGE = "report.html"  # the validation report for a person
 DRIFT_REPORT, DRIFT_PLOT = "drift.json", "drift.png"
+MONITORING_REPORT = "monitoring.json"  # a monitored day: every version's realized metrics (jobs.monitoring)
+DECAY_REPORT = "decay.json"  # the decay verdict of a monitored day (reports/decay/)
 CHECKPOINT_RUN = "run.json"  # beside a training's checkpoints: the MLflow run they belong to
 
 
@@ -107,6 +109,10 @@ class Lake:
     @property
     def predictions(self) -> str:
         return f"{self.root}/predictions"
+
+    @property
+    def monitoring(self) -> str:
+        return f"{self.root}/monitoring"
 
     def partition(self, zone_path: str, day: dt.date) -> str:
         return f"{zone_path}/{partition_name(day)}"

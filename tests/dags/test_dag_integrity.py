@@ -32,7 +32,7 @@ OUTLETS = {
     ("score_pipeline", "check_drift"): {"scoring_drift"},
     ("train_pipeline", "publish_champion"): {"champion_model"},
 }
-SCHEDULED_ON = {"score_pipeline": {"features", "champion_model"}, "train_pipeline": {"scoring_drift"}}
+SCHEDULED_ON = {"score_pipeline": {"features", "champion_model"}, "train_pipeline": {"scoring_drift", "model_decay"}}
 
 
 @pytest.fixture(scope="module")

@@ -82,3 +82,14 @@ def test_the_approval_request_shows_the_comparison_with_the_champion():
     first = {**summary, "gate": {**summary["gate"], "gate_champion_version": "", "gate_champion_score": ""}}
     subject, body = approval_request(first)
     assert subject == "Make flights version 7 the champion?" and "| version | 7 | (none) |" in body
+
+
+def test_decay_retrains_on_the_window_ending_with_the_latest_decayed_day():
+    decay = [{"run_date": "2013-02-07", "model_version": "3", "reasons": ["realized roc_auc 0.600 ..."]},
+             {"run_date": "2013-02-06", "model_version": "3", "reasons": ["older"]}]
+    drift = [{"run_date": "2013-02-08", "reasons": ["distance: PSI 0.9"]}]
+    plan = training_plan(None, drift, dt.datetime(2013, 2, 11, tzinfo=dt.UTC), decay)
+    assert plan == {"run_date": "2013-02-07", "trigger": "decay",
+                    "started_by": "decay of version 3 on 2013-02-07: realized roc_auc 0.600 ..."}
+    assert training_plan("2013-01-28", drift, None, decay)["trigger"] == "person"
+    assert training_plan(None, drift, None, [])["trigger"] == "drift"

@@ -20,7 +20,8 @@ from jobs.lake.layout import (
 REPO = Path(__file__).resolve().parents[3]
 # What only jobs/lake/layout.py may spell: partition folders, report, checkpoint and sidecar file names,
 # the lake's environment variable, and the partition column itself.
-LAKE_NAMES = ("date=", "summary.json", "report.html", "drift.json", "drift.png", "run.json", "epoch-", "LAKE_ROOT")
+LAKE_NAMES = ("date=", "summary.json", "report.html", "drift.json", "drift.png", "monitoring.json", "decay.json",
+              "run.json", "epoch-", "LAKE_ROOT")
 
 
 def string_constants(path: Path) -> list[tuple[int, str]]:
