@@ -8,7 +8,9 @@ the day's features with the champion version of the model and writes `prediction
 (replacing only that day: re-running is safe), and measures *D*'s drift against the champion's
 training window (`reports/drift/date=D/`). When *D* drifted, `check_drift` updates the
 `scoring_drift` Asset, which starts `train_pipeline`; a day scored again after the retraining its
-own drift started does not start another.
+own drift started does not start another. `check_decay` judges the champion's realized quality
+on the monitored days up to *D* (`reports/decay/date=D/`) and updates the `model_decay` Asset when
+it decayed (once per version and window).
 
 Before any model is champion (a new deployment ingests first) the run is skipped, saying so.
 It reads `features/` and never writes it. **Trigger** from the UI with `{"run_date": "2013-01-29"}`
@@ -21,7 +23,7 @@ import pendulum
 from airflow.sdk import DAG, Param
 
 from orchestration.spark_jobs import DEFAULT_ARGS, spark_job_per_day
-from orchestration.tasks import CHAMPION, FEATURES, drift_check, plan_scoring
+from orchestration.tasks import CHAMPION, FEATURES, decay_check, drift_check, plan_scoring
 
 with DAG(
     dag_id="score_pipeline",
@@ -39,4 +41,5 @@ with DAG(
     days = plan_scoring()
     score_batch = spark_job_per_day("score", days, task_id="score_batch")
     check_drift = drift_check(days)
-    score_batch >> check_drift
+    check_decay = decay_check(days)
+    score_batch >> [check_drift, check_decay]

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import yaml
 
 from jobs.lake.layout import ROOT_ENV, Lake, pipeline_home
+from jobs.monitoring.spec import MonitoringSpec, monitoring_spec
 from jobs.scoring.drift import DriftSpec
 from jobs.selection.specs import BaselineSpec, EvaluationSpec, SweepSpec, baseline_specs, evaluation_spec, sweep_spec
 
@@ -180,6 +181,7 @@ class PipelineConfig:
     evaluation: EvaluationSpec = field(default_factory=EvaluationSpec)
     baselines: tuple[BaselineSpec, ...] = ()
     sweep: SweepSpec = field(default_factory=SweepSpec)
+    monitoring: MonitoringSpec = field(default_factory=MonitoringSpec)
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
@@ -210,6 +212,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
             evaluation=evaluation_spec(raw.get("evaluation")),
             baselines=baseline_specs(raw.get("baselines")),
             sweep=sweep_spec(raw.get("sweep")),
+            monitoring=monitoring_spec(raw.get("monitoring")),
         )
         if config.evaluation.chosen_on_validation and config.train.validation_days < 1:
             raise ValueError("evaluation.threshold is chosen on the validation days: set train.validation_days")

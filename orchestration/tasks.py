@@ -281,7 +281,7 @@ def decay_report(records: list[dict[str, Any]], previous: list[dict[str, Any]], 
     days = champion_days(records, model_name, champion)
     holdout = dict((days[-1].get("holdout") or {}) if days else {})
     verdict = judge(records, model_name, champion, holdout, spec)
-    report = {"date": day.isoformat(), **verdict, "triggered": False}
+    report = {"day": day.isoformat(), **verdict, "triggered": False}
     if verdict["decayed"]:
         earlier = already_triggered(previous, champion, day, spec.window_days)
         if earlier:

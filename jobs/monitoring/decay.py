@@ -28,13 +28,13 @@ Z95 = 1.959964
 
 def champion_days(records: list[dict[str, Any]], model_name: str, version: str) -> list[dict[str, Any]]:
     """The entries of ``version`` in daily records (``monitoring.json`` documents), oldest first,
-    each with its ``date``; days without outcomes are left out."""
+    each with its ``day``; days without outcomes are left out."""
     found = []
-    for record in sorted(records, key=lambda r: r["date"]):
+    for record in sorted(records, key=lambda r: r["day"]):
         for entry in record.get("models", []):
             if (entry.get("model_name") == model_name and str(entry.get("model_version")) == str(version)
                     and entry.get("status") == "ok"):
-                found.append({**entry, "date": record["date"]})
+                found.append({**entry, "day": record["day"]})
     return found
 
 
@@ -63,7 +63,7 @@ def judge(records: list[dict[str, Any]], model_name: str, version: str, holdout:
     ``records``: ``decayed``, the ``reasons`` in words, the pooled ``metric`` and ``ece``."""
     days = champion_days(records, model_name, version)[-spec.window_days:]
     verdict: dict[str, Any] = {"model_name": model_name, "model_version": str(version), "decayed": False,
-                               "reasons": [], "days": [d["date"] for d in days], "metric_name": spec.metric,
+                               "reasons": [], "days": [d["day"] for d in days], "metric_name": spec.metric,
                                "holdout": holdout.get(spec.metric), "margin": spec.margin, "max_ece": spec.max_ece}
     if len(days) < spec.window_days:
         verdict["status"] = (f"not enough days: {len(days)} monitored day(s) of version {version} with outcomes, "
@@ -72,7 +72,7 @@ def judge(records: list[dict[str, Any]], model_name: str, version: str, holdout:
     verdict["status"] = "judged"
     metric, ece = pooled(days, spec.metric), pooled(days, "ece")
     verdict["metric"], verdict["ece"] = metric, ece
-    span = f"{days[0]['date']}..{days[-1]['date']}"
+    span = f"{days[0]['day']}..{days[-1]['day']}"
     base = holdout.get(spec.metric)
     if metric is not None and base is not None and math.isfinite(base):
         lower = spec.metric in LOWER_IS_BETTER
@@ -95,9 +95,9 @@ def already_triggered(previous: list[dict[str, Any]], version: str, day: dt.date
     """The day of an earlier decay report that started a retraining for ``version`` within the
     last ``window_days`` days before ``day`` (its retraining is under way or lost: no second one),
     else None."""
-    for report in sorted(previous, key=lambda r: r["date"], reverse=True):
-        earlier = dt.date.fromisoformat(report["date"])
+    for report in sorted(previous, key=lambda r: r["day"], reverse=True):
+        earlier = dt.date.fromisoformat(report["day"])
         if (report.get("triggered") and str(report.get("model_version")) == str(version)
                 and dt.timedelta(0) < day - earlier <= dt.timedelta(days=window_days)):
-            return report["date"]
+            return report["day"]
     return None

@@ -20,7 +20,8 @@ EXPECTED_EDGES = {
                        ("plan_training", "publish_champion"), ("train_model", "publish_champion"),
                        ("train_model", "approve_champion"), ("approve_champion", "publish_champion")},
     "score_pipeline": {("plan_scoring", "score_batch"), ("plan_scoring", "check_drift"),
-                       ("score_batch", "check_drift")},
+                       ("score_batch", "check_drift"), ("plan_scoring", "check_decay"),
+                       ("score_batch", "check_decay")},
 }
 # The Spark jobs each DAG runs: validate and features (the writers of validated/ and features/)
 # belong to ingest alone.
@@ -30,6 +31,7 @@ SPARK_JOBS = {"ingest_pipeline": {"validate", "features"}, "train_pipeline": {"t
 OUTLETS = {
     ("ingest_pipeline", "publish_features"): {"features"},
     ("score_pipeline", "check_drift"): {"scoring_drift"},
+    ("score_pipeline", "check_decay"): {"model_decay"},
     ("train_pipeline", "publish_champion"): {"champion_model"},
 }
 SCHEDULED_ON = {"score_pipeline": {"features", "champion_model"}, "train_pipeline": {"scoring_drift", "model_decay"}}

@@ -30,8 +30,11 @@ def free_port() -> int:
 
 
 def submit(job: str, lake: Lake, env: dict[str, str]) -> str:
-    """spark-submit ``jobs/<job>.py`` for DAY on ``lake``; its output (fails the test on an error)."""
-    done = subprocess.run(["spark-submit", "--master", "local[2]", f"jobs/{job}.py", "--run-date", DAY.isoformat(),
+    """spark-submit the ``job`` application (orchestration.spark_jobs.APPLICATIONS) for DAY on ``lake``;
+    its output (fails the test on an error)."""
+    from orchestration.spark_jobs import APPLICATIONS, JOBS_DIR
+
+    done = subprocess.run(["spark-submit", "--master", "local[2]", str(JOBS_DIR / APPLICATIONS[job]), "--run-date", DAY.isoformat(),
                            "--lake-root", lake.root], cwd=REPO, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout + done.stderr
@@ -63,7 +66,7 @@ def test_validate_and_features_on_a_spark_connect_server_write_what_a_classic_se
         assert "Running Spark version" not in output and "jobs.timings: timings:" in output
     assert "Running Spark version" in (tmp_path / "server.log").read_text()
     timings = [json.loads(p.read_text()) for p in (tmp_path / "timings").glob("*.json")]
-    assert {t["job"] for t in timings} == {"validate", "features"}
+    assert {t["job"] for t in timings} == {"validation", "features"}
 
     flights = list(config.tables["flights"].columns)
     part = partition_name(DAY)

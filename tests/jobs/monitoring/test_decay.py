@@ -22,7 +22,7 @@ def interval(value: float, half: float) -> dict[str, float]:
 def record(day: dt.date, auc: float, half: float, *, version: str = "1", ece: float = 0.03, rows: int = 900,
            status: str = "ok") -> dict:
     metrics = {"roc_auc": interval(auc, half), "ece": interval(ece, 0.01)} if status == "ok" else {}
-    return {"date": day.isoformat(), "status": status, "models": [
+    return {"day": day.isoformat(), "status": status, "models": [
         {"model_name": "m", "model_version": version, "role": "champion", "status": status, "rows": rows,
          "rows_with_outcome": rows if status == "ok" else 0, "metrics": metrics, "holdout": HOLDOUT}]}
 
