@@ -8,9 +8,13 @@ the day's features with the champion version of the model and writes `prediction
 (replacing only that day: re-running is safe), and measures *D*'s drift against the champion's
 training window (`reports/drift/date=D/`). When *D* drifted, `check_drift` updates the
 `scoring_drift` Asset, which starts `train_pipeline`; a day scored again after the retraining its
-own drift started does not start another. `check_decay` judges the champion's realized quality
-on the monitored days up to *D* (`reports/decay/date=D/`) and updates the `model_decay` Asset when
-it decayed (once per version and window).
+own drift started does not start another. `monitor_day` joins the predictions of the day whose
+outcomes have just landed (*D* minus `monitoring.label_delay_days`) with those outcomes and writes
+its realized metrics, with 95% intervals, to `monitoring/date=.../` and to each model version's
+MLflow monitoring run (the only writer of the zone); with a label delay, *D* itself gets the
+estimate made from its probabilities until its outcomes land. `check_decay` then judges the
+champion's realized quality on the monitored days up to *D* minus the delay (`reports/decay/`) and
+updates the `model_decay` Asset when it decayed (once per version and window).
 
 Before any model is champion (a new deployment ingests first) the run is skipped, saying so.
 It reads `features/` and never writes it. **Trigger** from the UI with `{"run_date": "2013-01-29"}`
@@ -41,5 +45,7 @@ with DAG(
     days = plan_scoring()
     score_batch = spark_job_per_day("score", days, task_id="score_batch")
     check_drift = drift_check(days)
+    monitor_day = spark_job_per_day("monitor", days, task_id="monitor_day")
     check_decay = decay_check(days)
-    score_batch >> [check_drift, check_decay]
+    score_batch >> check_drift
+    score_batch >> monitor_day >> check_decay

@@ -35,6 +35,7 @@ APPLICATIONS = {
     "baselines": "selection/baselines.py",
     "train": "training/job.py",
     "score": "scoring/job.py",
+    "monitor": "monitoring/job.py",
 }
 
 DEFAULT_ARGS: dict[str, Any] = {

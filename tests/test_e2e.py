@@ -217,12 +217,18 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     spec.loader.exec_module(dag_test_logs)
     console = tmp_path / "console.log"
     console.write_text(caplog.text)
-    assert len(dag_test_logs.write_task_logs(str(console))) == 3  # plan_scoring, score_batch, check_drift
+    # plan_scoring, score_batch, check_drift, monitor_day, check_decay
+    assert len(dag_test_logs.write_task_logs(str(console))) == 5
     shown = _ui_log("score_pipeline", "score_batch")
     assert "[DAG TEST] running task <TaskInstance: score_pipeline.score_batch" in shown, shown
     assert "task_id=plan_scoring" not in shown
     # a normal day: no drift, so no Asset event (the check is skipped)
-    assert states == {"plan_scoring": "success", "score_batch": "success", "check_drift": "skipped"}
+    # and the monitor judged the day on its outcomes; one day is too few to judge decay (skipped)
+    assert states == {"plan_scoring": "success", "score_batch": "success", "check_drift": "skipped",
+                      "monitor_day": "success", "check_decay": "skipped"}
+    monitored = json.loads(Path(lake.monitoring_report(SCORE_DATE)).read_text())
+    assert [(m["model_version"], m["role"], m["status"]) for m in monitored["models"]] == [
+        (str(version.version), "champion", "ok")]
     assert _asset_events("scoring_drift") == []
     drift = json.loads(Path(lake.report("drift", SCORE_DATE, DRIFT_REPORT)).read_text())
     assert drift["model_version"] == str(version.version) and not drift["drifted"]
@@ -269,7 +275,7 @@ def check_timings(folder: Path) -> None:
     from benchmarks.nightly import PARTS, task_breakdown, task_instances
 
     records = [json.loads(p.read_text()) for p in folder.glob("*.json")]
-    assert {r["job"] for r in records} == {"validation", "features", "training", "scoring", "baselines"}
+    assert {r["job"] for r in records} == {"validation", "features", "training", "scoring", "baselines", "monitoring"}
     for record in records:
         assert record["process_started"] <= record["main_started"] <= record["main_ended"]
         assert record["seconds"]["spark session"] > 0 and record["seconds"]["work"] >= 0

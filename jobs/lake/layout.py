@@ -10,6 +10,7 @@ nothing else spells them. The lake is a local folder or any Hadoop/fsspec URI (`
     quarantine/<table>/date=.../                   rows that did not, as text, with the rules they broke
     features/date=.../                             one row per entity: model inputs + label
     predictions/date=.../                          the model's probability per row
+    monitoring/date=.../monitoring.json            a monitored day: each version's realized metrics
     reports/<kind>/date=.../<file>                 validation, training, scoring and drift reports
     reports/validation/failed/<table>/date=....json   the mark of a day whose validation failed
     locks/<table>/date=....lock                    the run writing a day's validated and quarantine partitions
@@ -116,6 +117,10 @@ class Lake:
 
     def partition(self, zone_path: str, day: dt.date) -> str:
         return f"{zone_path}/{partition_name(day)}"
+
+    def monitoring_report(self, day: dt.date) -> str:
+        """A monitored day's record: ``monitoring/date=D/monitoring.json`` (written by the monitor job only)."""
+        return f"{self.partition(self.monitoring, day)}/{MONITORING_REPORT}"
 
     def lock(self, table: str, day: dt.date) -> str:
         """The lock file of the run writing ``table``'s validated and quarantine partitions of ``day``."""

@@ -80,10 +80,8 @@ def segment_rows(frame: pd.DataFrame, label: str, segments: list[str], threshold
 
     out = []
     for column in segments:
-        values = _labels(frame[column])
-        counts = values.value_counts()
-        values = values.where(values.map(counts) >= min_rows, OTHER)
-        for value in sorted(values.unique(), key=_segment_order):
+        values = segment_values(frame[column], min_rows)
+        for value in sorted(values.unique(), key=segment_order):
             part = frame[(values == value).to_numpy()]
             metrics = evaluate(part[label], part[PROBABILITY])
             at = confusion(part[label], part[PROBABILITY], threshold)
@@ -96,6 +94,14 @@ def segment_rows(frame: pd.DataFrame, label: str, segments: list[str], threshold
     return out
 
 
+def segment_values(column: pd.Series, min_rows: int) -> pd.Series:
+    """A segment column's values as text (:func:`_labels`), values with fewer than ``min_rows``
+    rows pooled as ``(other)``."""
+    values = _labels(column)
+    counts = values.value_counts()
+    return values.where(values.map(counts) >= min_rows, OTHER)
+
+
 def _labels(column: pd.Series) -> pd.Series:
     """A segment column's values as text: whole numbers stored as floats (an hour, a month) without
     their ".0"; nulls as ``(null)``."""
@@ -106,7 +112,7 @@ def _labels(column: pd.Series) -> pd.Series:
     return column.astype("string").fillna("(null)")
 
 
-def _segment_order(value: str) -> tuple[int, float, str]:
+def segment_order(value: str) -> tuple[int, float, str]:
     """Numbers in numeric order, then text, then the pooled rest."""
     try:
         return (0, float(value), "")

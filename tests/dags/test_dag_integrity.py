@@ -20,13 +20,14 @@ EXPECTED_EDGES = {
                        ("plan_training", "publish_champion"), ("train_model", "publish_champion"),
                        ("train_model", "approve_champion"), ("approve_champion", "publish_champion")},
     "score_pipeline": {("plan_scoring", "score_batch"), ("plan_scoring", "check_drift"),
-                       ("score_batch", "check_drift"), ("plan_scoring", "check_decay"),
-                       ("score_batch", "check_decay")},
+                       ("score_batch", "check_drift"), ("plan_scoring", "monitor_day"),
+                       ("score_batch", "monitor_day"), ("plan_scoring", "check_decay"),
+                       ("monitor_day", "check_decay")},
 }
 # The Spark jobs each DAG runs: validate and features (the writers of validated/ and features/)
 # belong to ingest alone.
 SPARK_JOBS = {"ingest_pipeline": {"validate", "features"}, "train_pipeline": {"train", "baselines"},
-              "score_pipeline": {"score"}}
+              "score_pipeline": {"score", "monitor"}}
 # Worker tasks that update Assets: (dag, task) -> the Assets.
 OUTLETS = {
     ("ingest_pipeline", "publish_features"): {"features"},

@@ -1,0 +1,271 @@
+"""Judge scored days on their outcomes: the monitoring zone and one MLflow monitoring run per model version.
+
+Usage::
+
+    spark-submit jobs/monitoring/job.py --run-date 2013-01-29 [--config PATH] [--lake-root PATH]
+
+With ``monitoring.label_delay_days = L``, the outcomes of day D land with day D + L's ingest
+(:func:`jobs.monitoring.outcomes.outcomes_in`). A run for run date D writes two days (one when L is 0):
+
+- day D - L, whose outcomes have just landed: every model version that scored it, its predictions
+  joined with the outcomes (:mod:`jobs.monitoring.outcomes`), the realized metrics with bootstrap
+  95% intervals, by evaluation segment too, and the estimate made before the outcomes with its
+  error (:mod:`jobs.monitoring.quality`); skipped, with a warning, when D - L was never scored;
+- day D itself, just scored: with L > 0 its outcomes are not in yet (status ``awaiting_outcomes``,
+  the estimate only).
+
+Each day goes to ``monitoring/date=<day>/monitoring.json`` (replaced whole and atomically: a re-run
+writes the same numbers, the bootstrap is seeded), and each version's numbers to its MLflow
+monitoring run (experiment ``<train.experiment>-monitoring``, tag ``monitoring_of=<name>/<version>``)
+at step = the day as days since 1970-01-01, so MLflow's charts show a champion's life. A day
+without any outcome (every flight cancelled) says ``no_outcomes`` with no metrics; prediction rows
+without an outcome are counted, never dropped. A run date that was never scored is a data error
+that says which scoring run to trigger. The monitor is the monitoring zone's only writer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import math
+import zlib
+from typing import TYPE_CHECKING, Any
+
+from jobs.config import JobArgs, PipelineConfig, job_parser, parse_job_args
+from jobs.errors import DataError, run_job
+from jobs.lake.layout import Lake
+from jobs.lake.spark import configure_logging, get_spark, path_exists
+from jobs.lake.storage import write_text
+from jobs.monitoring.outcomes import MATCHED, OUTCOME, PROBABILITY, PredictionSource
+from jobs.timings import phase, preload
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("jobs.monitoring.job")
+
+MONITORING_OF = "monitoring_of"  # the tag that finds a model version's monitoring run
+EXPERIMENT_SUFFIX = "-monitoring"  # the monitoring experiment is the training experiment's name + this
+HOLDOUT_PREFIX = "holdout_"  # a training run's holdout metrics (jobs.training.loop, jobs.selection.baselines)
+EPOCH = dt.date(1970, 1, 1)
+
+
+class NeverScoredError(DataError, LookupError):
+    """The day to monitor has no predictions: it must be scored first."""
+
+
+def monitored_days(run_date: dt.date, label_delay_days: int) -> list[dt.date]:
+    """The days a run for ``run_date`` writes: the day whose outcomes just landed, then the run date."""
+    return list(dict.fromkeys([run_date - dt.timedelta(days=label_delay_days), run_date]))
+
+
+def day_step(day: dt.date) -> int:
+    """A day as MLflow's step: days since 1970-01-01."""
+    return (day - EPOCH).days
+
+
+def _seed(base: int, *parts: Any) -> list[int]:
+    """A resampling seed for one day, version and segment: stable across runs and processes."""
+    return [base, zlib.crc32("/".join(map(str, parts)).encode())]
+
+
+def _finite(values: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in values.items() if isinstance(v, int | float) and math.isfinite(v)}
+
+
+def model_entry(rows: pd.DataFrame, *, role: str, arrived: bool, holdout: dict[str, float], config: PipelineConfig,
+                day: dt.date) -> dict[str, Any]:
+    """One model version's entry of a day's record (``monitoring.json``) from its joined rows
+    (:func:`jobs.monitoring.outcomes.joined_rows`): counts, realized metrics and segments when
+    the outcomes have ``arrived``, and the estimate."""
+    from jobs.monitoring.quality import estimate, estimate_error, metrics_with_intervals
+    from jobs.selection.evaluation import segment_order, segment_values
+
+    spec, evaluation = config.monitoring, config.evaluation
+    name, version = str(rows["model_name"].iloc[0]), str(rows["model_version"].iloc[0])
+    # Spark returns a join's rows in no fixed order; the seeded bootstrap needs one.
+    ids = list(dict.fromkeys(config.features.id_columns))
+    rows = rows.sort_values([*ids, PROBABILITY, OUTCOME], na_position="last", kind="mergesort").reset_index(drop=True)
+    has_outcome = rows[OUTCOME].notna() & arrived
+    judged = rows[has_outcome]
+    estimated = estimate(rows[PROBABILITY])
+    entry: dict[str, Any] = {
+        "model_name": name, "model_version": version, "role": role, "status": "awaiting_outcomes",
+        "rows": int(len(rows)), "rows_with_outcome": int(has_outcome.sum()),
+        "predictions_without_outcome": int(len(rows) - has_outcome.sum()),
+        # of those: no features row of the day matched the prediction's ids (the rest: a null label)
+        "predictions_unmatched": int((~rows[MATCHED].astype(bool)).sum()) if arrived else 0,
+        "holdout": holdout, "metrics": {}, "segments": [], "estimate": {**estimated, "error": None},
+    }
+    if not arrived:
+        return entry
+    if judged.empty:
+        entry["status"] = "no_outcomes"
+        return entry
+    entry["status"] = "ok"
+    bins = evaluation.calibration_bins
+    entry["metrics"] = metrics_with_intervals(judged[PROBABILITY], judged[OUTCOME], spec.bootstrap,
+                                              _seed(spec.seed, day, name, version), bins)
+    entry["estimate"]["error"] = estimate_error(entry["metrics"], estimated)
+    matched = rows[rows[MATCHED].astype(bool)]
+    for column in evaluation.segments:
+        if column not in matched.columns:
+            continue
+        values = segment_values(matched[column], evaluation.min_segment_rows)
+        for value in sorted(values.unique(), key=segment_order):
+            part = matched[(values == value).to_numpy()]
+            scored = part[part[OUTCOME].notna()]
+            entry["segments"].append({
+                "segment": column, "value": value, "rows": int(len(part)), "rows_with_outcome": int(len(scored)),
+                "metrics": metrics_with_intervals(scored[PROBABILITY], scored[OUTCOME], spec.bootstrap,
+                                                  _seed(spec.seed, day, name, version, column, value), bins),
+            })
+    return entry
+
+
+def day_record(day: dt.date, label_delay_days: int, arrived: bool, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """A day's ``monitoring.json``: the contract of docs/monitoring.md."""
+    return {"day": day.isoformat(), "label_delay_days": label_delay_days, "outcomes": "in" if arrived else "awaiting",
+            "models": entries}
+
+
+def holdout_metrics(run_id: str) -> dict[str, float]:
+    """The holdout metrics the version's training run logged (``holdout_roc_auc`` ...), without
+    the prefix; empty when the run is gone."""
+    from mlflow.exceptions import MlflowException
+
+    from jobs.monitoring.spec import METRICS
+    from jobs.tracking import client
+
+    if not run_id:
+        return {}
+    try:
+        logged = client().get_run(run_id).data.metrics
+    except MlflowException:
+        log.warning("the training run %s is gone: no holdout metrics to compare with", run_id)
+        return {}
+    return _finite({m: logged.get(f"{HOLDOUT_PREFIX}{m}") for m in METRICS})
+
+
+def monitoring_run(experiment_id: str, name: str, version: str, model_run_id: str) -> str:
+    """The version's monitoring run (found by its ``monitoring_of`` tag, else created)."""
+    from jobs.tracking import client
+
+    mlflow_client = client()
+    tag = f"{name}/{version}"
+
+    def oldest() -> str | None:
+        found = mlflow_client.search_runs([experiment_id], filter_string=f"tags.{MONITORING_OF} = '{tag}'",
+                                          order_by=["attributes.start_time ASC"], max_results=10)
+        return min(found, key=lambda r: (r.info.start_time, r.info.run_id)).info.run_id if found else None
+
+    if (run_id := oldest()) is not None:
+        return run_id
+    run = mlflow_client.create_run(experiment_id, run_name=f"monitoring {tag}", tags={
+        MONITORING_OF: tag, "model_name": name, "model_version": version, "model_run_id": model_run_id})
+    winner = oldest()
+    if winner is not None and winner != run.info.run_id:  # a concurrent day's task created one first
+        mlflow_client.delete_run(run.info.run_id)
+        return winner
+    return run.info.run_id
+
+
+def run_metrics(entry: dict[str, Any]) -> dict[str, float]:
+    """An entry's numbers as MLflow metrics: each metric with ``_low``/``_high``, the counts, the
+    holdout (a flat line beside the realized one), ``estimated_*`` and ``estimate_error_*``."""
+    found: dict[str, float] = {k: float(entry[k]) for k in ("rows", "rows_with_outcome", "predictions_without_outcome")}
+    for name, value in entry["metrics"].items():
+        found.update({name: value["value"], f"{name}_low": value["low"], f"{name}_high": value["high"]})
+    found.update({f"{HOLDOUT_PREFIX}{k}": v for k, v in entry["holdout"].items()})
+    estimated = entry["estimate"]
+    found.update({f"estimated_{k}": v for k, v in estimated.items() if k != "error"})
+    found.update({f"estimate_error_{k}": v for k, v in (estimated["error"] or {}).items()})
+    return found
+
+
+def log_entry(experiment_id: str, entry: dict[str, Any], day: dt.date, model_run_id: str) -> str:
+    """Log an entry's numbers to its version's monitoring run at step = the day; the run id."""
+    from mlflow.entities import Metric
+
+    from jobs.tracking import client
+
+    run_id = monitoring_run(experiment_id, entry["model_name"], entry["model_version"], model_run_id)
+    timestamp = int(dt.datetime.combine(day, dt.time(), dt.UTC).timestamp() * 1000)  # the day, not the run
+    metrics = [Metric(k, v, timestamp, day_step(day)) for k, v in run_metrics(entry).items()]
+    mlflow_client = client()
+    mlflow_client.log_batch(run_id, metrics=metrics)
+    mlflow_client.set_terminated(run_id, status="FINISHED")
+    return run_id
+
+
+def monitor_day(spark: SparkSession, lake: Lake, config: PipelineConfig, day: dt.date, arrived: bool,
+                sources: list[PredictionSource], experiment_id: str) -> dict[str, Any] | None:
+    """The day's record, every version of every source that scored it judged and logged; None
+    when no source scored the day."""
+    from jobs.monitoring.outcomes import joined_rows
+
+    entries = []
+    holdouts: dict[str, dict[str, float]] = {}
+    for source in sources:
+        if not path_exists(spark, lake.partition(source.zone, day)):
+            continue
+        rows = joined_rows(spark, lake, source, day, config.features, config.evaluation.segments, arrived)
+        for (name, version, run_id), part in rows.groupby(["model_name", "model_version", "model_run_id"],
+                                                          dropna=False, sort=True):
+            run_id = "" if run_id is None or (isinstance(run_id, float) and math.isnan(run_id)) else str(run_id)
+            if run_id not in holdouts:
+                holdouts[run_id] = holdout_metrics(run_id)
+            entry = model_entry(part, role=source.role, arrived=arrived, holdout=holdouts[run_id], config=config,
+                                day=day)
+            entry["mlflow_run_id"] = log_entry(experiment_id, entry, day, run_id)
+            entry["mlflow_experiment_id"] = experiment_id
+            entries.append(entry)
+            log.info("%s: %s version %s (%s): %s, %d rows, %d with an outcome%s", day, name, version, source.role,
+                     entry["status"], entry["rows"], entry["rows_with_outcome"],
+                     f", ROC AUC {entry['metrics']['roc_auc']['value']:.3f}" if "roc_auc" in entry["metrics"] else "")
+    if not entries:
+        return None
+    return day_record(day, config.monitoring.label_delay_days, arrived, entries)
+
+
+def never_scored(day: dt.date, path: str) -> NeverScoredError:
+    conf = json.dumps({"run_date": day.isoformat()})
+    return NeverScoredError(
+        f"day {day} was never scored: no predictions under {path}. Score it first: trigger score_pipeline with "
+        f"{conf} (airflow dags trigger score_pipeline --conf '{conf}'), which monitors it after scoring"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    configure_logging()
+    args = parse_job_args(job_parser(__doc__), argv, JobArgs)
+    preload("mlflow")
+    spark = get_spark(f"monitor-{args.run_date}", connect=True)
+    lake, config = args.lake, args.config
+    from jobs.monitoring.outcomes import features_days, outcomes_in, prediction_sources
+    from jobs.tracking import ensure_experiment
+
+    served = lake.partition(lake.predictions, args.run_date)
+    if not path_exists(spark, served):
+        raise never_scored(args.run_date, served)
+    delay = config.monitoring.label_delay_days
+    landed = features_days(spark, lake)
+    experiment_id = ensure_experiment(f"{config.train.experiment}{EXPERIMENT_SUFFIX}")
+    sources = prediction_sources(lake)
+    for day in monitored_days(args.run_date, delay):
+        arrived = outcomes_in(landed, day, delay)
+        with phase(f"monitor {day}"):
+            record = monitor_day(spark, lake, config, day, arrived, sources, experiment_id)
+        if record is None:
+            log.warning("day %s was never scored: nothing to judge on its outcomes (%s)", day,
+                        never_scored(day, lake.partition(lake.predictions, day)))
+            continue
+        path = lake.monitoring_report(day)
+        write_text(path, json.dumps(record, indent=2, allow_nan=False))
+        log.info("wrote %s (outcomes %s)", path, record["outcomes"])
+
+
+if __name__ == "__main__":
+    run_job(main)

@@ -1,0 +1,87 @@
+"""Outcomes meet predictions: a day's prediction rows joined with the outcomes of the same day.
+
+The outcome of a row is the config's label (``features.label``) in the features partition of the
+day the row was scored for: the feature builder writes it beside the model inputs (for the example
+data: arriving more than 15 minutes late; null for a cancelled flight, which has no outcome).
+With ``monitoring.label_delay_days = L`` the outcomes of day D count as arrived once day D + L's
+features are in the lake (they land with D + L's ingest): :func:`outcomes_in`.
+
+Rows are matched on the config's id columns (``features.id_columns``), nulls equal to nulls (a
+flight without a tail number is still the same flight). Every prediction row is kept: one without
+a features row or with a null label has no outcome, and is counted as such, never dropped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import SparkSession
+
+    from jobs.config import FeatureSpec
+    from jobs.lake.layout import Lake
+
+PROBABILITY = "probability"
+OUTCOME = "outcome"  # the joined rows' label column (1.0, 0.0, or null: no outcome)
+MATCHED = "matched"  # whether a features row of the day matched the prediction row
+MODEL = ("model_name", "model_version", "model_run_id")  # a prediction row's model identity
+
+
+@dataclass(frozen=True)
+class PredictionSource:
+    """Where a role's predictions of every day live: the served ones (``champion``) in the
+    predictions zone; shadow scorers add a source of their own (``challenger``)."""
+
+    role: str
+    zone: str  # a date-partitioned zone of prediction rows (id columns, probability, model identity)
+
+
+def prediction_sources(lake: Lake) -> list[PredictionSource]:
+    """Every source of prediction rows the monitor judges, the served one first."""
+    return [PredictionSource("champion", lake.predictions)]
+
+
+def outcomes_in(features_days: set[dt.date], day: dt.date, label_delay_days: int) -> bool:
+    """Whether day ``day``'s outcomes have landed: day ``day + label_delay_days`` has features."""
+    return day + dt.timedelta(days=label_delay_days) in features_days
+
+
+def joined_rows(spark: SparkSession, lake: Lake, source: PredictionSource, day: dt.date, spec: FeatureSpec,
+                segments: list[str], with_outcomes: bool) -> pd.DataFrame:
+    """The day's prediction rows of ``source`` with the model identity, ``probability``, the
+    ``segments`` columns, ``matched`` and ``outcome`` (without ``with_outcomes``: no segments, no
+    match, outcome null), as pandas
+    (a day is small: the metrics are computed on the driver)."""
+    from pyspark.sql import functions as F
+
+    ids = list(dict.fromkeys(spec.id_columns))
+    predictions = spark.read.parquet(lake.partition(source.zone, day))
+    predictions = predictions.select(*ids, PROBABILITY, *MODEL)
+    if not with_outcomes:  # awaiting the outcomes: the estimate needs the probabilities only
+        return predictions.select("*", F.lit(False).alias(MATCHED),
+                                  F.lit(None).cast("double").alias(OUTCOME)).toPandas()
+    features = spark.read.parquet(lake.partition(lake.features, day))
+    wanted = list(dict.fromkeys([*ids, *[c for c in segments if c not in ids]]))
+    # One outcome per entity: a duplicated id in the features (not expected) must not duplicate predictions.
+    outcomes = (features.select(*wanted, F.col(spec.label).cast("double").alias(OUTCOME))
+                .dropDuplicates(ids).withColumn(MATCHED, F.lit(True)))
+    p, o = predictions.alias("p"), outcomes.alias("o")
+    condition = [F.col(f"p.`{c}`").eqNullSafe(F.col(f"o.`{c}`")) for c in ids]
+    joined = p.join(o, condition, "left").select(
+        *[F.col(f"p.`{c}`").alias(c) for c in ids], F.col(f"p.{PROBABILITY}").alias(PROBABILITY),
+        *[F.col(f"p.{c}").alias(c) for c in MODEL],
+        *[F.col(f"o.`{c}`").alias(c) for c in segments if c not in ids],
+        F.coalesce(F.col(f"o.{MATCHED}"), F.lit(False)).alias(MATCHED), F.col(f"o.{OUTCOME}").alias(OUTCOME),
+    )
+    return joined.toPandas()
+
+
+def features_days(spark: SparkSession, lake: Lake) -> set[dt.date]:
+    """The days the features zone holds."""
+    from jobs.lake.spark import list_partitions
+
+    return set(list_partitions(spark, lake.features))
+

@@ -1,0 +1,166 @@
+"""A monitored day's quality, on the driver with numpy: the realized metrics of a model's
+predictions on their outcomes, each with a seeded bootstrap 95% interval, and the estimate of ROC
+AUC and log loss from the probabilities alone (confidence-based performance estimation, CBPE).
+
+Every metric is written once, for weighted rows: a bootstrap resample is the same rows weighted
+by how often it drew each (a multinomial count), so all ``bootstrap`` resamples are computed at
+once as a (resamples x rows) weight matrix, and the point value is the same function with weight 1
+(equal to scikit-learn's and :func:`jobs.metrics.evaluate`'s on the same rows: tested).
+
+- ROC AUC: the weighted share of (positive, negative) pairs ranked right, ties counting half;
+- PR AUC: average precision (scikit-learn's step-wise definition, no interpolation);
+- log loss and Brier: the means, probabilities clipped to [1e-7, 1 - 1e-7] as in training;
+- ECE: :func:`jobs.metrics.expected_calibration_error`'s equal-mass bins of the day's
+  probabilities; a resample keeps the day's bins (its weights move, its edges do not);
+- mean prediction and outcome rate: the means.
+
+A metric that a day cannot define (an AUC with a single class among the outcomes) is left out,
+never NaN. An interval is the 2.5 and 97.5 percentiles of the resamples that define the metric,
+widened to include the point value when a skewed bootstrap misses it (tiny days).
+
+The estimate (:func:`estimate`) treats each probability as the chance its row's outcome is 1: for
+a calibrated model, the expected log loss is the mean binary entropy of the probabilities, and the
+expected ROC AUC is the AUC with every row counted as a positive with weight p and as a negative
+with weight 1 - p (pairs of a row with itself left out): the ratio of expected correctly ranked
+pairs to expected pairs, NannyML's CBPE for ROC AUC in closed form. Once the outcomes are in, the
+realized value minus the estimate is the estimate's error: a model whose calibration drifted
+shows it there first.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+EPS = 1e-7  # probabilities are clipped to [EPS, 1 - EPS] for the log loss, as jobs.metrics.evaluate does
+QUALITY = ("roc_auc", "pr_auc", "log_loss", "brier", "ece", "mean_prediction", "outcome_rate")
+ESTIMATED = ("roc_auc", "log_loss")
+
+
+def _grouped(p: np.ndarray, weights: np.ndarray, y: np.ndarray, descending: bool = False,
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Positive and negative weight per group of tied probabilities, groups in order of ``p``
+    (ascending, or descending): two (resamples x groups) arrays."""
+    order = np.argsort(-p if descending else p, kind="stable")
+    ps = p[order]
+    starts = np.flatnonzero(np.r_[True, ps[1:] != ps[:-1]])
+    w = weights[:, order]
+    ys = y[order]
+    return np.add.reduceat(w * ys, starts, axis=1), np.add.reduceat(w * (1.0 - ys), starts, axis=1)
+
+
+def roc_auc(p: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Weighted ROC AUC per row of ``weights`` (NaN where a resample lacks a class)."""
+    pos, neg = _grouped(p, weights, y)
+    below = np.cumsum(neg, axis=1) - neg
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.sum(pos * (below + 0.5 * neg), axis=1) / (pos.sum(axis=1) * neg.sum(axis=1))
+
+
+def pr_auc(p: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Weighted average precision per row of ``weights`` (NaN where a resample lacks a class)."""
+    pos, neg = _grouped(p, weights, y, descending=True)
+    tp, fp = np.cumsum(pos, axis=1), np.cumsum(neg, axis=1)
+    total_pos, total_neg = tp[:, -1], fp[:, -1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        precision = np.where(tp + fp > 0, tp / np.where(tp + fp > 0, tp + fp, 1.0), 0.0)
+        ap = np.sum(pos * precision, axis=1) / total_pos
+    return np.where((total_pos > 0) & (total_neg > 0), ap, np.nan)
+
+
+def ece_bins(p: np.ndarray, bins: int = 10) -> np.ndarray:
+    """Each row's bin, as :func:`jobs.metrics.calibration_bins` assigns it (equal mass, ties merged)."""
+    edges = np.unique(np.quantile(p, np.linspace(0, 1, bins + 1)))
+    return np.clip(np.searchsorted(edges, p, side="right") - 1, 0, max(len(edges) - 2, 0))
+
+
+def ece(p: np.ndarray, y: np.ndarray, weights: np.ndarray, which: np.ndarray) -> np.ndarray:
+    """Weighted expected calibration error per row of ``weights`` over the bins ``which``."""
+    k = int(which.max()) + 1 if len(which) else 1
+    onehot = np.zeros((len(p), k))
+    onehot[np.arange(len(p)), which] = 1.0
+    gap = np.abs((weights * p) @ onehot - (weights * y) @ onehot)
+    return gap.sum(axis=1) / weights.sum(axis=1)
+
+
+def _all(p: np.ndarray, y: np.ndarray, weights: np.ndarray, calibration_bins: int) -> dict[str, np.ndarray]:
+    clipped = np.clip(p, EPS, 1 - EPS)
+    total = weights.sum(axis=1)
+    loss = -(y * np.log(clipped) + (1 - y) * np.log(1 - clipped))
+    return {
+        "roc_auc": roc_auc(p, y, weights),
+        "pr_auc": pr_auc(p, y, weights),
+        "log_loss": (weights @ loss) / total,
+        "brier": (weights @ (clipped - y) ** 2) / total,
+        "ece": ece(p, y, weights, ece_bins(p, calibration_bins)),
+        "mean_prediction": (weights @ p) / total,
+        "outcome_rate": (weights @ y) / total,
+    }
+
+
+def point_metrics(probabilities: Any, outcomes: Any, calibration_bins: int = 10) -> dict[str, float]:
+    """The metrics of these rows (no interval); an undefined one is left out."""
+    p, y = np.asarray(probabilities, dtype=np.float64), np.asarray(outcomes, dtype=np.float64)
+    if len(p) == 0:
+        return {}
+    found = _all(p, y, np.ones((1, len(p))), calibration_bins)
+    return {name: float(values[0]) for name, values in found.items() if math.isfinite(values[0])}
+
+
+def resample_weights(rows: int, resamples: int, seed: int) -> np.ndarray:
+    """(resamples x rows) counts: how often each bootstrap resample drew each row (seeded)."""
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(rows, np.full(rows, 1.0 / rows), size=resamples).astype(np.float64)
+
+
+def metrics_with_intervals(probabilities: Any, outcomes: Any, resamples: int, seed: int,
+                           calibration_bins: int = 10) -> dict[str, dict[str, float]]:
+    """``{metric: {"value", "low", "high"}}`` over rows with outcomes: the point value and its
+    bootstrap 95% interval from ``resamples`` seeded resamples. Empty for no rows; a metric the
+    rows cannot define (an AUC with one class) is left out."""
+    p, y = np.asarray(probabilities, dtype=np.float64), np.asarray(outcomes, dtype=np.float64)
+    if len(p) == 0:
+        return {}
+    point = point_metrics(p, y, calibration_bins)
+    spread = _all(p, y, resample_weights(len(p), resamples, seed), calibration_bins) if resamples > 0 else {}
+    out = {}
+    for name in QUALITY:
+        if name not in point:
+            continue
+        value = point[name]
+        drawn = spread.get(name, np.zeros(0))
+        drawn = drawn[np.isfinite(drawn)]
+        low, high = (np.percentile(drawn, [2.5, 97.5]) if len(drawn) else (value, value))
+        out[name] = {"value": value, "low": float(min(low, value)), "high": float(max(high, value))}
+    return out
+
+
+def estimate(probabilities: Any) -> dict[str, float]:
+    """The expected ROC AUC and log loss of these predictions if they are calibrated (the module
+    docstring says how); empty for no rows, ROC AUC left out when it is undefined (a single row)."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    if len(p) == 0:
+        return {}
+    clipped = np.clip(p, EPS, 1 - EPS)
+    found = {"log_loss": float(np.mean(-(clipped * np.log(clipped) + (1 - clipped) * np.log(1 - clipped))))}
+    # Every row is a positive with weight p and a negative with weight 1 - p: the weighted AUC's
+    # pairs of a row with itself (a tie, counted half) are taken out of both sums.
+    order = np.argsort(p, kind="stable")
+    ps = p[order]
+    starts = np.flatnonzero(np.r_[True, ps[1:] != ps[:-1]])
+    pos, neg = np.add.reduceat(ps, starts), np.add.reduceat(1.0 - ps, starts)
+    below = np.cumsum(neg) - neg
+    self_pairs = float(np.sum(p * (1.0 - p)))
+    pairs = pos.sum() * neg.sum() - self_pairs
+    if pairs > 0:
+        found["roc_auc"] = float((np.sum(pos * (below + 0.5 * neg)) - 0.5 * self_pairs) / pairs)
+    return found
+
+
+def estimate_error(realized: dict[str, dict[str, float]], estimated: dict[str, float]) -> dict[str, float] | None:
+    """Realized minus estimated, per estimated metric both have; None when neither has one."""
+    error = {name: realized[name]["value"] - estimated[name] for name in ESTIMATED
+             if name in realized and name in estimated}
+    return error or None
