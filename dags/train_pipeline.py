@@ -5,7 +5,8 @@ Runs weekly and whenever `score_pipeline` updates the `scoring_drift` Asset (a d
 or the `model_decay` Asset (the champion's realized quality on the outcomes fell below its
 holdout). `plan_training` says what started the run and picks the window's last day *D*: the
 `run_date` param when given, else the latest decayed day, else the latest drifted day, else the
-last day before the weekly run; the MLflow run is tagged `started_by` with it. The window is the
+last day before the weekly run; the MLflow run is tagged `trigger` (person, decay, drift or
+schedule) and `started_by` (in words), and the training summary says both. The window is the
 `train_days + holdout_days` days ending with *D*; every day of it must have features (built by
 `ingest_pipeline`: this DAG writes none), or the run fails at once saying what to ingest.
 
@@ -112,7 +113,8 @@ with DAG(
     best = select_candidate(candidates)
     train_model = spark_job(
         "train", task_id="train_model", run_date=plan["run_date"],
-        args=[*_param_args(list(TRAIN_PARAMS)), "--started-by", plan["started_by"], "--promote-run", best],
+        args=[*_param_args(list(TRAIN_PARAMS)), "--started-by", plan["started_by"], "--trigger", plan["trigger"],
+              "--promote-run", best],
     )
     sweep >> best
     baselines >> train_model  # the bar: the candidate must beat the baselines of the same window

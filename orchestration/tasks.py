@@ -301,7 +301,7 @@ def decay_check(days: Any, *, asset: Asset = DECAY) -> Any:
         import json
 
         from jobs.config import load_config
-        from jobs.lake.layout import DECAY_REPORT, MONITORING_REPORT, Lake, partition_day
+        from jobs.lake.layout import DECAY_REPORT, Lake, partition_day
         from jobs.lake.storage import entries, read_json, write_text
         from jobs.tracking import champion_version
 
@@ -314,7 +314,7 @@ def decay_check(days: Any, *, asset: Asset = DECAY) -> Any:
         for name, _ in entries(lake.monitoring):
             found = partition_day(name)
             if found is not None and first <= found <= day:
-                if (record := read_json(f"{lake.partition(lake.monitoring, found)}/{MONITORING_REPORT}")) is not None:
+                if (record := read_json(lake.monitoring_report(found))) is not None:
                     records.append(record)
                 if found < day and (earlier := read_json(lake.report("decay", found, DECAY_REPORT))) is not None:
                     previous.append(earlier)

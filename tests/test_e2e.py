@@ -200,6 +200,8 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     assert "drift/baseline.json" in {a.path for a in mlflow_client.list_artifacts(version.run_id, "drift")}
     # the run says who started it; the promotion updated the champion Asset, which scoring follows
     assert run.data.tags["started_by"] == f"a person: run_date {TRAIN_DATE}"
+    assert run.data.tags["trigger"] == "person"
+    assert (summary["trigger"], summary["started_by"]) == ("person", f"a person: run_date {TRAIN_DATE}")
     assert [(e["run_date"], e["model_version"]) for e in _asset_events("champion_model")] == [
         (TRAIN_DATE.isoformat(), str(version.version))]
     assert _consumers("champion_model") == {"score_pipeline"} and _consumers("scoring_drift") == {"train_pipeline"}

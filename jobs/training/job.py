@@ -81,6 +81,7 @@ class TrainArgs(JobArgs):
     parent_run_id: str | None = None  # a sweep candidate: train and report, register nothing
     candidate_name: str | None = None
     promote_run: str | None = None  # register and gate this finished sweep candidate instead of training
+    trigger: str | None = None  # what kind of event started the run: person, decay, drift or schedule
 
 
 def parse_args(argv: list[str] | None = None) -> TrainArgs:
@@ -92,12 +93,19 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
                             help=f"{text} (default: train.{name})")
     parser.add_argument("--started-by", default=None,
                         help="what started the run (a schedule, a drift event, a person): an MLflow tag")
+    parser.add_argument("--trigger", type=optional(str), default=None,
+                        help="the kind of event that started the run (person, decay, drift, schedule): an MLflow tag")
     parser.add_argument("--parent-run-id", type=optional(str), default=None,
                         help="train as a sweep candidate under this MLflow run: report, do not register")
     parser.add_argument("--candidate-name", type=optional(str), default=None, help="the sweep candidate's name")
     parser.add_argument("--promote-run", type=optional(str), default=None,
                         help="no training: register this finished sweep candidate run, then bar and gate it")
     return parse_job_args(parser, argv, TrainArgs, train_overrides=tuple(OVERRIDES))
+
+
+def started(args: TrainArgs) -> dict[str, str]:
+    """What started the run, as MLflow tags and summary keys: ``trigger`` and ``started_by`` (those given)."""
+    return {k: v for k, v in {"trigger": args.trigger, "started_by": args.started_by}.items() if v}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -136,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
         # no checkpoints to drop: a folder no training uses
         run = TrainingRun(args.promote_run, experiment_id, args.lake.checkpoint("training", args.run_date, "promoted"))
         publish(spark, args.lake, args.config, args.run_date, run, result, features, pre, holdout_dirs, windows,
-                validation_dirs=validation_dirs)
+                validation_dirs=validation_dirs, started=started(args))
         return
 
     # Open (or resume) the MLflow run with everything that shapes the training as its parameters.
@@ -151,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
         "min_category_count": cfg.min_category_count, "config": args.config.source, "model": cfg.model,
         **cfg.hyperparameters, **code_version(),
     }
-    tags = {"started_by": args.started_by} if args.started_by else {}
+    tags = started(args)
     if args.parent_run_id:
         tags["mlflow.parentRunId"] = args.parent_run_id
     run = open_run(args.lake, args.run_date, cfg.experiment, params, pre, cfg.epochs, tags)
@@ -184,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
             return
         # Register, gate and report.
         publish(spark, args.lake, args.config, args.run_date, run, result, features, pre, holdout_dirs, windows,
-                validation_dirs=validation_dirs)
+                validation_dirs=validation_dirs, started=started(args))
 
 
 if __name__ == "__main__":

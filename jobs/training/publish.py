@@ -77,10 +77,12 @@ def days_span(partition_dirs: list[str]) -> str:
 def publish(
     spark: SparkSession, lake: Lake, config: PipelineConfig, run_date: dt.date, run: TrainingRun,
     result: dict[str, Any], features: DataFrame, pre: Preprocessor, holdout_dirs: list[str], windows: tuple[str, str],
-    validation_dirs: list[str] | None = None,
+    validation_dirs: list[str] | None = None, started: dict[str, str] | None = None,
 ) -> None:
     """Register the model rank 0 logged, log its drift baseline, apply the champion gate, tag the
-    version, finish the run, drop the checkpoints and write ``reports/training/date=D/summary.json``."""
+    version, finish the run, drop the checkpoints and write ``reports/training/date=D/summary.json``.
+    ``started``: what started the run (``trigger``, ``started_by``), tagged on the run (a promoted
+    sweep candidate's run too) and written to the summary."""
     import mlflow
     import mlflow.pyfunc
 
@@ -123,6 +125,8 @@ def publish(
         **{f"holdout_{k}": round(v, 6) for k, v in metrics.items()},
     }.items():
         mlflow_client.set_model_version_tag(cfg.model_name, version.version, key, str(value))
+    for key, value in (started or {}).items():
+        mlflow_client.set_tag(run.run_id, key, value)
     mlflow_client.set_terminated(run.run_id, status="FINISHED")
     delete_dir(run.checkpoint_dir)  # the model is registered: a new attempt for this day starts afresh
     log.info(
@@ -134,6 +138,7 @@ def publish(
         "experiment_id": run.experiment_id, "run_url": run_url(run.experiment_id, run.run_id),
         "train_window": train_window, "validation_window": validation_window, "holdout_window": holdout_window,
         "metrics": metrics, "gate": decision.tags(),
+        "trigger": (started or {}).get("trigger"), "started_by": (started or {}).get("started_by"),
     }
     write_text(lake.report("training", run_date), json.dumps(summary, indent=2))
     outcome = {"promoted": "is the new champion", "rejected": "stays a challenger",

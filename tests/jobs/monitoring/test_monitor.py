@@ -207,7 +207,8 @@ def test_a_day_is_judged_on_its_outcomes_with_the_metrics_of_its_joined_rows(mon
     record = monitored[D1]
     assert (record["day"], record["label_delay_days"], record["outcomes"]) == (D1.isoformat(), 0, "in")
     [entry] = record["models"]
-    assert (entry["model_name"], entry["model_version"], entry["role"], entry["status"]) == (NAME, "1", "champion", "ok")
+    identity = (entry["model_name"], entry["model_version"], entry["role"], entry["status"])
+    assert identity == (NAME, "1", "champion", "ok")
     predictions = pd.read_parquet(Path(monitored_lake.predictions) / partition_name(D1))
     labels = feature_frames[D1][config.features.label]
     assert entry["rows"] == len(predictions) == len(labels)

@@ -244,3 +244,12 @@ def test_the_model_is_chosen_by_config_and_logged_with_its_code(small_training, 
     (tmp_path / "my_models.py").unlink()  # only the copy logged with the model is left
     model = mlflow.pyfunc.load_model(result["model_uri"])
     assert type(model.unwrap_python_model().net).__name__ == "Logistic"
+
+
+def test_what_started_a_training_becomes_its_tags_and_summary_keys():
+    from jobs.training.job import parse_args, started
+
+    args = parse_args(["--run-date", "2013-01-28", "--trigger", "decay", "--started-by", "decay of version 3"])
+    assert started(args) == {"trigger": "decay", "started_by": "decay of version 3"}
+    assert started(parse_args(["--run-date", "2013-01-28", "--trigger", ""])) == {}  # a param left empty
+
