@@ -1,0 +1,77 @@
+"""The Model health page as a FastAPI app, which the plugin (``plugins/lakeflow.py``) mounts in
+Airflow's API server under ``/model-health`` and shows in the UI's navigation.
+
+Every route is behind Airflow's own authentication: the caller's Airflow token (the UI's session
+cookie, or an ``Authorization: Bearer`` header for scripts) must be valid and allow reading DAGs,
+checked by the API server's own dependency (``requires_access_dag``); without one the answer is
+401, with a bad one 403. Routes:
+
+- ``/model-health/``: the page (``?model=NAME&days=N`` narrow it);
+- ``/model-health/api/health``: the same data as JSON, for scripts (same parameters);
+- ``/model-health/api/days/YYYY-MM-DD``: one day's ``monitoring.json`` as the monitor job wrote it
+  (segments included).
+
+The lake is ``LAKE_ROOT`` of the API server's environment, the headline metric and window are the
+decay rule's (``monitoring.decay`` in the pipeline config).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi.responses import HTMLResponse, JSONResponse
+
+URL_PREFIX = "/model-health"
+
+
+def _settings() -> tuple[str, int]:
+    from jobs.config import load_config
+
+    decay = load_config().monitoring.decay
+    return decay.metric, decay.window_days
+
+
+def create_app(lake_root: str | None = None) -> FastAPI:
+    """The app; ``lake_root`` (default: ``LAKE_ROOT`` at each request) is where it reads."""
+    from airflow.api_fastapi.core_api.security import requires_access_dag
+
+    from jobs.lake.layout import MONITORING_REPORT, Lake
+    from jobs.lake.storage import read_json
+    from orchestration.health.page import render
+    from orchestration.health.view import model_health
+
+    app = FastAPI(title="Model health", docs_url=None, redoc_url=None, openapi_url=None,
+                  dependencies=[Depends(requires_access_dag("GET"))])
+    days_query = Query(None, ge=1, description="only the last N days up to the latest monitored day")
+
+    def view(model: str | None, days: int | None) -> dict[str, Any]:
+        metric, window = _settings()
+        return model_health(Lake.at(lake_root), metric=metric, window_days=window, model=model or None, days=days)
+
+    @app.get("/", response_class=HTMLResponse)
+    def page(model: str | None = None, days: int | None = days_query) -> HTMLResponse:
+        return HTMLResponse(render(view(model, days), model=model or None, days=days))
+
+    @app.get("/api/health")
+    def health(model: str | None = None, days: int | None = days_query) -> JSONResponse:
+        return JSONResponse(view(model, days))
+
+    @app.get("/api/days/{day}")
+    def monitored_day(day: dt.date) -> JSONResponse:
+        lake = Lake.at(lake_root)
+        path = f"{lake.partition(lake.monitoring, day)}/{MONITORING_REPORT}"
+        record = read_json(path)
+        if record is None:
+            raise HTTPException(404, f"no monitored day {day}: {path} does not exist (the monitor job writes it "
+                                     "once the day is scored and its outcomes are in)")
+        return JSONResponse(record)
+
+    return app
+
+
+def external_view() -> dict[str, Any]:
+    """The UI's navigation entry that shows the page in an iframe (``href`` relative to the UI's base)."""
+    return {"name": "Model health", "href": f"{URL_PREFIX.lstrip('/')}/", "destination": "nav",
+            "url_route": "model-health", "category": "browse"}
