@@ -158,7 +158,8 @@ def main(argv: list[str] | None = None) -> None:
     seconds = run(args.days, args.repeat)
     met = seconds["HTML"] <= TARGET_SECONDS
     print(markdown_table(["measure", "seconds"], [[k, f"{v:.3f}"] for k, v in seconds.items()]))
-    print(f"\ntarget: the page (warm) in at most {TARGET_SECONDS} s with {args.days} days: {'met' if met else 'not met'}")
+    verdict = "met" if met else "not met"
+    print(f"\ntarget: the page (warm) in at most {TARGET_SECONDS} s with {args.days} days: {verdict}")
     write_results(out, "health", {"days": args.days, "seconds": seconds,
                                   "target": {"html_s": TARGET_SECONDS, "met": met}})
 

@@ -120,12 +120,14 @@ def _versions(found: dict[str, Any], metric: str, window: int, colours: dict[str
         gap = ""
         if realized and isinstance(holdout, int | float):
             gap = f" ({realized['value'] - holdout:+.3f} vs holdout)"
-        interval = f"{_fmt(realized['value'])} [{_fmt(realized['low'])}, {_fmt(realized['high'])}]{gap}" if realized else (
-            "<span class='muted'>no outcomes yet</span>")
+        interval = "<span class='muted'>no outcomes yet</span>"
+        if realized:
+            interval = f"{_fmt(realized['value'])} [{_fmt(realized['low'])}, {_fmt(realized['high'])}]{gap}"
         link = (f"<a href='{escape(version['mlflow_url'])}' target='_blank' rel='noopener'>monitoring run</a>"
                 if version["mlflow_url"] else escape(str(version.get("mlflow_run_id") or "")))
         roles = ", ".join(f"{k} {v} d" for k, v in sorted(version["roles"].items()))
-        rows.append(f"<tr class='{role if role != 'retired' else ''}'><td><span style='color:{colours[version['model_version']]}'>"
+        colour = colours[version["model_version"]]
+        rows.append(f"<tr class='{role if role != 'retired' else ''}'><td><span style='color:{colour}'>"
                     f"&#9632;</span> v{escape(version['model_version'])}</td><td>{role}</td><td>{escape(roles)}</td>"
                     f"<td>{escape(str(version['first_day']))} .. {escape(str(version['last_day']))}</td>"
                     f"<td>{_fmt(holdout)}</td><td>{interval}</td><td>{link}</td></tr>")
@@ -260,9 +262,10 @@ def metric_chart(found: dict[str, Any], metric: str, colours: dict[str, str]) ->
         if verdict["decayed"] and days[0] <= verdict["day"] <= days[-1]:
             x = scale.x(verdict["day"])
             why = "; ".join(verdict["reasons"] or [])
+            started = " (retraining started)" if verdict["triggered"] else ""
             out.append(f"<path d='M{x - 5:.1f},{bottom + 1} L{x + 5:.1f},{bottom + 1} L{x:.1f},{bottom - 8} Z' "
                        f"fill='{DECAYED}'><title>{escape(verdict['day'])}: v{escape(str(verdict['model_version']))} "
-                       f"decayed{' (retraining started)' if verdict['triggered'] else ''}: {escape(why)}</title></path>")
+                       f"decayed{started}: {escape(why)}</title></path>")
     out.append("</svg>")
     return "".join(out)
 
@@ -315,8 +318,9 @@ def drift_heatmap(drift: dict[str, Any]) -> str:
     out.append(_day_ticks(scale, first, last, height - BOTTOM + 4))
     legend_x = LEFT
     for value in (0.0, threshold / 2, threshold, threshold * 2.5):
-        out.append(f"<rect x='{legend_x}' y='{height - 12}' width='12' height='10' fill='{psi_colour(value, threshold)}' "
-                   f"stroke='#ccc'/><text x='{legend_x + 16}' y='{height - 3}'>{value:.2f}</text>")
+        out.append(f"<rect x='{legend_x}' y='{height - 12}' width='12' height='10' "
+                   f"fill='{psi_colour(value, threshold)}' stroke='#ccc'/>"
+                   f"<text x='{legend_x + 16}' y='{height - 3}'>{value:.2f}</text>")
         legend_x += 70
     out.append(f"<text x='{legend_x}' y='{height - 3}'>PSI (threshold {threshold}); * not monitored: reported, "
                f"not alerted on</text></svg>")
@@ -336,7 +340,8 @@ def _estimates(found: dict[str, Any]) -> str:
                 f"was off by {sum(errors) / len(errors):.3f} on average (at most {max(errors):.3f}).</div>"
                 if errors else "")
     if not waiting:
-        return f"<h3>Estimate before the outcomes arrive</h3><p class='muted'>Every day's outcomes are in.</p>{accuracy}"
+        return ("<h3>Estimate before the outcomes arrive</h3><p class='muted'>Every day's outcomes are in.</p>"
+                f"{accuracy}")
     head = "".join(f"<th>estimated {m}</th>" for m in ESTIMATED)
     return (f"<h3>Estimate before the outcomes arrive (champion v{escape(champion['model_version'])})</h3>"
             f"<table><tr><th>day</th><th>rows</th>{head}</tr>{rows}</table>{accuracy}")

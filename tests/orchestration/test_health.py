@@ -159,11 +159,10 @@ def airflow_api():
     """Airflow's own plugin mounting (``init_plugins``: this project's plugins folder) and auth
     manager (the configured one, the simple auth manager here) on an API app, as the API server
     builds them; the metadata DB migrated (a valid token is checked against its revoked tokens)."""
-    from fastapi import FastAPI
-    from fastapi.testclient import TestClient
-
     from airflow.api_fastapi.app import init_auth_manager, init_plugins
     from airflow.utils.db import upgradedb
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
 
     upgradedb()
 
