@@ -103,7 +103,8 @@ def airflow_run_path(dag_id: str, run_id: str | None) -> str:
 
 
 def model_health(lake: Lake, *, metric: str = "roc_auc", window_days: int = 7, model: str | None = None,
-                 days: int | None = None, cache: DocumentCache = CACHE) -> dict[str, Any]:
+                 days: int | None = None, airflow_runs: dict[str, dict[str, str]] | None = None,
+                 cache: DocumentCache = CACHE) -> dict[str, Any]:
     """Everything the Model health page shows, per model: its versions (champion, challengers, and
     every version that scored a day in range, deleted ones included) with their daily realized
     metrics, intervals, estimates and holdout values; the decay verdicts; the drift PSI per
@@ -111,7 +112,9 @@ def model_health(lake: Lake, *, metric: str = "roc_auc", window_days: int = 7, m
 
     ``days``: only the last N days up to the latest monitored day (default: every day); ``model``:
     one model's name; ``metric``: the headline metric (the decay rule's); ``window_days``: the
-    days the "realized" summary of a version pools (the decay window).
+    days the "realized" summary of a version pools (the decay window); ``airflow_runs``: the
+    training runs Airflow knows by the last day of their window (``airflow_run_id``, ``trigger``,
+    ``started_by``), for the summaries that do not say them.
     """
     started = time.perf_counter()
     problems: list[str] = []
@@ -130,7 +133,8 @@ def model_health(lake: Lake, *, metric: str = "roc_auc", window_days: int = 7, m
                    | {str(d.get("model_name")) for _, d in decay + drift + training if d.get("model_name")})
     if model is not None:
         names = [name for name in names if name == model]
-    models = [_model(name, metric, window_days, records, decay, drift, training) for name in names]
+    models = [_model(name, metric, window_days, records, decay, drift, training, airflow_runs or {})
+              for name in names]
     shown = [day for day, _ in records]
     return {
         "metric": metric,
@@ -150,7 +154,7 @@ def _version(entry: dict[str, Any], name: str) -> dict[str, Any]:
 
 def _model(name: str, metric: str, window_days: int, records: list[tuple[dt.date, dict[str, Any]]],
            decay: list[tuple[dt.date, dict[str, Any]]], drift: list[tuple[dt.date, dict[str, Any]]],
-           training: list[tuple[dt.date, dict[str, Any]]]) -> dict[str, Any]:
+           training: list[tuple[dt.date, dict[str, Any]]], airflow_runs: dict[str, dict[str, str]]) -> dict[str, Any]:
     from jobs.monitoring.decay import pooled
 
     versions: dict[str, dict[str, Any]] = {}
@@ -194,8 +198,8 @@ def _model(name: str, metric: str, window_days: int, records: list[tuple[dt.date
         "versions": ordered, "timeline": timeline,
         "decay": [_decay(day, report) for day, report in decay if report.get("model_name") in (name, None)],
         "drift": _drift([(day, report) for day, report in drift if report.get("model_name") in (name, None)]),
-        "retrainings": [_retraining(day, summary) for day, summary in training
-                        if summary.get("model_name") in (name, None)],
+        "retrainings": [_retraining(day, summary, airflow_runs.get(day.isoformat()) or {})
+                        for day, summary in training if summary.get("model_name") in (name, None)],
     }
 
 
@@ -228,12 +232,13 @@ def _drift(reports: list[tuple[dt.date, dict[str, Any]]]) -> dict[str, Any]:
     return {"features": ordered, "monitored": features, "threshold": threshold, "days": days}
 
 
-def _retraining(day: dt.date, summary: dict[str, Any]) -> dict[str, Any]:
+def _retraining(day: dt.date, summary: dict[str, Any], run: dict[str, str]) -> dict[str, Any]:
     gate = summary.get("gate") or {}
-    airflow_run_id = summary.get("airflow_run_id") or summary.get("dag_run_id")
+    airflow_run_id = summary.get("airflow_run_id") or run.get("airflow_run_id")
     return {
         "day": day.isoformat(), "model_version": str(summary.get("model_version")),
-        "trigger": summary.get("trigger") or "unknown", "started_by": summary.get("started_by") or "",
+        "trigger": summary.get("trigger") or run.get("trigger") or "unknown",
+        "started_by": summary.get("started_by") or run.get("started_by") or "",
         "gate_decision": gate.get("gate_decision"), "gate_reason": gate.get("gate_reason"),
         "mlflow_run_id": summary.get("run_id"), "mlflow_experiment_id": summary.get("experiment_id"),
         "mlflow_url": mlflow_run_url(summary.get("experiment_id"), summary.get("run_id")) or summary.get("run_url", ""),

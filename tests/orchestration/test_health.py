@@ -154,6 +154,19 @@ def test_an_empty_lake_says_what_to_trigger(tmp_path):
     assert "No monitored days yet" in html and "trigger score_pipeline" in html
 
 
+PLAN_DAG = """
+import pendulum
+from airflow.sdk import DAG, task
+
+with DAG("health_plan_check", schedule=None, start_date=pendulum.datetime(2013, 1, 1, tz="UTC")):
+    @task(task_id="plan_training", multiple_outputs=True)
+    def plan():
+        return {"run_date": "2013-03-10", "trigger": "decay", "started_by": "decay of version 1 on 2013-03-10"}
+
+    plan()
+"""
+
+
 @pytest.fixture(scope="module")
 def airflow_api():
     """Airflow's own plugin mounting (``init_plugins``: this project's plugins folder) and auth
@@ -232,3 +245,31 @@ def test_the_screenshot_script_renders_the_page_in_headless_chromium(tmp_path):
                           capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 0, done.stderr[-2000:]
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 50_000
+
+
+def test_a_retraining_links_its_airflow_run_and_says_what_started_it_from_airflow_s_plan(
+        airflow_api, tmp_path, monkeypatch):
+    """A real DAG run whose ``plan_training`` returned its window's last day and trigger (as
+    train_pipeline's does): the page finds the run by that day in Airflow's metadata DB."""
+    from airflow import settings
+    from airflow.dag_processing.dagbag import DagBag
+
+    from orchestration.health.app import training_runs
+
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "health_plan_check.py").write_text(PLAN_DAG)
+    monkeypatch.setattr(settings, "DAGS_FOLDER", str(dags))  # dag.test() syncs its DAG from the dags folder
+    bag = DagBag(dag_folder=str(dags))
+    assert bag.import_errors == {}
+    run = bag.dags["health_plan_check"].test()
+    runs = training_runs("health_plan_check")
+    assert runs == {"2013-03-10": {"airflow_run_id": run.run_id, "run_date": "2013-03-10", "trigger": "decay",
+                                   "started_by": "decay of version 1 on 2013-03-10"}}
+
+    lake = Lake(str(tmp_path / "lake"))
+    write_text(lake.report("training", dt.date(2013, 3, 10)), json.dumps(  # a summary without trigger or run id
+        {"model_name": MODEL, "model_version": "2", "run_id": "r2", "experiment_id": "3", "metrics": {}, "gate": {}}))
+    (event,) = model_health(lake, airflow_runs=runs, cache=DocumentCache())["models"][0]["retrainings"]
+    assert event["trigger"] == "decay" and event["started_by"] == "decay of version 1 on 2013-03-10"
+    assert event["airflow_run_id"] == run.run_id and event["airflow_path"].startswith("dags/train_pipeline/runs/")
