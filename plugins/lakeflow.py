@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from orchestration.health.app import URL_PREFIX, create_app, external_view
+from orchestration.health.app import URL_PREFIX, LazyApp, external_view
 from orchestration.spark_jobs import MLflowRunLink
 
 
@@ -18,5 +18,5 @@ class PipelinePlugin(AirflowPlugin):
 
     name = "lakeflow_mlops"
     operator_extra_links = [MLflowRunLink()]
-    fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "Model health"}]
+    fastapi_apps = [{"app": LazyApp(), "url_prefix": URL_PREFIX, "name": "Model health"}]
     external_views = [external_view()]

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Query
-from fastapi.responses import HTMLResponse, JSONResponse
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 URL_PREFIX = "/model-health"
 log = logging.getLogger(__name__)
@@ -80,6 +80,8 @@ class _Row:
 def create_app(lake_root: str | None = None) -> FastAPI:
     """The app; ``lake_root`` (default: ``LAKE_ROOT`` at each request) is where it reads."""
     from airflow.api_fastapi.core_api.security import requires_access_dag
+    from fastapi import Depends, FastAPI, HTTPException, Query
+    from fastapi.responses import HTMLResponse, JSONResponse
 
     from jobs.lake.layout import MONITORING_REPORT, Lake
     from jobs.lake.storage import read_json
@@ -114,6 +116,19 @@ def create_app(lake_root: str | None = None) -> FastAPI:
         return JSONResponse(record)
 
     return app
+
+
+class LazyApp:
+    """An ASGI app that builds :func:`create_app`'s on its first request: every Airflow process loads
+    the plugin (workers for its links), only the API server serves the page and pays for its imports."""
+
+    def __init__(self) -> None:
+        self.app: FastAPI | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.app is None:
+            self.app = create_app()
+        await self.app(scope, receive, send)
 
 
 def external_view() -> dict[str, Any]:
