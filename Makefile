@@ -6,7 +6,7 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 ENV := source scripts/env.sh &&
 
-.PHONY: help install system-packages demo test test-fast lint docs bench airflow ui-screenshot clean
+.PHONY: help install system-packages demo test test-fast lint docs bench airflow ui-screenshot health-screenshot clean
 help:
 	@echo "make demo       install, land the example data, train and score through Airflow, print a summary"
 	@echo "make test       run the whole test suite"
@@ -18,6 +18,7 @@ help:
 	@echo "make airflow    the deployed stack until Ctrl-C: Airflow (UI on :8080) and MLflow (UI on :5000) on"
 	@echo "                PostgreSQL; make airflow SPARK=1 adds a Spark standalone cluster for the tasks"
 	@echo "make ui-screenshot  run tests/test_stack.py and copy its Airflow UI screenshot to docs/airflow-ui.png"
+	@echo "make health-screenshot  the Model health page of a synthetic 60-day lake in headless Chromium: docs/model-health.png"
 	@echo "make clean      remove .pipeline/ (lake, MLflow store, Airflow DB)"
 
 $(STAMP): pyproject.toml
@@ -65,6 +66,10 @@ ui-screenshot: install system-packages
 	rm -rf $(UI_TEST_HOME)
 	PIPELINE_TEST_HOME=$(UI_TEST_HOME) $(VENV)/bin/pytest -q -p no:logging tests/test_stack.py
 	mkdir -p docs && cp $(UI_TEST_HOME)/screenshots/*-train_model.png docs/airflow-ui.png
+
+# By hand: the docs' picture of the Model health page (a synthetic lake; a few seconds).
+health-screenshot: install system-packages
+	$(ENV) $(VENV)/bin/python scripts/health_screenshot.py --out docs/model-health.png
 
 clean:
 	rm -rf .pipeline

@@ -5,6 +5,7 @@ rows, fits, targets and plots. The full benchmarks are not run here; ``make test
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 
 import pytest
@@ -86,3 +87,16 @@ def test_the_nightly_breakdown_adds_up_to_the_night_and_is_drawn(tmp_path):
     text = report({"setup_s": {}, "nights": nights, "best": best})
     assert "| **total (wall)** | **20.0** |" in text and "| validate_raw | 11.0 | 1.5 |" in text
     assert plot(tmp_path / "night.png", best).stat().st_size > 1000
+
+
+def test_the_health_benchmark_reads_and_renders_a_year_of_days_within_its_target(tmp_path):
+    """benchmarks.health end to end at its full size (365 synthetic days, one counted run each):
+    every measure is timed, the page within its target, and the results file written."""
+    from benchmarks.health import TARGET_SECONDS, main
+
+    main(["--out", str(tmp_path), "--repeat", "1"])
+    results = json.loads((tmp_path / "health.json").read_text())
+    assert results["days"] == 365
+    assert set(results["seconds"]) == {"read (cold)", "read (warm)", "JSON", "HTML"}
+    assert all(s > 0 for s in results["seconds"].values())
+    assert results["seconds"]["HTML"] <= TARGET_SECONDS and results["target"]["met"] is True

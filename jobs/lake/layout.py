@@ -138,10 +138,14 @@ class Lake:
         """Where a job keeps state to resume from; ``key`` tells its inputs apart (e.g. a digest)."""
         return f"{self.root}/checkpoints/{kind}/{partition_name(day)}/{key}"
 
+    def reports(self, kind: str) -> str:
+        """The folder of every day's reports of ``kind`` (one partition per day)."""
+        return f"{self.root}/reports/{kind}"
+
     def report(self, kind: str, day: dt.date, name: str = SUMMARY) -> str:
-        """A report file of a run for ``day``: ``kind`` is ``training``, ``scoring`` or ``drift``
-        (validation: :meth:`validation_report`)."""
-        return f"{self.root}/reports/{kind}/{partition_name(day)}/{name}"
+        """A report file of a run for ``day``: ``kind`` is ``training``, ``scoring``, ``drift`` or
+        ``decay`` (validation: :meth:`validation_report`)."""
+        return f"{self.reports(kind)}/{partition_name(day)}/{name}"
 
     def validation_report(self, day: dt.date, days: int, name: str = SUMMARY) -> str:
         """The report of a validation run over the ``days`` days ending with ``day``."""

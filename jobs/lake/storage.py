@@ -139,6 +139,16 @@ def entries(folder: str) -> list[tuple[str, bool]]:
     return [(info.base_name, info.type == pafs.FileType.Directory) for info in infos]
 
 
+def files_under(folder: str) -> list[tuple[str, int, int]]:
+    """(path relative to ``folder``, modification time in ns, size) of every file anywhere under
+    ``folder``, in one listing (one call on an object store); none when it does not exist."""
+    fs, path = filesystem(folder)
+    base = path.rstrip("/") + "/"
+    infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+    return [(info.path.removeprefix(base), info.mtime_ns or 0, info.size or 0)
+            for info in infos if info.type == pafs.FileType.File]
+
+
 def read_head(uri: str, size: int) -> bytes:
     """Up to the first ``size`` bytes of the file at ``uri`` (not the whole file)."""
     fs, path = filesystem(uri)
