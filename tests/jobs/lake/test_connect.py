@@ -34,8 +34,9 @@ def submit(job: str, lake: Lake, env: dict[str, str]) -> str:
     its output (fails the test on an error)."""
     from orchestration.spark_jobs import APPLICATIONS, JOBS_DIR
 
-    done = subprocess.run(["spark-submit", "--master", "local[2]", str(JOBS_DIR / APPLICATIONS[job]), "--run-date", DAY.isoformat(),
-                           "--lake-root", lake.root], cwd=REPO, env=env, capture_output=True, text=True)
+    done = subprocess.run(["spark-submit", "--master", "local[2]", str(JOBS_DIR / APPLICATIONS[job]),
+                           "--run-date", DAY.isoformat(), "--lake-root", lake.root],
+                          cwd=REPO, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout + done.stderr
 
