@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from jobs.config import PRECISIONS, JobArgs, job_parser, optional, optional_choice, parse_bool, parse_job_args
 from jobs.errors import run_job
-from jobs.lake.spark import configure_logging, get_spark
+from jobs.lake.spark import configure_logging, get_spark, require_cuda
 from jobs.selection.gate import PROMOTION_METRICS
 from jobs.tracking import check_tracking_server, configure_tracking
 from jobs.training.data import check_labels, feature_dirs, fit_preprocessor, split_validation
@@ -104,6 +104,9 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
 def main(argv: list[str] | None = None) -> None:
     configure_logging()
     args = parse_args(argv)
+    if args.config.train.use_gpu and args.config.train.local_mode:  # the ranks run here: this machine's GPUs
+        require_cuda("GPU training (--use-gpu true / train.use_gpu)",
+                     "train on the CPU with --use-gpu false, or run the job on a machine with GPUs")
     terminate_on_signal()  # SIGTERM or a dead parent: end the run as FAILED and stop the ranks
     # Bounded MLflow calls, and a tracking server that does not answer fails the job now, saying so.
     configure_tracking(args.config.tracking)

@@ -245,3 +245,19 @@ def test_the_model_is_chosen_by_config_and_logged_with_its_code(small_training, 
     (tmp_path / "my_models.py").unlink()  # only the copy logged with the model is left
     model = mlflow.pyfunc.load_model(result["model_uri"])
     assert type(model.unwrap_python_model().net).__name__ == "Logistic"
+
+
+def test_gpu_training_without_a_gpu_exits_non_zero_saying_so(tmp_path):
+    """``--use-gpu true`` on a machine without CUDA: the job stops before Spark starts, saying so,
+    instead of training on the CPU."""
+    import subprocess
+    import sys
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU here: tests/jobs/training/test_gpu.py trains on it")
+    done = subprocess.run([sys.executable, "-m", "jobs.training.job", "--run-date", "2013-01-28", "--use-gpu", "true",
+                           "--lake-root", str(tmp_path / "lake")], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode != 0
+    assert "GPU training (--use-gpu true / train.use_gpu) was asked for, but torch sees no CUDA device" in done.stderr
+    assert "--use-gpu false" in done.stderr and "SparkSession" not in done.stderr

@@ -80,7 +80,7 @@ def gpus() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-@pytest.mark.skipif(gpus() == 0, reason="no GPU here: run on a GPU machine (README: GPU)")
+@pytest.mark.gpu
 def test_gpu_training_on_a_standalone_worker_that_advertises_its_gpus(spark, lake, config, tmp_path):
     """A GPU worker as a user's cluster has one: the worker advertises its GPUs through the project's
     discovery script, the job asks one GPU per executor and task, each rank trains on its GPU."""
