@@ -37,8 +37,9 @@ overrides the epochs):
 - with ``--use-gpu`` (on a GPU machine): the plain loop on ``cuda`` and TorchDistributor with
   ``use_gpu=True`` (NCCL, one process per GPU, at most 2). Local mode gives the ranks the GPUs the
   driver discovered, so the session is started with ``spark.driver.resource.gpu.amount`` and
-  ``scripts/gpu_discovery.sh`` as the discovery script; without CUDA or without that script the GPU
-  rows are skipped with a message.
+  ``jobs/lake/gpu_discovery.sh`` as the discovery script; where torch sees no CUDA device or that
+  script finds no GPU, the benchmark stops with a non-zero exit, saying so (no CPU-only run passes
+  for a GPU one).
 
 Throughput is labelled training rows x epochs / seconds in the training loops; with several processes,
 rank 0's loop, which waits for the slowest rank in the all-reduce. Steady throughput leaves the first
@@ -243,22 +244,20 @@ def in_process(job: RankConfig, experiment_id: str) -> Timing:
 
 def gpu_conf(use_gpu: bool) -> tuple[int, dict[str, str]]:
     """(GPUs TorchDistributor may use, the session conf that lets the driver own them: the job's
-    :func:`jobs.lake.spark.gpu_conf` for local mode, with the one discovery script)."""
+    :func:`jobs.lake.spark.gpu_conf` for local mode, with the one discovery script). ``--use-gpu``
+    on a machine where torch or Spark's discovery script sees no GPU stops the benchmark, saying
+    so: GPU rows are never silently left out."""
     if not use_gpu:
         return 0, {}
-    import torch
-
     from jobs.lake.spark import gpu_conf as job_gpu_conf
+    from jobs.lake.spark import require_cuda
     from jobs.training.resources import discovered_gpus
 
-    if not torch.cuda.is_available():
-        print("--use-gpu: CUDA is not available to torch here: skipping the GPU rows")
-        return 0, {}
+    require_cuda("The training benchmark's GPU rows (--use-gpu)", "run it without --use-gpu, or on a GPU machine")
     count = len(discovered_gpus())
     if not count:
-        print("--use-gpu: jobs/lake/gpu_discovery.sh finds no GPU, so Spark's driver cannot own one: skipping "
-              "TorchDistributor with use_gpu=True (the plain loop on cuda still runs)")
-        return 0, {}
+        raise SystemExit("--use-gpu: jobs/lake/gpu_discovery.sh finds no GPU, so Spark's driver cannot own one and "
+                         "TorchDistributor cannot train on it: check nvidia-smi, or run without --use-gpu")
     return count, job_gpu_conf(local_mode=True, gpus=count)
 
 
@@ -368,8 +367,6 @@ def main(argv: list[str] | None = None) -> None:
 
     # Rank processes inherit the environment: they log to the same throw-away store.
     home = throwaway_home("bench-training-")
-    import torch
-
     from jobs.config import tracking_uri
     from jobs.lake.spark import get_spark
     from jobs.tracking import ensure_experiment
@@ -399,8 +396,7 @@ def main(argv: list[str] | None = None) -> None:
     job = RankConfig.build(dataclasses.replace(cfg, epochs=epochs, use_gpu=False), config.features.label, pre,
                            train_dirs, holdout_dirs, run_id="", tracking_uri=tracking_uri())
     cpu_batch, gpu_batch = cfg.batch_size, cfg.gpu_batch_size
-    use_gpu = args.use_gpu and torch.cuda.is_available()
-    entrants = contenders(job, experiment_id, default_threads, gpu_batch, gpus if use_gpu else None)
+    entrants = contenders(job, experiment_id, default_threads, gpu_batch, gpus if args.use_gpu else None)
     runs = Turns(args.repeat).measure({i: contender.run for i, contender in enumerate(entrants)})
     spark.stop()
     results = summarize(entrants, runs)
