@@ -101,9 +101,55 @@ def config():
     return load_config()
 
 
-@pytest.fixture(scope="session")
-def config_without_gx(config):
-    """The config with GX's cross-check off: it is tested on its own, elsewhere it only adds time."""
-    import dataclasses
+class ConfigPatch:
+    """The one way a test changes the pipeline's config: in memory for a function it calls
+    (:meth:`replace`), or as a ``pipeline.yaml`` for a job it starts (:meth:`write`).
 
-    return dataclasses.replace(config, validation=dataclasses.replace(config.validation, great_expectations=False))
+    A section given as a dict changes only the settings it names (``train={"epochs": 2}``); any
+    other value takes the section's place (``baselines=[]``, ``tables={...}``).
+    """
+
+    BUNDLED = REPO / "jobs/pipeline.yaml"
+
+    def replace(self, config, **sections):
+        """``config`` (a frozen dataclass) with ``sections`` changed; dicts go as deep as the
+        dataclasses do (``score={"drift": {"psi_threshold": 0.1}}``)."""
+        import dataclasses
+
+        changes = {}
+        for name, value in sections.items():
+            current = getattr(config, name)
+            if isinstance(value, dict) and dataclasses.is_dataclass(current):
+                value = self.replace(current, **value)
+            changes[name] = value
+        return dataclasses.replace(config, **changes)
+
+    def write(self, folder: Path, replace: dict | None = None, **sections) -> Path:
+        """``folder/pipeline.yaml``: the bundled config with ``sections`` changed setting by setting
+        and the sections in ``replace`` swapped whole (``evaluation={"threshold": 0.5}`` there drops
+        the bundled segments); a job reads it with ``--config`` or ``PIPELINE_CONFIG``."""
+        import yaml
+
+        raw = yaml.safe_load(self.BUNDLED.read_text())
+        for name, value in sections.items():
+            if isinstance(value, dict):
+                raw.setdefault(name, {}).update(value)
+            else:
+                raw[name] = value
+        raw.update(replace or {})
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "pipeline.yaml"
+        path.write_text(yaml.safe_dump(raw, sort_keys=False))
+        return path
+
+
+@pytest.fixture(scope="session")
+def config_patch() -> ConfigPatch:
+    """:class:`ConfigPatch`: a test's config, changed in memory or written for a job."""
+    return ConfigPatch()
+
+
+@pytest.fixture(scope="session")
+def config_without_gx(config, config_patch):
+    """The config with GX's cross-check off: it is tested on its own, elsewhere it only adds time."""
+    return config_patch.replace(config, validation={"great_expectations": False})
