@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 GPU_TEST = "tests/jobs/scoring/test_score.py::test_gpu_scoring_equals_the_cpu"
 
 
+@pytest.mark.e2e  # two pytest processes of their own: about 10 s
 def test_pipeline_require_gpu_turns_a_gpu_test_s_skip_into_a_failure(tmp_path):
     import torch
 

@@ -92,13 +92,21 @@ def registered(tmp_path_factory):
            "torch": predict_proba(net, PRE, FRAME)}
 
 
-def test_a_logged_model_ships_only_jobs_init_and_jobs_model(registered):
-    expected = {"jobs/__init__.py", *(f"jobs/model/{p.name}" for p in (REPO / "jobs/model").glob("*.py"))}
-    for name, folder in registered["code"].items():
-        shipped = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
-        assert shipped == expected, f"{name} ships {sorted(shipped - expected)} beyond jobs/__init__.py + jobs/model/"
+def shipped_files(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
 
 
+EXPECTED = {"jobs/__init__.py", *(f"jobs/model/{p.name}" for p in (REPO / "jobs/model").glob("*.py"))}
+
+
+def test_the_model_code_is_only_jobs_init_and_jobs_model(tmp_path):
+    from jobs.model.tabular import code_paths, package_model_code
+
+    assert shipped_files(Path(package_model_code(tmp_path / "a")).parent) == EXPECTED
+    assert code_paths("jobs.model.tabular:build_net", tmp_path / "b") == [str(tmp_path / "b/code/jobs")]
+
+
+@pytest.mark.e2e  # a fresh interpreter importing MLflow and torch: about 15 s
 def test_registered_versions_load_in_a_fresh_process_without_the_pipeline(registered):
     home = registered["home"]
     inputs = home / "rows.parquet"
@@ -111,6 +119,8 @@ def test_registered_versions_load_in_a_fresh_process_without_the_pipeline(regist
                           cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
+    for name, folder in registered["code"].items():  # what the registered versions carry
+        assert shipped_files(folder) == EXPECTED, f"{name} ships more than jobs/__init__.py + jobs/model/"
     assert not Path(found["jobs_file"]).resolve().is_relative_to(REPO), found["jobs_file"]  # the model's own copy
     assert set(found["jobs_modules"]) <= {"jobs", "jobs.model", "jobs.model.tabular", "jobs.model.baseline"}
     for name, probabilities in found["probabilities"].items():
