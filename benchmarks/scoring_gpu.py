@@ -3,7 +3,7 @@
 Usage::
 
     python -m benchmarks.scoring_gpu [--out DIR] [--rows 10000000] [--repeat 3]
-                                     [--batches 1024,4096,16384,65536,262144,1048576]
+                                     [--batches 1024,4096,16384,65536,262144,1048576] [--cpu-smoke]
 
 Setup (timed, reported apart): January 2013 is landed into a throw-away lake, validated (without GX)
 and turned into features; the scoring benchmark's model (:func:`benchmarks.scoring.model.registered_model`)
@@ -30,10 +30,12 @@ after a warm-up:
   job on the GPU (``score.gpu_batch_size``, Arrow batches of as many rows, every worker's model on
   ``cuda:0``), and the raw-column job on the CPU (the path before inputs were encoded by Spark).
 
-Checks: the GPU's probabilities equal the CPU's (prediction function and whole job, max abs diff).
-Prints the machine and Markdown tables, writes ``scoring_gpu.json`` and ``scoring_gpu.png``
-(rows/s against batch size, log-log, with the PCIe bound) to ``--out``. Without CUDA only the CPU
-rows run (a smoke run of the same code).
+Checks: the GPU's probabilities equal the CPU's to :data:`TOLERANCE` (1e-5, max abs diff, for the
+prediction function and the whole job); a larger difference exits non-zero after the results are
+written. Prints the machine and Markdown tables, writes ``scoring_gpu.json`` and ``scoring_gpu.png``
+(rows/s against batch size, log-log, with the PCIe bound) to ``--out``. Without CUDA it stops,
+saying so, unless ``--cpu-smoke`` asks for the CPU rows alone (a smoke run of the same code, not
+a GPU figure).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ from jobs.lake.layout import partition_name
 
 JANUARY = days_ending(dt.date(2013, 1, 31), 31)
 ROW_GROUP = 262144
+TOLERANCE = 1e-5  # max abs difference of the GPU's probabilities from the CPU's
 PCIE_PROBE_BYTES = 256 << 20
 
 
@@ -193,7 +196,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = arguments(__doc__, repeat=3)
     parser.add_argument("--rows", type=int, default=10_000_000, help="rows of the big day")
     parser.add_argument("--batches", default="1024,4096,16384,65536,262144,1048576")
+    parser.add_argument("--cpu-smoke", action="store_true",
+                        help="without CUDA, run the CPU rows alone instead of stopping (not a GPU figure)")
     args = parser.parse_args(argv)
+    import torch
+
+    if not (torch.cuda.is_available() or args.cpu_smoke):
+        from jobs.lake.spark import require_cuda
+
+        require_cuda("The GPU scoring benchmark", "run it on a GPU machine, or with --cpu-smoke for the CPU rows alone")
     out = start(args.out)
     home = throwaway_home("bench-scoring-gpu-")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers need this interpreter's packages
@@ -213,7 +224,7 @@ def run(home: Path, out: Path, big_rows: int, repeat: int, batches: list[int]) -
     host = machine()
     gpu = torch.cuda.is_available()
     if not gpu:
-        print("no CUDA device: the CPU rows only")
+        print("no CUDA device (--cpu-smoke): the CPU rows only, a smoke run, not a GPU figure")
     config = load_config()
     cores = os.cpu_count() or 2
     setup: dict[str, float] = {}
@@ -274,6 +285,20 @@ def run(home: Path, out: Path, big_rows: int, repeat: int, batches: list[int]) -
         "settings": {"rows": big_rows, "repeat": repeat, "batches": batches, "cores": cores,
                      "model": dataclasses.asdict(ref), "hyper": hyper},
     })
+    check_agreement(functions, jobs)
+
+
+def check_agreement(functions: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> None:
+    """Exit non-zero, naming them, where the GPU's probabilities differ from the CPU's by more than
+    :data:`TOLERANCE` (prediction function or whole job)."""
+    diffs = [(f"prediction function on {r['device']}", r["max_abs_diff_vs_cpu"])
+             for r in functions if r["stage"] == "check"]
+    diffs += [(r["stage"], r["max_abs_diff_vs_cpu_job"]) for r in jobs
+              if r["device"] == "cuda" and r.get("max_abs_diff_vs_cpu_job") is not None]
+    off = [f"{name}: {diff:.1e}" for name, diff in diffs if not diff <= TOLERANCE]
+    if off:
+        raise SystemExit(f"GPU probabilities differ from the CPU's by more than {TOLERANCE:g} (max abs): "
+                         f"{'; '.join(off)}; the figures above are not valid")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ Usage::
 
     python -m torch.distributed.run --standalone --nnodes=1 --nproc_per_node N -m benchmarks.torchrun_rank JOB RESULT
 
-``JOB``: the job (a JSON object, as :mod:`benchmarks.training` builds it); rank 0 writes train_fn's
+``JOB``: the ranks' :class:`jobs.training.rank.RankConfig` as JSON (:meth:`~jobs.training.rank.RankConfig.to_json`,
+as :mod:`benchmarks.training` writes it); rank 0 writes train_fn's
 result to ``RESULT`` (JSON) when training ends.
 """
 
@@ -20,9 +21,10 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> None:
     """Run train_fn on the job in ``argv[0]``; rank 0 writes the result to ``argv[1]``."""
     from jobs.training.loop import train_fn
+    from jobs.training.rank import RankConfig
 
     job_file, result_file = argv if argv is not None else sys.argv[1:]
-    result = train_fn(json.loads(Path(job_file).read_text()))
+    result = train_fn(RankConfig.from_json(Path(job_file).read_text()))
     if os.environ.get("RANK", "0") == "0":
         Path(result_file).write_text(json.dumps(result, default=float))
 

@@ -37,8 +37,9 @@ overrides the epochs):
 - with ``--use-gpu`` (on a GPU machine): the plain loop on ``cuda`` and TorchDistributor with
   ``use_gpu=True`` (NCCL, one process per GPU, at most 2). Local mode gives the ranks the GPUs the
   driver discovered, so the session is started with ``spark.driver.resource.gpu.amount`` and
-  ``scripts/gpu_discovery.sh`` as the discovery script; without CUDA or without that script the GPU
-  rows are skipped with a message.
+  ``jobs/lake/gpu_discovery.sh`` as the discovery script; where torch sees no CUDA device or that
+  script finds no GPU, the benchmark stops with a non-zero exit, saying so (no CPU-only run passes
+  for a GPU one).
 
 Throughput is labelled training rows x epochs / seconds in the training loops; with several processes,
 rank 0's loop, which waits for the slowest rank in the all-reduce. Steady throughput leaves the first
@@ -71,6 +72,7 @@ from benchmarks.common import feature_lake, machine, throwaway_home
 from benchmarks.harness import Turns, arguments, markdown_table, start, stopwatch, write_results
 from jobs.config import days_ending, load_config
 from jobs.datasets.land_flights import FIRST_DAY
+from jobs.training.rank import RankConfig
 
 DEFAULT_RUN_DATE = dt.date(2013, 1, 28)  # the training job's example run date
 LOSS_TOLERANCE = 1e-4  # plain loop vs one rank: the same rows, batches and initial weights
@@ -131,9 +133,9 @@ def window(days: int | None, train_days: int, holdout_days: int) -> tuple[list[d
     return all_days[:-holdout], all_days[-holdout:]
 
 
-def plain_loop(job: dict[str, Any], device: str, threads: int) -> Timing:
+def plain_loop(job: RankConfig, device: str, threads: int) -> Timing:
     """train_fn's data path and training loop in this process, without torch.distributed: the rows
-    on the device once, ``job["precision"]`` (resolved as a rank resolves it), fused Adam on a GPU."""
+    on the device once, ``job.precision`` (resolved as a rank resolves it), fused Adam on a GPU."""
     import numpy as np
     import torch
 
@@ -144,41 +146,41 @@ def plain_loop(job: dict[str, Any], device: str, threads: int) -> Timing:
     started = time.perf_counter()
     torch.set_num_threads(threads)
     target = torch.device(device)
-    precision = resolve_precision(job.get("precision", "fp32"), target)
-    pre = Preprocessor.from_json(job["preprocessor"])
-    label = job["label"]
+    precision = resolve_precision(job.precision, target)
+    pre = Preprocessor.from_json(job.preprocessor)
+    label = job.label
     wanted = [*pre.categorical, *pre.numeric, label]
-    frame = labelled_rows(read_units(shard_units(job["train_dirs"], 0, 1), wanted), wanted, label)
+    frame = labelled_rows(read_units(shard_units(job.train_dirs, 0, 1), wanted), wanted, label)
     cats, nums = (torch.from_numpy(a) for a in pre.encode(frame))
     cats, nums, labels = place_shard((cats, nums, torch.from_numpy(frame[label].to_numpy(np.float32))), target)
-    torch.manual_seed(job["seed"])  # the initial weights of every rank
-    net = build_model(job["builder"], pre, job["hyper"]).to(target)
-    optimizer = make_optimizer(net.parameters(), job["learning_rate"], target)
+    torch.manual_seed(job.seed)  # the initial weights of every rank
+    net = build_model(job.builder, pre, job.hyper).to(target)
+    optimizer = make_optimizer(net.parameters(), job.learning_rate, target)
     scaler = make_scaler(precision, target)
     loss_fn = torch.nn.BCEWithLogitsLoss(reduction="sum")
 
     epoch_seconds, first_step = [], None
-    for epoch in range(job["epochs"]):
+    for epoch in range(job.epochs):
         epoch_started = time.perf_counter()
         if epoch == 0:
             first_step = epoch_started - started
         net.train()
-        steps = step_count(len(labels), job["batch_size"])
-        batches = epoch_batches(job["seed"], epoch, 0, len(labels), steps, labels.device)  # rank 0's, one rank
+        steps = step_count(len(labels), job.batch_size)
+        batches = epoch_batches(job.seed, epoch, 0, len(labels), steps, labels.device)  # rank 0's, one rank
         totals = train_steps(net, optimizer, loss_fn, batches, cats, nums, labels, target, precision, scaler)
         loss_sum, rows = totals.tolist()  # waits for the device, as a rank does at the epoch's end
         epoch_seconds.append(time.perf_counter() - epoch_started)
     return Timing(int(rows), epoch_seconds, time.perf_counter() - started, loss_sum / rows, None, first_step)
 
 
-def new_job(job: dict[str, Any], experiment_id: str, use_gpu: bool) -> dict[str, Any]:
+def new_job(job: RankConfig, experiment_id: str, use_gpu: bool) -> RankConfig:
     """The job with a fresh MLflow run for rank 0 to log to."""
     from jobs.tracking import client
 
-    return {**job, "run_id": client().create_run(experiment_id).info.run_id, "use_gpu": use_gpu}
+    return job.replace(run_id=client().create_run(experiment_id).info.run_id, use_gpu=use_gpu)
 
 
-def finish(job: dict[str, Any], result: dict[str, Any] | None, wall_s: float, launched: float) -> Timing:
+def finish(job: RankConfig, result: dict[str, Any] | None, wall_s: float, launched: float) -> Timing:
     """The run's timing, read from outside: the wall time measured here, the rest from what rank 0
     logged to MLflow (``epoch_seconds`` and ``train_loss`` per epoch, ``train_rows``); the time to
     the first step from ``launched`` (``time.time()``) to the timestamp of ``holdout_rows``, which
@@ -188,18 +190,18 @@ def finish(job: dict[str, Any], result: dict[str, Any] | None, wall_s: float, la
     if not result:
         raise RuntimeError("training returned no result from rank 0")
     mlflow_client = client()
-    run = mlflow_client.get_run(job["run_id"])
+    run = mlflow_client.get_run(job.run_id)
     if "resumed_from_epoch" in run.data.tags:
         raise RuntimeError(f"training resumed after epoch {run.data.tags['resumed_from_epoch']}: not a whole run")
-    epoch_seconds = [m.value for m in sorted(mlflow_client.get_metric_history(job["run_id"], "epoch_seconds"),
+    epoch_seconds = [m.value for m in sorted(mlflow_client.get_metric_history(job.run_id, "epoch_seconds"),
                                              key=lambda m: m.step)]
-    entered = mlflow_client.get_metric_history(job["run_id"], "holdout_rows")
+    entered = mlflow_client.get_metric_history(job.run_id, "holdout_rows")
     first_step = entered[0].timestamp / 1000 - launched if entered else None
     return Timing(int(run.data.metrics["train_rows"]), epoch_seconds, wall_s, run.data.metrics["train_loss"],
                   result["metrics"]["roc_auc"], first_step)
 
 
-def distributed(job: dict[str, Any], experiment_id: str, processes: int, use_gpu: bool) -> Timing:
+def distributed(job: RankConfig, experiment_id: str, processes: int, use_gpu: bool) -> Timing:
     """``TorchDistributor(...).run(train_fn, job)`` in local mode, timed from the outside."""
     from pyspark.ml.torch.distributor import TorchDistributor
 
@@ -211,7 +213,7 @@ def distributed(job: dict[str, Any], experiment_id: str, processes: int, use_gpu
     return finish(job, result, time.perf_counter() - started, launched)
 
 
-def torchrun(job: dict[str, Any], experiment_id: str, processes: int) -> Timing:
+def torchrun(job: RankConfig, experiment_id: str, processes: int) -> Timing:
     """train_fn under ``python -m torch.distributed.run --standalone`` (:mod:`benchmarks.torchrun_rank`),
     without TorchDistributor, timed from the outside: the job file written, the ranks run, the result read."""
     job = new_job(job, experiment_id, use_gpu=False)
@@ -221,7 +223,7 @@ def torchrun(job: dict[str, Any], experiment_id: str, processes: int) -> Timing:
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
                    f"--nproc_per_node={processes}", "-m", "benchmarks.torchrun_rank", str(job_file), str(result_file)]
         launched, started = time.time(), time.perf_counter()
-        job_file.write_text(json.dumps(job))
+        job_file.write_text(job.to_json())
         done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
         if done.returncode:
             raise RuntimeError(f"torchrun failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
@@ -230,7 +232,7 @@ def torchrun(job: dict[str, Any], experiment_id: str, processes: int) -> Timing:
     return finish(job, result, wall_s, launched)
 
 
-def in_process(job: dict[str, Any], experiment_id: str) -> Timing:
+def in_process(job: RankConfig, experiment_id: str) -> Timing:
     """train_fn in this process as the only rank of a gloo group: no processes started."""
     from jobs.training.loop import train_in_process
 
@@ -242,36 +244,34 @@ def in_process(job: dict[str, Any], experiment_id: str) -> Timing:
 
 def gpu_conf(use_gpu: bool) -> tuple[int, dict[str, str]]:
     """(GPUs TorchDistributor may use, the session conf that lets the driver own them: the job's
-    :func:`jobs.lake.spark.gpu_conf` for local mode, with the one discovery script)."""
+    :func:`jobs.lake.spark.gpu_conf` for local mode, with the one discovery script). ``--use-gpu``
+    on a machine where torch or Spark's discovery script sees no GPU stops the benchmark, saying
+    so: GPU rows are never silently left out."""
     if not use_gpu:
         return 0, {}
-    import torch
-
     from jobs.lake.spark import gpu_conf as job_gpu_conf
+    from jobs.lake.spark import require_cuda
     from jobs.training.resources import discovered_gpus
 
-    if not torch.cuda.is_available():
-        print("--use-gpu: CUDA is not available to torch here: skipping the GPU rows")
-        return 0, {}
+    require_cuda("The training benchmark's GPU rows (--use-gpu)", "run it without --use-gpu, or on a GPU machine")
     count = len(discovered_gpus())
     if not count:
-        print("--use-gpu: jobs/lake/gpu_discovery.sh finds no GPU, so Spark's driver cannot own one: skipping "
-              "TorchDistributor with use_gpu=True (the plain loop on cuda still runs)")
-        return 0, {}
+        raise SystemExit("--use-gpu: jobs/lake/gpu_discovery.sh finds no GPU, so Spark's driver cannot own one and "
+                         "TorchDistributor cannot train on it: check nvidia-smi, or run without --use-gpu")
     return count, job_gpu_conf(local_mode=True, gpus=count)
 
 
 def contenders(
-    job: dict[str, Any], experiment_id: str, default_threads: int, gpu_batch: int, gpus: int | None,
+    job: RankConfig, experiment_id: str, default_threads: int, gpu_batch: int, gpus: int | None,
 ) -> list[Contender]:
     """The plain loop first (the baseline), with one thread and with torch's default threads, train_fn
     in-process, TorchDistributor and torchrun with 1 and 2 processes, all with the job's batch size; with ``gpus``
     (None: no GPU rows) the plain loop on cuda and TorchDistributor on up to that many GPUs, in fp32
     and bf16, with ``gpu_batch``."""
-    cpu_batch = job["batch_size"]
+    cpu_batch = job.batch_size
 
-    def on(batch_size: int, precision: str) -> dict[str, Any]:
-        return {**job, "batch_size": batch_size, "precision": precision}
+    def on(batch_size: int, precision: str) -> RankConfig:
+        return job.replace(batch_size=batch_size, precision=precision)
 
     cpu = on(cpu_batch, "fp32")
     entrants = [Contender("plain loop, 1 thread", 1, "cpu", cpu_batch, "fp32", lambda: plain_loop(cpu, "cpu", 1))]
@@ -367,8 +367,6 @@ def main(argv: list[str] | None = None) -> None:
 
     # Rank processes inherit the environment: they log to the same throw-away store.
     home = throwaway_home("bench-training-")
-    import torch
-
     from jobs.config import tracking_uri
     from jobs.lake.spark import get_spark
     from jobs.tracking import ensure_experiment
@@ -394,16 +392,11 @@ def main(argv: list[str] | None = None) -> None:
         pre = fit_preprocessor(features, config.features, cfg.min_category_count)
     experiment_id = ensure_experiment("bench-training")
 
-    job = {
-        "tracking_uri": tracking_uri(), "preprocessor": pre.to_json(), "train_dirs": train_dirs,
-        "holdout_dirs": holdout_dirs, "label": config.features.label,
-        "builder": cfg.model, "hyper": dict(cfg.hyperparameters), "epochs": epochs,
-        "batch_size": cfg.batch_size, "learning_rate": cfg.learning_rate, "seed": cfg.seed, "use_gpu": False,
-        "threads_per_process": 1,
-    }
+    # The train job's rank config on the CPU; every contender opens its own MLflow run (new_job).
+    job = RankConfig.build(dataclasses.replace(cfg, epochs=epochs, use_gpu=False), config.features.label, pre,
+                           train_dirs, holdout_dirs, run_id="", tracking_uri=tracking_uri())
     cpu_batch, gpu_batch = cfg.batch_size, cfg.gpu_batch_size
-    use_gpu = args.use_gpu and torch.cuda.is_available()
-    entrants = contenders(job, experiment_id, default_threads, gpu_batch, gpus if use_gpu else None)
+    entrants = contenders(job, experiment_id, default_threads, gpu_batch, gpus if args.use_gpu else None)
     runs = Turns(args.repeat).measure({i: contender.run for i, contender in enumerate(entrants)})
     spark.stop()
     results = summarize(entrants, runs)
@@ -412,7 +405,7 @@ def main(argv: list[str] | None = None) -> None:
         "train_days": [str(train_days[0]), str(train_days[-1]), len(train_days)],
         "holdout_days": [str(holdout_days[0]), str(holdout_days[-1]), len(holdout_days)],
         "epochs": epochs, "batch_size": cpu_batch, "gpu_batch_size": gpu_batch, "learning_rate": cfg.learning_rate,
-        "hyper": job["hyper"], "repeat": args.repeat, "use_gpu": args.use_gpu,
+        "hyper": job.hyper, "repeat": args.repeat, "use_gpu": args.use_gpu,
     }
 
     print(f"machine: {host['cpu_count']} CPUs, {host['device']}, torch {host['torch']} "

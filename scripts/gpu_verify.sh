@@ -11,16 +11,26 @@
 # On a GPU machine with this project installed (make install), run it as it is. On one without
 # network, Java, pyspark or MLflow, bring the offline kit first (scripts/devkit_build.sh builds
 # .devkit1/ and .devkit2/ here; copy both in) and `source scripts/devkit_setup.sh` before this.
-# Each part writes its log to OUT_DIR; a failing part is reported and the next one still runs.
-set -uo pipefail
+#
+# It can fail, and says why: no CUDA device for torch (or no nvidia-smi) stops it before anything
+# runs; the GPU tests run with PIPELINE_REQUIRE_GPU=1, so a GPU test that would skip fails; the
+# benchmarks are run with --use-gpu / on the GPU and exit non-zero where they cannot use it or where
+# GPU and CPU probabilities differ by more than 1e-5. The first failing part stops the run (its
+# log's tail printed), exit status 1.
+set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-benchmarks/results/gpu}"
 mkdir -p "$out"
 python="$(command -v python3)"
 [ -x .venv/bin/python ] && python=.venv/bin/python
 export PYTHONUNBUFFERED=1
+export PIPELINE_REQUIRE_GPU=1  # tests/conftest.py: a skipped GPU test is a failure
 
-status=0
+fail() {
+  echo "gpu_verify: $*" >&2
+  exit 1
+}
+
 step() {
   local name="$1"
   shift
@@ -28,16 +38,22 @@ step() {
   if "$@" > "$out/$name.log" 2>&1; then
     tail -n 25 "$out/$name.log"
   else
-    status=1
-    echo "==> $name FAILED"
     tail -n 60 "$out/$name.log"
+    fail "$name FAILED (log: $out/$name.log); stopping here"
   fi
 }
 
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
+command -v nvidia-smi > /dev/null \
+  || fail "no nvidia-smi on PATH: this machine has no NVIDIA driver, so there is no GPU to verify; run this on a GPU machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.txt" \
+  || fail "nvidia-smi finds no GPU (see $out/gpu.txt); check the driver and CUDA_VISIBLE_DEVICES"
+cat "$out/gpu.txt"
+"$python" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' \
+  || fail "torch sees no CUDA device (is it a CUDA build? CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-unset})"
+
 step gpu_tests "$python" -m pytest -q -p no:cacheprovider tests/jobs/training/test_gpu.py \
   tests/jobs/training/test_train_on_cluster.py::test_gpu_training_on_a_standalone_worker_that_advertises_its_gpus \
   tests/jobs/training/test_train.py tests/jobs/scoring/test_score.py
 step training_benchmark "$python" -m benchmarks.training --use-gpu --repeat 2 --out "$out"
 step scoring_gpu_benchmark "$python" -m benchmarks.scoring_gpu --rows 10000000 --repeat 3 --out "$out"
-exit "$status"
+echo "==> every GPU check passed; logs and figures in $out"

@@ -1,5 +1,9 @@
 """Shared fixtures: the pipeline environment on a throw-away PIPELINE_HOME, one local[2] session,
-and a lake with a few days of the real example data landed in it.
+a lake with a few days of the real example data landed in it, and the config patched for a test.
+
+GPU tests carry the ``gpu`` marker: skipped where torch sees no CUDA device, and failed instead
+with ``PIPELINE_REQUIRE_GPU=1`` (what ``scripts/gpu_verify.sh`` sets), so a GPU run cannot pass by
+skipping.
 
 The environment comes from ``scripts/env.sh`` (the same file ``make demo`` uses), evaluated with
 a temporary PIPELINE_HOME before anything imports Airflow, MLflow or Spark.
@@ -22,9 +26,13 @@ REPO = Path(__file__).resolve().parents[1]
 SESSION_HOME = Path(os.environ.get("PIPELINE_TEST_HOME") or tempfile.mkdtemp(prefix="pipeline-tests-"))
 
 
+# Read before the environment is rebuilt (it drops PIPELINE_* settings), and kept for subprocesses.
+REQUIRE_GPU = os.environ.get("PIPELINE_REQUIRE_GPU", "") == "1"
 _environment = pipeline_environment(SESSION_HOME)  # from this process's environment: before clearing it
 os.environ.clear()
 os.environ.update(_environment)
+if REQUIRE_GPU:
+    os.environ["PIPELINE_REQUIRE_GPU"] = "1"
 os.environ["PIPELINE_TEST_HOME"] = str(SESSION_HOME)
 # The interpreter running the tests is the venv's: its bin (spark-submit, airflow) comes first.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
@@ -32,6 +40,25 @@ os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PAT
 # Days of real data the tests land: enough for a tiny training window and a scoring day.
 FIRST_DAY = dt.date(2013, 1, 1)
 LAST_DAY = dt.date(2013, 1, 10)
+
+
+def cuda_devices() -> int:
+    """GPUs torch sees here (0 without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A ``gpu`` test without a GPU: skipped, or with PIPELINE_REQUIRE_GPU=1 failed, before its
+    fixtures start anything."""
+    if item.get_closest_marker("gpu") is None or cuda_devices():
+        return
+    if REQUIRE_GPU:
+        pytest.fail("PIPELINE_REQUIRE_GPU=1 but torch sees no CUDA device here: a GPU test may not skip on a GPU "
+                    "run (check the driver, CUDA_VISIBLE_DEVICES and that torch is a CUDA build)", pytrace=False)
+    pytest.skip("no GPU here: run on a GPU machine (bash scripts/gpu_verify.sh)")
 
 
 @pytest.fixture(scope="session")
@@ -74,9 +101,55 @@ def config():
     return load_config()
 
 
-@pytest.fixture(scope="session")
-def config_without_gx(config):
-    """The config with GX's cross-check off: it is tested on its own, elsewhere it only adds time."""
-    import dataclasses
+class ConfigPatch:
+    """The one way a test changes the pipeline's config: in memory for a function it calls
+    (:meth:`replace`), or as a ``pipeline.yaml`` for a job it starts (:meth:`write`).
 
-    return dataclasses.replace(config, validation=dataclasses.replace(config.validation, great_expectations=False))
+    A section given as a dict changes only the settings it names (``train={"epochs": 2}``); any
+    other value takes the section's place (``baselines=[]``, ``tables={...}``).
+    """
+
+    BUNDLED = REPO / "jobs/pipeline.yaml"
+
+    def replace(self, config, **sections):
+        """``config`` (a frozen dataclass) with ``sections`` changed; dicts go as deep as the
+        dataclasses do (``score={"drift": {"psi_threshold": 0.1}}``)."""
+        import dataclasses
+
+        changes = {}
+        for name, value in sections.items():
+            current = getattr(config, name)
+            if isinstance(value, dict) and dataclasses.is_dataclass(current):
+                value = self.replace(current, **value)
+            changes[name] = value
+        return dataclasses.replace(config, **changes)
+
+    def write(self, folder: Path, replace: dict | None = None, **sections) -> Path:
+        """``folder/pipeline.yaml``: the bundled config with ``sections`` changed setting by setting
+        and the sections in ``replace`` swapped whole (``evaluation={"threshold": 0.5}`` there drops
+        the bundled segments); a job reads it with ``--config`` or ``PIPELINE_CONFIG``."""
+        import yaml
+
+        raw = yaml.safe_load(self.BUNDLED.read_text())
+        for name, value in sections.items():
+            if isinstance(value, dict):
+                raw.setdefault(name, {}).update(value)
+            else:
+                raw[name] = value
+        raw.update(replace or {})
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "pipeline.yaml"
+        path.write_text(yaml.safe_dump(raw, sort_keys=False))
+        return path
+
+
+@pytest.fixture(scope="session")
+def config_patch() -> ConfigPatch:
+    """:class:`ConfigPatch`: a test's config, changed in memory or written for a job."""
+    return ConfigPatch()
+
+
+@pytest.fixture(scope="session")
+def config_without_gx(config, config_patch):
+    """The config with GX's cross-check off: it is tested on its own, elsewhere it only adds time."""
+    return config_patch.replace(config, validation={"great_expectations": False})

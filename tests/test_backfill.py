@@ -21,7 +21,6 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
 from jobs.lake.layout import DRIFT_REPORT, partition_day, partition_name
 from tests.stack import running_stack
@@ -37,7 +36,7 @@ KEYS = ["carrier", "flight", "origin", "sched_dep_time"]
 
 
 @pytest.fixture(scope="module")
-def backfill_env(lake, spark, tmp_path_factory):
+def backfill_env(lake, spark, config_patch, tmp_path_factory):
     """The environment of the backfill: its own lake and a short-window config.
 
     Yields ``(environment for Airflow's tasks, the lake)``.
@@ -49,13 +48,13 @@ def backfill_env(lake, spark, tmp_path_factory):
     for zone in ("raw", "validated"):
         shutil.copytree(f"{lake.root}/{zone}", f"{own.root}/{zone}")
     _make_drift(own.raw_file("flights", DRIFT_DAY))
-    raw = yaml.safe_load((REPO / "jobs/pipeline.yaml").read_text())
-    raw["train"].update(train_days=5, validation_days=0, holdout_days=2, epochs=2)
-    # One candidate, no baselines: the retraining as it was before the sweep (tested in test_e2e.py)
-    raw.update(evaluation={"threshold": 0.5}, baselines=[], sweep={"size": 1})
-    raw["validation"]["great_expectations"] = False  # tested on its own; here it only adds time
-    config_path = home / "pipeline.yaml"
-    config_path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    # One candidate, no baselines: the retraining as it was before the sweep (tested in test_e2e.py);
+    # GX's cross-check is tested on its own, here it only adds time.
+    config_path = config_patch.write(
+        home, train={"train_days": 5, "validation_days": 0, "holdout_days": 2, "epochs": 2},
+        baselines=[], validation={"great_expectations": False},
+        replace={"evaluation": {"threshold": 0.5}, "sweep": {"size": 1}},
+    )
     env = {
         "LAKE_ROOT": own.root,
         "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts"),

@@ -27,7 +27,9 @@ def test_bench_smoke_writes_every_stages_rows_and_plots(spark, lake, config, tmp
     for result in results:
         assert all(p["outputs_equal"] and all(s > 0 for s in p["seconds"].values()) for p in result["points"])
         assert set(result["fits"]) == set(result["contenders"])
-        assert result["targets"] and all(t["met"] in (True, False, None) for t in result["targets"])
+        assert result["targets"]
+        for target in result["targets"]:
+            check_verdict(result, target)
     assert features["targets"][0]["met"] is None  # 5M rows: far beyond the smoke sizes, not extrapolated
     assert isinstance(scoring["targets"][0]["met"], bool)  # measured at the largest size
 
@@ -46,6 +48,38 @@ def test_bench_smoke_writes_every_stages_rows_and_plots(spark, lake, config, tmp
             assert plot.stat().st_size > 1000 and plot.name in text
     assert "polars" in text and "duckdb" in text and "spark_udf" in text and "target" in text
     assert (out / "bench.json").exists()
+
+
+def check_verdict(result: dict, target: dict) -> None:
+    """A target's verdict is what its numbers give: not measured without a value; measured at a
+    size, the ratio of that point's seconds (subject / other, or other / subject when ``faster``)
+    against the bound; from the fits, its value against the bound."""
+    if target["met"] is None:
+        assert target["value"] is None and target["how"].startswith("not measured"), target
+        return
+    if target["how"].startswith("measured at"):
+        point = next(p for p in result["points"] if target["how"] == f"measured at {p['rows']:,} rows")
+        subject, other = point["seconds"][target["subject"]], point["seconds"][target["other"]]
+        value = other / subject if target["faster"] else subject / other
+        assert target["value"] == round(value, 2), target
+    else:
+        value = target["value"]
+    assert target["met"] is (value >= target["bound"] if target["faster"] else value <= target["bound"]), target
+
+
+def test_a_target_s_verdict_is_what_its_measured_ratio_gives():
+    from benchmarks.features import summarize
+
+    points = [{"rows": n, "seconds": {"spark": 2.0 + n / 1e5, "polars": 0.5 + n / 4e5}} for n in (1000, 100_000)]
+    result = summarize("features", points, ["spark", "polars"], "spark", {"polars": 3.0}, 100_000)
+    (target,) = result["targets"]
+    assert target["how"] == "measured at 100,000 rows" and target["value"] == 4.0 and target["met"] is False
+    check_verdict(result, target)
+    far = summarize("features", points, ["spark", "polars"], "spark", {"polars": 3.0}, 10**9)
+    check_verdict(far, far["targets"][0])
+    for wrong in ({**target, "met": True}, {**target, "value": 3.0}, {**target, "met": None}):
+        with pytest.raises(AssertionError):
+            check_verdict(result, wrong)
 
 
 def test_validation_hand_aggregation_counts_what_the_validate_job_flags(spark, lake, config_without_gx):
@@ -100,3 +134,35 @@ def test_the_health_benchmark_reads_and_renders_a_year_of_days_within_its_target
     assert set(results["seconds"]) == {"read (cold)", "read (warm)", "JSON", "HTML"}
     assert all(s > 0 for s in results["seconds"].values())
     assert results["seconds"]["HTML"] <= TARGET_SECONDS and results["target"]["met"] is True
+
+
+def test_the_gpu_benchmarks_stop_without_cuda_instead_of_reporting_cpu_rows(tmp_path):
+    import torch
+
+    from benchmarks import scoring_gpu
+    from benchmarks.training import gpu_conf
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU here: scripts/gpu_verify.sh runs the GPU benchmarks")
+    assert gpu_conf(False) == (0, {})
+    with pytest.raises(RuntimeError, match=r"training benchmark's GPU rows \(--use-gpu\).*no CUDA device"):
+        gpu_conf(True)
+    with pytest.raises(RuntimeError, match="GPU scoring benchmark.*no CUDA device.*--cpu-smoke"):
+        scoring_gpu.main(["--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()  # stopped before anything ran
+
+
+def test_the_gpu_scoring_benchmark_fails_where_gpu_and_cpu_probabilities_differ():
+    from benchmarks.scoring_gpu import TOLERANCE, check_agreement
+
+    functions = [{"stage": "model alone", "device": "cuda", "batch": 1024},
+                 {"stage": "check", "device": "cuda", "max_abs_diff_vs_cpu": TOLERANCE / 10}]
+    jobs = [{"stage": "score job, CPU", "device": "cpu"},
+            {"stage": "score job, GPU", "device": "cuda", "max_abs_diff_vs_cpu_job": TOLERANCE}]
+    check_agreement(functions, jobs)  # within the tolerance: passes
+    jobs[1]["max_abs_diff_vs_cpu_job"] = 3e-5
+    with pytest.raises(SystemExit, match=r"score job, GPU: 3\.0e-05"):
+        check_agreement(functions, jobs)
+    functions[1]["max_abs_diff_vs_cpu"] = float("nan")  # a NaN is no agreement either
+    with pytest.raises(SystemExit, match="prediction function on cuda: nan"):
+        check_agreement(functions, [])

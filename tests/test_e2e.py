@@ -17,7 +17,6 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
 from jobs.lake.layout import DRIFT_PLOT, DRIFT_REPORT, VALIDATION_PAGE, partition_day, partition_name
 
@@ -29,16 +28,16 @@ SCORE_DATE = dt.date(2013, 1, 8)
 
 
 @pytest.fixture(scope="module")
-def airflow_env(lake, tmp_path_factory):
+def airflow_env(lake, config_patch, tmp_path_factory):
     """Airflow's metadata DB migrated, and a short-window config for the jobs."""
-    raw = yaml.safe_load((REPO / "jobs/pipeline.yaml").read_text())
-    raw["train"].update(train_days=3, validation_days=2, holdout_days=2, epochs=2)
     # One baseline, regularised to a constant (holdout ROC AUC 0.5): the bar is there and cleared,
     # so the run goes on to the gate (tests/jobs/selection/test_baselines.py stops a worse candidate).
-    raw["baselines"] = [{"name": "flat_lr", "kind": "logistic_regression",
-                         "params": {"maxIter": 5, "regParam": 10.0, "elasticNetParam": 1.0}}]
-    path = tmp_path_factory.mktemp("config") / "pipeline.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    path = config_patch.write(
+        tmp_path_factory.mktemp("config"),
+        train={"train_days": 3, "validation_days": 2, "holdout_days": 2, "epochs": 2},
+        baselines=[{"name": "flat_lr", "kind": "logistic_regression",
+                    "params": {"maxIter": 5, "regParam": 10.0, "elasticNetParam": 1.0}}],
+    )
     os.environ["PIPELINE_CONFIG"] = str(path)
     os.environ["PIPELINE_TIMINGS_DIR"] = str(tmp_path_factory.mktemp("timings"))  # jobs.timings: every job's split
     # Migrate in this process, on the engine dag.test() will use (a subprocess' migration can be

@@ -54,11 +54,11 @@ class RunningStack:
 
 
 @pytest.fixture(scope="module")
-def running(spark, lake, config, tmp_path_factory) -> Iterator[RunningStack]:
+def running(spark, lake, config, config_patch, tmp_path_factory) -> Iterator[RunningStack]:
     """The whole stack on a lake of its own: the features of a 3 + 2 day window ending RUN_DATE,
     and a config that trains two epochs on one rank and names the model MODEL."""
     home = tmp_path_factory.mktemp("stack")
-    config_path, features_lake, _ = small_window(spark, lake, config, home, num_processes=1,
+    config_path, features_lake, _ = small_window(spark, lake, config, config_patch, home, num_processes=1,
                                                  model_name=MODEL)
     env = {
         "LAKE_ROOT": str(features_lake),

@@ -97,6 +97,19 @@ def gpu_conf(local_mode: bool, gpus: int, discovery_script: str = GPU_DISCOVERY_
     }
 
 
+def require_cuda(asked: str, advice: str) -> None:
+    """Fail now, saying so, when ``asked`` (a GPU run of a job, in words) finds no CUDA device for
+    torch on this machine: a job asked for a GPU never falls back to the CPU without a word."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            f"{asked} was asked for, but torch sees no CUDA device on this machine (torch {torch.__version__}, "
+            f"CUDA build: {torch.version.cuda or 'no'}, CUDA_VISIBLE_DEVICES="
+            f"{os.environ.get('CUDA_VISIBLE_DEVICES', '(not set)')}): {advice}"
+        )
+
+
 def configure_logging() -> None:
     """Log lines with a time and a source; stdout line-buffered so a task log streams as it happens."""
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]

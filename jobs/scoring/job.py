@@ -32,7 +32,7 @@ import numpy as np
 from jobs.config import FeatureSpec, JobArgs, job_parser, parse_bool, parse_job_args
 from jobs.errors import run_job
 from jobs.lake.layout import DRIFT_PLOT, DRIFT_REPORT, PARTITION
-from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, path_exists
+from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, path_exists, require_cuda
 from jobs.lake.storage import write_bytes, write_text
 from jobs.timings import phase, preload
 
@@ -260,13 +260,16 @@ def main(argv: list[str] | None = None) -> None:
     preload("mlflow.pyfunc")  # the model lookup and load need it, after the session starts
     spark = get_spark(f"score-{args.run_date}", connect=True)
     lake, config = args.lake, args.config
+    use_gpu = config.score.use_gpu if args.use_gpu is None else args.use_gpu
+    if use_gpu and spark.conf.get("spark.master", "").startswith("local"):  # the Python workers run here
+        require_cuda("GPU scoring (--use-gpu true / score.use_gpu)",
+                     "score on the CPU with --use-gpu false, or run the job where the executors have GPUs")
     source = lake.partition(lake.features, args.run_date)
     if not path_exists(spark, source):
         raise MissingPartitionError(f"no features for {args.run_date}: expected {source}; run the features job first")
     with phase("model load"):  # on the driver: the registry lookup and the preprocessor
         model, load_uri = resolve_model(config.train.model_name, args.model_version)
         preprocessor = model_preprocessor(load_uri)
-    use_gpu = config.score.use_gpu if args.use_gpu is None else args.use_gpu
     batch_size = config.score.gpu_batch_size if use_gpu else config.score.batch_size
     if use_gpu:  # one Arrow batch per model call, not Arrow's default of 10,000 rows
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(batch_size))

@@ -11,6 +11,8 @@ from jobs.errors import DataError
 from jobs.lake.spark import MissingPartitionError, path_exists
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import pandas as pd
     import torch
     from pyspark.sql import DataFrame, SparkSession
@@ -123,7 +125,7 @@ def fit_preprocessor(
     )
 
 
-def shard_units(dirs: list[str], rank: int, world: int) -> list[tuple[str, int]]:
+def shard_units(dirs: Sequence[str], rank: int, world: int) -> list[tuple[str, int]]:
     """This rank's share of the data: (Parquet file, row group) pairs, dealt round-robin.
 
     Every rank lists the same files in the same order, so the shares are disjoint, cover every

@@ -44,13 +44,14 @@ from dataclasses import dataclass
 
 from jobs.config import PRECISIONS, JobArgs, job_parser, optional, optional_choice, parse_bool, parse_job_args
 from jobs.errors import run_job
-from jobs.lake.spark import configure_logging, get_spark
+from jobs.lake.spark import configure_logging, get_spark, require_cuda
 from jobs.selection.gate import PROMOTION_METRICS
 from jobs.tracking import check_tracking_server, configure_tracking
 from jobs.training.data import check_labels, feature_dirs, fit_preprocessor, split_validation
 from jobs.training.lifecycle import failed_on_error, terminate_on_signal
 from jobs.training.loop import train_fn
 from jobs.training.publish import TrainingRun, open_run, publish
+from jobs.training.rank import RankConfig, batch_size
 from jobs.training.resources import gpu_resources, training_processes
 
 log = logging.getLogger("jobs.training.job")
@@ -111,6 +112,9 @@ def started(args: TrainArgs) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> None:
     configure_logging()
     args = parse_args(argv)
+    if args.config.train.use_gpu and args.config.train.local_mode:  # the ranks run here: this machine's GPUs
+        require_cuda("GPU training (--use-gpu true / train.use_gpu)",
+                     "train on the CPU with --use-gpu false, or run the job on a machine with GPUs")
     terminate_on_signal()  # SIGTERM or a dead parent: end the run as FAILED and stop the ranks
     # Bounded MLflow calls, and a tracking server that does not answer fails the job now, saying so.
     configure_tracking(args.config.tracking)
@@ -118,7 +122,6 @@ def main(argv: list[str] | None = None) -> None:
     cfg, spec = args.config.train, args.config.features
     use_gpu, local_mode, precision = cfg.use_gpu, cfg.local_mode, cfg.precision
     num_processes = training_processes(use_gpu, local_mode, args.num_processes, cfg.num_processes)
-    batch_size = cfg.gpu_batch_size if use_gpu else cfg.batch_size
     train_days, validation_days, holdout_days = split_validation(args.run_date, cfg.train_days, cfg.validation_days,
                                                                  cfg.holdout_days)
 
@@ -154,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     params = {
         "run_date": args.run_date, "train_start": train_days[0], "train_end": train_days[-1],
         "holdout_start": holdout_days[0], "holdout_end": holdout_days[-1], "features_path": args.lake.features,
-        "epochs": cfg.epochs, "batch_size": batch_size, "learning_rate": cfg.learning_rate, "precision": precision,
+        "epochs": cfg.epochs, "batch_size": batch_size(cfg), "learning_rate": cfg.learning_rate, "precision": precision,
         "seed": cfg.seed, "num_processes": num_processes, "use_gpu": use_gpu, "local_mode": local_mode,
         "min_category_count": cfg.min_category_count, "config": args.config.source, "model": cfg.model,
         **cfg.hyperparameters, **code_version(),
@@ -165,14 +168,8 @@ def main(argv: list[str] | None = None) -> None:
     run = open_run(args.lake, args.run_date, cfg.experiment, params, pre, cfg.epochs, tags)
 
     # Train: TorchDistributor runs train_fn in every rank; rank 0 logs to the run and logs the model.
-    job = {
-        "run_id": run.run_id, "tracking_uri": tracking_uri(), "preprocessor": pre.to_json(),
-        "train_dirs": train_dirs, "holdout_dirs": holdout_dirs, "label": spec.label, "builder": cfg.model,
-        "hyper": dict(cfg.hyperparameters), "epochs": cfg.epochs, "batch_size": batch_size,
-        "learning_rate": cfg.learning_rate, "precision": precision, "seed": cfg.seed, "use_gpu": use_gpu,
-        "threads_per_process": 1, "checkpoint_dir": run.checkpoint_dir,
-        "collective_timeout_s": cfg.collective_timeout_s,
-    }
+    rank = RankConfig.build(cfg, spec.label, pre, train_dirs, holdout_dirs, run_id=run.run_id,
+                            tracking_uri=tracking_uri(), checkpoint_dir=run.checkpoint_dir)
     from pyspark.ml.torch.distributor import TorchDistributor
 
     from jobs.tracking import client
@@ -180,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     # Any failure from here on, SIGTERM included, ends the run as FAILED (a retry still resumes it).
     with failed_on_error(client(), run.run_id):
         result = TorchDistributor(num_processes=num_processes, local_mode=local_mode, use_gpu=use_gpu).run(
-            train_fn, job
+            train_fn, rank
         )
         if not result:
             raise RuntimeError("training returned no result from rank 0")

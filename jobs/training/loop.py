@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
+    from jobs.training.rank import RankConfig
+
 
 def rank_device(use_gpu: bool) -> torch.device:
     """The rank's device: ``cuda:<LOCAL_RANK>`` among the GPUs Spark made visible to the rank
@@ -121,16 +123,17 @@ def exit_with_parent() -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
-def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
+def train_fn(job: RankConfig) -> dict[str, Any] | None:
     """One rank of distributed training; TorchDistributor runs it in every process.
 
-    Self-contained (imports inside, plain-data argument) so it pickles to the ranks. Each rank
+    Self-contained (imports inside; its argument, :class:`jobs.training.rank.RankConfig`, frozen plain
+    data) so it pickles to the ranks. Each rank
     reads only its own row groups of the training partitions (:func:`shard_units`) and shuffles
     them with a generator seeded by (seed, rank, epoch); shares may differ by a row group, so each
     rank cuts its share into the same number of batches: every training row is used exactly once
     per epoch and the ranks stay in step. Only rank 0 touches MLflow.
 
-    With ``job["checkpoint_dir"]`` set, rank 0 saves the weights, optimizer state, loss history
+    With ``job.checkpoint_dir`` set, rank 0 saves the weights, optimizer state, loss history
     and the epoch's metrics there after every epoch (:func:`save_checkpoint`), before logging
     them; a later attempt starts after the last saved epoch (every rank gets rank 0's copy), logs
     whatever the dead attempt saved but did not log, and so counts every epoch once. Seeding by epoch makes a resumed
@@ -153,7 +156,7 @@ def train_fn(job: dict[str, Any]) -> dict[str, Any] | None:
         raise
 
 
-def train_in_process(job: dict[str, Any]) -> dict[str, Any] | None:
+def train_in_process(job: RankConfig) -> dict[str, Any] | None:
     """:func:`train_fn` in this process as the only rank of a world of one, without TorchDistributor
     (no process started): for debugging a training and for measuring it from outside. Leaves this
     process's environment, torch threads and exception hook as they were."""
@@ -182,7 +185,7 @@ def train_in_process(job: dict[str, Any]) -> dict[str, Any] | None:
         sys.excepthook = excepthook  # the process group prefixes every traceback with "[rank0]"
 
 
-def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
+def train_rank(job: RankConfig) -> dict[str, Any] | None:
     """The body of :func:`train_fn`."""
     import datetime as dt
     import time
@@ -206,32 +209,32 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
     )
 
     exit_with_parent()
-    torch.set_num_threads(job["threads_per_process"])
+    torch.set_num_threads(job.threads_per_process)
     # Every tensor this rank hands to a collective is created on ``device``: NCCL has no CPU
     # backend, so a CPU tensor that gloo takes without a word fails on a GPU.
-    device = rank_device(job["use_gpu"])
+    device = rank_device(job.use_gpu)
     # A rank whose peer died waits this long in a collective, not gloo's 30 minutes (train.collective_timeout_s).
-    timeout = dt.timedelta(seconds=job.get("collective_timeout_s", 1800))
+    timeout = dt.timedelta(seconds=job.collective_timeout_s)
     if device.type == "cuda":
         torch.cuda.set_device(device)  # the object collectives (broadcast_object_list) use the current device
         dist.init_process_group("nccl", device_id=device, timeout=timeout)
     else:
         dist.init_process_group("gloo", timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
-    precision = resolve_precision(job.get("precision", "fp32"), device)
-    pre = Preprocessor.from_json(job["preprocessor"])
-    label, epochs, seed = job["label"], job["epochs"], job["seed"]
+    precision = resolve_precision(job.precision, device)
+    pre = Preprocessor.from_json(job.preprocessor)
+    label, epochs, seed = job.label, job.epochs, job.seed
     wanted = [*pre.categorical, *pre.numeric, label]
-    checkpoint_dir = job.get("checkpoint_dir")
+    checkpoint_dir = job.checkpoint_dir
 
-    units = shard_units(job["train_dirs"], rank, world)
+    units = shard_units(job.train_dirs, rank, world)
     shard = labelled_rows(read_units(units, wanted), wanted, label)
     cats, nums = (torch.from_numpy(a) for a in pre.encode(shard))
     cats, nums, labels = place_shard((cats, nums, torch.from_numpy(shard[label].to_numpy(np.float32))), device)
     print(f"rank {rank}/{world}: {len(units)} row groups, {len(shard)} labelled rows on {device} ({precision})",
           flush=True)
     torch.manual_seed(seed)  # the same initial weights on every rank, built on the CPU whatever the device
-    net = build_model(job["builder"], pre, job["hyper"])
+    net = build_model(job.builder, pre, job.hyper)
     optimizer_state = scaler_state = None
     saved = [load_checkpoint(checkpoint_dir) if checkpoint_dir and rank == 0 else None]
     dist.broadcast_object_list(saved, src=0)
@@ -243,7 +246,7 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
         print(f"rank {rank}: resuming after epoch {start_epoch} of {epochs} from {checkpoint_dir}", flush=True)
     net = net.to(device)
     model = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
-    optimizer = make_optimizer(model.parameters(), job["learning_rate"], device)
+    optimizer = make_optimizer(model.parameters(), job.learning_rate, device)
     if optimizer_state is not None:
         optimizer.load_state_dict(optimizer_state)
     scaler = make_scaler(precision, device)
@@ -256,27 +259,27 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
     # others' and the ranks' weights drift apart.)
     largest = torch.tensor([len(labels)], dtype=torch.int64, device=device)
     dist.all_reduce(largest, op=dist.ReduceOp.MAX)
-    steps = step_count(int(largest), job["batch_size"])
+    steps = step_count(int(largest), job.batch_size)
 
     result = None
     history: dict[str, list[float]] = state["history"] if state else {"train": [], "holdout": []}
     if rank == 0:
         import mlflow
 
-        mlflow.set_tracking_uri(job["tracking_uri"])
-        mlflow.start_run(run_id=job["run_id"])
+        mlflow.set_tracking_uri(job.tracking_uri)
+        mlflow.start_run(run_id=job.run_id)
         mlflow.log_params({
             "training_precision": precision,
             "training_device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         })
-        holdout_units = shard_units(job["holdout_dirs"], 0, 1)  # all of it
+        holdout_units = shard_units(job.holdout_dirs, 0, 1)  # all of it
         holdout = labelled_rows(read_units(holdout_units, wanted), wanted, label)
         holdout_inputs = [torch.from_numpy(a).to(device) for a in pre.encode(holdout)]  # encoded once
         if state is None:
             mlflow.log_metrics({"holdout_rows": float(len(holdout))})
         else:
             mlflow.set_tag("resumed_from_epoch", str(start_epoch))
-            logged = {m.step for m in mlflow.MlflowClient().get_metric_history(job["run_id"], "train_loss")}
+            logged = {m.step for m in mlflow.MlflowClient().get_metric_history(job.run_id, "train_loss")}
             if start_epoch - 1 not in logged:  # the last attempt died between saving and logging
                 mlflow.log_metrics(state["metrics"], step=start_epoch - 1)
 
@@ -319,7 +322,7 @@ def train_rank(job: dict[str, Any]) -> dict[str, Any] | None:
         if len(np.unique(holdout[label])) == 2:
             mlflow.log_figure(roc_figure(holdout[label], probabilities), "plots/roc_curve.png")
         mlflow.log_figure(calibration_figure(holdout[label], probabilities), "plots/calibration_curve.png")
-        info = log_pyfunc(net.cpu(), pre, job["hyper"], holdout.head(5), builder=job["builder"])
+        info = log_pyfunc(net.cpu(), pre, job.hyper, holdout.head(5), builder=job.builder)
         # Detach, leaving the run RUNNING: the driver finishes it once the model is registered, so a
         # driver that dies in between leaves a run that a retry resumes (no epochs left: it logs and
         # registers the model) instead of a FINISHED run without a version.

@@ -198,9 +198,11 @@ def test_the_sweep_is_mapped_over_as_many_candidates_as_configured(dag_bag, conf
     assert len(candidates(config.sweep, base, defaults)) == config.sweep.size == 2
     params = {"sweep_size": 3, "sweep_learning_rates": [0.01, 0.02], "sweep_widths": [16, 8], "sweep_depths": [1],
               "sweep_epochs": [1]}
-    for name, value in params.items():
-        dag.params.get_param(name).resolve(value)
-    found = candidates(config.sweep, base, {key: params[name] for name, key in SWEEP_PARAMS.items()})
+    # What the DAG's params resolve the values to (a schema that coerced or dropped one would show
+    # here) is what plan_sweep gets.
+    resolved = {name: dag.params.get_param(name).resolve(value) for name, value in params.items()}
+    assert resolved == params
+    found = candidates(config.sweep, base, {key: resolved[name] for name, key in SWEEP_PARAMS.items()})
     assert [c["name"] for c in found] == ["lr=0.01,width=16,depth=1,epochs=1", "lr=0.01,width=8,depth=1,epochs=1",
                                           "lr=0.02,width=16,depth=1,epochs=1"]
     args = ["--run-date", "2013-01-28", *job_options({"epochs": 5, "use_gpu": True}, ["epochs", "use_gpu"]),
@@ -210,8 +212,40 @@ def test_the_sweep_is_mapped_over_as_many_candidates_as_configured(dag_bag, conf
     assert parsed.config.train.hyperparameters["hidden_units"] == [8] and parsed.config.train.use_gpu is True
 
 
+def run_states(dag, decided: dict[str, str]) -> dict[str, str]:
+    """Every task's state in a run of ``dag`` where the tasks in ``decided`` ended so (their own
+    success, skip or failure) and every other task's trigger rule decides whether it runs (and then
+    succeeds), upstream first. The rules are Airflow's (airflow/ti_deps/deps/trigger_rule_dep.py)
+    for the two the DAGs use; a task with another rule fails this, to be added here."""
+    states: dict[str, str] = {}
+    for task in dag.topological_sort():
+        if task.task_id in decided:
+            states[task.task_id] = decided[task.task_id]
+            continue
+        ups = [states[u] for u in task.upstream_task_ids]
+        failed = sum(s in ("failed", "upstream_failed") for s in ups)
+        skipped, success = ups.count("skipped"), ups.count("success")
+        rule = str(getattr(task.trigger_rule, "value", task.trigger_rule))
+        if rule == "all_success":
+            states[task.task_id] = "upstream_failed" if failed else "skipped" if skipped else "success"
+        elif rule == "none_failed_min_one_success":
+            states[task.task_id] = ("upstream_failed" if failed else "skipped" if skipped == len(ups)
+                                    else "success" if success else "upstream_failed")
+        else:
+            pytest.fail(f"{task.task_id}: trigger rule {rule} is not modelled by run_states: add it")
+    return states
+
+
 def test_publishing_runs_after_an_approval_or_a_skipped_one_but_not_after_a_skipped_training(dag_bag):
     """publish_champion follows train_model whether approve_champion ran or was skipped, and is
     skipped with them when the run skipped training (a weekly run before any features exist)."""
-    publish = dag_bag.dags["train_pipeline"].get_task("publish_champion")
+    dag = dag_bag.dags["train_pipeline"]
+    publish = dag.get_task("publish_champion")
     assert publish.trigger_rule == "none_failed_min_one_success"
+    assert run_states(dag, {})["publish_champion"] == "success"  # approved
+    skipped_approval = run_states(dag, {"approve_champion": "skipped"})  # no approval asked (or the version lost)
+    assert skipped_approval["train_model"] == "success" and skipped_approval["publish_champion"] == "success"
+    no_training = run_states(dag, {"plan_training": "skipped"})
+    assert set(no_training.values()) == {"skipped"}, no_training
+    failed = run_states(dag, {"train_model": "failed"})
+    assert failed["publish_champion"] == "upstream_failed"  # never moves the alias after a failed training

@@ -24,7 +24,6 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
 from jobs.config import TableSpec
 from jobs.errors import DataError
@@ -148,12 +147,14 @@ def test_a_compressed_file_fails_naming_it_and_other_files_are_reported(spark, l
     assert str(stray) in report.summary() and "flights.csv.bak" in report.to_json()
 
 
-def test_a_column_named_like_the_partition_column_is_refused_up_front(spark, lake, config_without_gx, tmp_path):
+def test_a_column_named_like_the_partition_column_is_refused_up_front(
+    spark, lake, config_without_gx, config_patch, tmp_path
+):
     bad = bad_lake(lake, tmp_path, Case("date", edit(lambda f: f.rename(columns={"time_hour": "date"}))))
     tables = dict(config_without_gx.tables)
     columns = {("date" if c == "time_hour" else c): t for c, t in tables["flights"].columns.items()}
     tables["flights"] = dataclasses.replace(tables["flights"], columns=columns)
-    config = dataclasses.replace(config_without_gx, tables=tables)
+    config = config_patch.replace(config_without_gx, tables=tables)
     with pytest.raises(DataError, match=r"flights\.date.*partition column.*rename the column"):
         validate(spark, bad, config, [DAY], DAY, RUN_ID, suites=FLIGHT_SUITES)
     assert not Path(bad.root, "validated").exists()
@@ -249,7 +250,7 @@ def generate(seed: int, day: dt.date) -> tuple[str, dict[int, str], set[int]]:
 
 
 def test_rows_in_equal_valid_plus_quarantined_and_no_valid_row_is_lost_for_every_seed(
-    spark, config_without_gx, tmp_path
+    spark, config_without_gx, config_patch, tmp_path
 ):
     seeds = [1, 2, 3, 5, 8, 13]
     days = [dt.date(2020, 3, 1) + dt.timedelta(days=n) for n in range(len(seeds))]
@@ -262,8 +263,7 @@ def test_rows_in_equal_valid_plus_quarantined_and_no_valid_row_is_lost_for_every
         path.write_text(text)
         expected[day.isoformat()] = (seed, good, bad)
     limits = {"events": {"max_quarantine_rate": 1.0}}
-    config = dataclasses.replace(config_without_gx, tables={"events": EVENTS},
-                                 validation=dataclasses.replace(config_without_gx.validation, overrides=limits))
+    config = config_patch.replace(config_without_gx, tables={"events": EVENTS}, validation={"overrides": limits})
     report = validate(spark, lake, config, days, days[-1], RUN_ID, suites=event_suites())
     assert report.success and report.written, report.summary()
     (table,) = report.tables
@@ -281,12 +281,8 @@ def test_rows_in_equal_valid_plus_quarantined_and_no_valid_row_is_lost_for_every
 # --- whole processes: a kill mid-write, two runs of one day at once ----------------------------
 
 
-def job_config(tmp_path: Path) -> Path:
-    raw = yaml.safe_load((REPO / "jobs/pipeline.yaml").read_text())
-    raw["validation"]["great_expectations"] = False
-    path = tmp_path / "pipeline.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return path
+def job_config(config_patch, tmp_path: Path) -> Path:
+    return config_patch.write(tmp_path, validation={"great_expectations": False})
 
 
 def start_job(lake: Lake, config: Path, run_id: str, log: Path) -> subprocess.Popen:
@@ -312,12 +308,12 @@ def staging(lake: Lake) -> list[Path]:
 
 @pytest.mark.e2e
 def test_a_job_killed_mid_write_keeps_the_old_partition_and_the_next_run_cleans_up(
-    spark, lake, config_without_gx, tmp_path
+    spark, lake, config_without_gx, config_patch, tmp_path
 ):
     victim = with_validated_zone(lake, bad_lake(lake, tmp_path, Case("same", lambda data, _: data)))
     old = Path(victim.validated("flights"), partition_name(DAY))
     old_files = sorted(p.name for p in old.iterdir())
-    proc = start_job(victim, job_config(tmp_path), "killed", tmp_path / "killed.log")
+    proc = start_job(victim, job_config(config_patch, tmp_path), "killed", tmp_path / "killed.log")
     deadline = time.monotonic() + 300
     while not staging(victim):
         assert proc.poll() is None, "the job ended before it wrote:\n" + (tmp_path / "killed.log").read_text()[-3000:]
@@ -337,9 +333,9 @@ def test_a_job_killed_mid_write_keeps_the_old_partition_and_the_next_run_cleans_
 
 
 @pytest.mark.e2e
-def test_a_second_run_of_the_same_day_fails_fast_naming_the_first(lake, tmp_path):
+def test_a_second_run_of_the_same_day_fails_fast_naming_the_first(lake, config_patch, tmp_path):
     shared = bad_lake(lake, tmp_path, Case("same", lambda data, _: data))
-    config = job_config(tmp_path)
+    config = job_config(config_patch, tmp_path)
     first = start_job(shared, config, "first", tmp_path / "first.log")
     deadline = time.monotonic() + 30  # today's code takes no lock: start the second run anyway
     while not locks(shared) and time.monotonic() < deadline:

@@ -3,7 +3,6 @@ from real data with shifted inputs crosses the thresholds, a normal day does not
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import math
 
@@ -87,7 +86,7 @@ def test_a_normal_day_does_not_drift(spark, reference, config):
     assert f"{highest} {monitored[highest]:.3f}" in line and "day_of_week" not in line
 
 
-def test_a_day_with_shifted_inputs_drifts(spark, reference, config):
+def test_a_day_with_shifted_inputs_drifts(spark, reference, config, config_patch):
     day = reference["day"].copy()
     # the same real flights, six hours later and on routes 60% longer
     day["dep_hour"] = (day["dep_hour"] + 6) % 24
@@ -100,7 +99,8 @@ def test_a_day_with_shifted_inputs_drifts(spark, reference, config):
     assert report["features"]["distance"]["psi"] > 1.0
     assert headline(report).startswith("DRIFTED (") and "distance: PSI" in headline(report)
     # the predictions moved too; with a threshold on them, that is a reason of its own
-    strict = dataclasses.replace(config.score.drift, prediction_psi_threshold=report["prediction"]["psi"] / 2)
+    threshold = report["prediction"]["psi"] / 2
+    strict = config_patch.replace(config, score={"drift": {"prediction_psi_threshold": threshold}}).score.drift
     assert "predictions" in {r.split(":")[0] for r in _measure(spark, reference, day, strict)["reasons"]}
 
 

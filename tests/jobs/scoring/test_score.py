@@ -69,21 +69,31 @@ def test_the_model_loads_on_the_device_its_model_config_names(scored_model):
     assert {p.device.type for p in default.net.parameters()} == {"cpu"}
 
 
-def test_gpu_scoring_scores_on_a_gpu_or_says_there_is_none(scored_model, config):
-    """On a GPU machine: the same probabilities as on the CPU. Without one: a clear error, never a
-    silent fall back to the CPU."""
+def test_gpu_scoring_without_a_gpu_says_there_is_none(spark, scored_model, config, tmp_path):
+    """Without a GPU: a clear error, never a silent fall back to the CPU: from a Python worker's
+    prediction function, and from the score job's driver (local master) before it scores."""
     import torch
 
+    from jobs.scoring.job import main, make_predict_fn, worker_device
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU here: test_gpu_scoring_equals_the_cpu runs instead")
+    assert worker_device(False) == "cpu"
+    with pytest.raises(RuntimeError, match="no CUDA device.*--use-gpu false"):
+        make_predict_fn(scored_model["uri"], config.features.inputs, use_gpu=True)()
+    with pytest.raises(RuntimeError, match=r"GPU scoring \(--use-gpu true.*no CUDA device.*--use-gpu false"):
+        main(["--run-date", "2013-01-10", "--lake-root", str(tmp_path / "lake"), "--use-gpu", "true"])
+
+
+@pytest.mark.gpu
+def test_gpu_scoring_equals_the_cpu(scored_model, config):
+    """On a GPU machine: the same probabilities as on the CPU, from both prediction functions."""
     from jobs.scoring.job import make_predict_fn, worker_device
 
     frame, inputs = scored_model["frame"], config.features.inputs
     arrays = [frame[c].to_numpy() for c in inputs]
     on_cpu = make_predict_fn(scored_model["uri"], inputs, use_gpu=False)()(*arrays)
     assert worker_device(False) == "cpu"
-    if not torch.cuda.is_available():
-        with pytest.raises(RuntimeError, match="no CUDA device.*--use-gpu false"):
-            make_predict_fn(scored_model["uri"], inputs, use_gpu=True)()
-        return
     assert worker_device(True) == "cuda:0"  # outside a Spark task: no GPU assigned, the first one
     on_gpu = make_predict_fn(scored_model["uri"], inputs, use_gpu=True)()(*arrays)
     np.testing.assert_allclose(on_gpu, on_cpu, rtol=0, atol=1e-5)

@@ -4,7 +4,6 @@ from its saved predictions, the bar that stops a worse candidate, and a baseline
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 
@@ -20,7 +19,7 @@ BASELINES = (BaselineSpec("logistic_regression", "logistic_regression", {"maxIte
 
 
 @pytest.fixture(scope="module")
-def trained(spark, lake, config, tmp_path_factory):
+def trained(spark, lake, config, config_patch, tmp_path_factory):
     from jobs.features.job import build_features, read_inputs, write_features
     from jobs.lake.layout import Lake
     from jobs.selection.baselines import train_baselines
@@ -28,11 +27,9 @@ def trained(spark, lake, config, tmp_path_factory):
     home = tmp_path_factory.mktemp("baselines")
     days = [dt.date(2013, 1, d) for d in (2, 3, 4, 5)]
     write_features(build_features(read_inputs(spark, lake, config, days), config), str(home / "lake" / "features"))
-    cfg = dataclasses.replace(
-        config, baselines=BASELINES,
-        train=dataclasses.replace(config.train, train_days=2, validation_days=1, holdout_days=1,
-                                  model_name="baseline_tests", experiment="baseline-tests", min_category_count=1),
-    )
+    cfg = config_patch.replace(config, baselines=BASELINES, train={
+        "train_days": 2, "validation_days": 1, "holdout_days": 1, "model_name": "baseline_tests",
+        "experiment": "baseline-tests", "min_category_count": 1})
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{home}/mlflow.db")
         patch.setenv("PIPELINE_MLFLOW_ARTIFACTS", str(home / "artifacts"))
@@ -102,7 +99,7 @@ def test_the_pyfunc_predicts_what_the_spark_model_predicts(spark, trained, name)
     np.testing.assert_allclose(mine, scored["spark"], rtol=1e-9, atol=1e-12)
 
 
-def test_a_worse_candidate_is_stopped_before_the_gate_with_the_reason(spark, trained):
+def test_a_worse_candidate_is_stopped_before_the_gate_with_the_reason(spark, trained, config_patch):
     """A candidate that predicts the positives' share for every row (holdout ROC AUC 0.5) does not
     beat the baselines: registered, tagged why, compared in the table, never champion."""
     import mlflow
@@ -116,7 +113,7 @@ def test_a_worse_candidate_is_stopped_before_the_gate_with_the_reason(spark, tra
     with mlflow.start_run(experiment_id=experiment) as run:
         info = mlflow.pyfunc.log_model(name="model", python_model=Constant(), input_example=None)
     version = mlflow.register_model(info.model_uri, "worse_candidates").version
-    stopped_config = dataclasses.replace(config, train=dataclasses.replace(config.train, model_name="worse_candidates"))
+    stopped_config = config_patch.replace(config, train={"model_name": "worse_candidates"})
     decision = assess(spark, stopped_config, run.info.run_id, info.model_uri,
                       [lake.partition(lake.features, RUN_DATE)], [lake.partition(lake.features, dt.date(2013, 1, 4))],
                       RUN_DATE, "2013-01-05..2013-01-05", version=str(version))

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from jobs.lake.layout import partition_name
 
@@ -35,16 +34,15 @@ def features(spark, lake, config, tmp_path_factory):
     return frame
 
 
-def make_lake(home: Path, frame, epochs: int = 1, **train) -> Path:
+def make_lake(config_patch, home: Path, frame, epochs: int = 1, **train) -> Path:
     """A lake at ``home/lake`` with ``frame`` as its features, and ``home/pipeline.yaml`` training on
     three days and holding out one, for ``epochs`` epochs of small batches."""
     from jobs.features.job import write_features
 
     write_features(frame, str(home / "lake" / "features"))
-    raw = yaml.safe_load((REPO / "jobs/pipeline.yaml").read_text())
-    raw["train"].update(train_days=3, validation_days=0, holdout_days=1, epochs=epochs, batch_size=64, **train)
-    raw["evaluation"]["threshold"] = 0.5  # no validation days to choose it on
-    (home / "pipeline.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    config_patch.write(home, train={"train_days": 3, "validation_days": 0, "holdout_days": 1, "epochs": epochs,
+                                    "batch_size": 64, **train},
+                       evaluation={"threshold": 0.5})  # no validation days to choose it on
     return home
 
 
@@ -100,12 +98,12 @@ def group_alive(pgid: int) -> bool:
 
 
 @pytest.mark.e2e
-def test_a_dead_tracking_server_fails_training_within_two_minutes_saying_so(features, tmp_path):
+def test_a_dead_tracking_server_fails_training_within_two_minutes_saying_so(features, config_patch, tmp_path):
     """A real ``mlflow server`` killed before the train job starts: the job fails fast (it checks the
     server up front; MLflow's own retries would take over 4 minutes) with a message saying what to do."""
     from tests.stack import running_mlflow
 
-    home = make_lake(tmp_path, features)
+    home = make_lake(config_patch, tmp_path, features)
     with running_mlflow(tmp_path / "mlflow", f"sqlite:///{tmp_path}/server.db") as server:
         os.killpg(server.process.pid, signal.SIGKILL)
         server.process.wait(timeout=30)
@@ -142,10 +140,10 @@ def test_tracking_settings_bound_mlflow_calls_and_the_environment_wins(config, m
 
 
 @pytest.mark.e2e
-def test_a_terminated_training_ends_its_run_as_failed_and_stops_its_ranks(features, config, tmp_path):
+def test_a_terminated_training_ends_its_run_as_failed_and_stops_its_ranks(features, config, config_patch, tmp_path):
     """SIGTERM to the train job mid-training (what Airflow sends a task it kills): the ranks stop,
     the job exits within seconds and the MLflow run is FAILED with the reason, not RUNNING forever."""
-    home = make_lake(tmp_path, features, epochs=40)
+    home = make_lake(config_patch, tmp_path, features, epochs=40)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     proc = start_training(home, uri)
     try:
@@ -166,7 +164,7 @@ def test_a_terminated_training_ends_its_run_as_failed_and_stops_its_ranks(featur
 
 
 @pytest.mark.e2e
-def test_the_next_start_fails_a_run_whose_job_was_killed(features, config, tmp_path):
+def test_the_next_start_fails_a_run_whose_job_was_killed(features, config, config_patch, tmp_path):
     """SIGKILL (the OOM killer, a lost node) leaves no chance to end the run; the next start of the
     job (opening its own run) marks it FAILED with a note, since its process is gone."""
     import hashlib
@@ -175,7 +173,7 @@ def test_the_next_start_fails_a_run_whose_job_was_killed(features, config, tmp_p
     from jobs.model.tabular import Preprocessor
     from jobs.training.publish import open_run
 
-    home = make_lake(tmp_path, features, epochs=40)
+    home = make_lake(config_patch, tmp_path, features, epochs=40)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     proc = start_training(home, uri)
     try:
@@ -221,13 +219,14 @@ def train_in_this_process(home: Path, monkeypatch, tmp_path) -> None:
 
 @pytest.mark.parametrize(("label", "says"), [("null", "has a label"), ("0.0", "a classifier needs both classes")])
 def test_a_window_without_labels_fails_before_training_naming_the_window(
-        features, config, tmp_path, monkeypatch, label, says):
+        features, config, config_patch, tmp_path, monkeypatch, label, says):
     from pyspark.sql import functions as F
 
     from jobs.errors import DataError
     from jobs.training.data import LabelError
 
-    home = make_lake(tmp_path, features.withColumn(config.features.label, F.expr(f"CAST({label} AS DOUBLE)")))
+    unlabelled = features.withColumn(config.features.label, F.expr(f"CAST({label} AS DOUBLE)"))
+    home = make_lake(config_patch, tmp_path, unlabelled)
     started = time.monotonic()
     with pytest.raises(LabelError, match=says) as raised:
         train_in_this_process(home, monkeypatch, tmp_path)

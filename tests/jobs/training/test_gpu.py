@@ -1,5 +1,6 @@
 """Training and scoring on a real GPU, submitted with spark-submit in local mode as Airflow submits
-them. Skipped where torch sees no CUDA device (CI); the CPU-side tests of the same code paths are
+them. Skipped where torch sees no CUDA device (CI), failed there with
+PIPELINE_REQUIRE_GPU=1 (the ``gpu`` marker, tests/conftest.py); the CPU-side tests of the same code paths are
 in test_train.py (every collective's tensor on the rank's device, mixed precision on the CPU) and
 test_score.py (encoded inputs equal to the pyfunc's)."""
 
@@ -16,7 +17,7 @@ import pytest
 from jobs.lake.layout import partition_name
 from tests.jobs.training.test_train_on_cluster import REPO, RUN_DATE, gpus, small_window
 
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(gpus() == 0, reason="no GPU here: run on a GPU machine")]
+pytestmark = [pytest.mark.e2e, pytest.mark.gpu]  # skipped without CUDA; failed then with PIPELINE_REQUIRE_GPU=1
 
 SCORE_DATE = RUN_DATE + dt.timedelta(days=1)
 
@@ -30,13 +31,13 @@ def submit(job: str, *args: str, env: dict[str, str]) -> str:
     return done.stdout + done.stderr
 
 
-def test_gpu_training_in_bf16_and_gpu_scoring_equal_to_the_cpu(spark, lake, config, tmp_path):
+def test_gpu_training_in_bf16_and_gpu_scoring_equal_to_the_cpu(spark, lake, config, config_patch, tmp_path):
     import mlflow
     import pyarrow.parquet as pq
 
     from jobs.features.job import build_features, read_inputs, write_features
 
-    config_path, features_lake, _ = small_window(spark, lake, config, tmp_path, model_name="gpu_model")
+    config_path, features_lake, _ = small_window(spark, lake, config, config_patch, tmp_path, model_name="gpu_model")
     write_features(build_features(read_inputs(spark, lake, config, [SCORE_DATE]), config),
                    str(features_lake / "features"))
     tracking = f"sqlite:///{tmp_path}/mlflow.db"

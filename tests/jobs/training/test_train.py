@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 import pytest
@@ -9,6 +10,7 @@ from torch.overrides import TorchFunctionMode
 from jobs.config import FeatureSpec
 from jobs.lake.layout import partition_name
 from jobs.training.data import fit_preprocessor, split_window
+from jobs.training.rank import RankConfig
 
 
 def test_split_window_puts_the_holdout_last():
@@ -71,13 +73,14 @@ def small_training(spark, lake, config, tmp_path_factory):
     mlflow.set_tracking_uri(uri)
     experiment = ensure_experiment("train-tests")  # artifacts under the test home, not ./mlruns
 
-    def new_job(**overrides) -> dict:
+    # The train job's rank config (RankConfig.build), smaller: two epochs of a tiny net.
+    train = dataclasses.replace(config.train, hyperparameters={"embedding_dim": 4, "hidden_units": [8]}, epochs=2,
+                                batch_size=256, learning_rate=0.01, seed=5, use_gpu=False)
+
+    def new_job(**overrides) -> RankConfig:
         run_id = mlflow.MlflowClient().create_run(experiment).info.run_id
-        return {"run_id": run_id, "tracking_uri": uri, "preprocessor": pre.to_json(), "train_dirs": dirs[:3],
-                "holdout_dirs": dirs[3:], "label": config.features.label,
-                "builder": config.train.model, "hyper": {"embedding_dim": 4, "hidden_units": [8]}, "epochs": 2,
-                "batch_size": 256,
-                "learning_rate": 0.01, "seed": 5, "use_gpu": False, "threads_per_process": 1, **overrides}
+        job = RankConfig.build(train, config.features.label, pre, dirs[:3], dirs[3:], run_id=run_id, tracking_uri=uri)
+        return job.replace(**overrides)
 
     return {"new_job": new_job, "dirs": dirs, "uri": uri}
 
@@ -90,7 +93,7 @@ def test_distributed_training_is_deterministic_and_sees_every_row_once(spark, co
 
     def train() -> tuple[dict, str]:
         job = small_training["new_job"]()
-        return TorchDistributor(num_processes=2, local_mode=True, use_gpu=False).run(train_fn, job), job["run_id"]
+        return TorchDistributor(num_processes=2, local_mode=True, use_gpu=False).run(train_fn, job), job.run_id
 
     (first, first_run), (second, _) = train(), train()
     assert first["metrics"] == second["metrics"]
@@ -183,7 +186,7 @@ def test_mixed_precision_trains_in_that_precision_and_says_so_in_the_run(small_t
     assert expected in ledger.linear_dtypes and torch.float32 in ledger.linear_dtypes  # steps; evaluation
     assert all(math.isfinite(v) for v in result["metrics"].values() if v == v)
     assert 0.5 < result["metrics"]["roc_auc"] <= 1.0
-    run = mlflow.MlflowClient(small_training["uri"]).get_run(job["run_id"])
+    run = mlflow.MlflowClient(small_training["uri"]).get_run(job.run_id)
     assert math.isfinite(run.data.metrics["train_loss"]) and run.data.metrics["train_loss"] > 0
     assert run.data.params["training_precision"] == precision
     assert run.data.params["training_device"] == "cpu"
@@ -192,8 +195,6 @@ def test_mixed_precision_trains_in_that_precision_and_says_so_in_the_run(small_t
 
 
 def test_precision_auto_is_fp32_on_the_cpu_and_an_unknown_precision_is_refused(config):
-    import dataclasses
-
     from jobs.training.loop import resolve_precision
 
     assert resolve_precision("auto", torch.device("cpu")) == "fp32"
@@ -253,3 +254,18 @@ def test_what_started_a_training_becomes_its_tags_and_summary_keys():
     assert started(args) == {"trigger": "decay", "started_by": "decay of version 3"}
     assert started(parse_args(["--run-date", "2013-01-28", "--trigger", ""])) == {}  # a param left empty
 
+
+def test_gpu_training_without_a_gpu_exits_non_zero_saying_so(tmp_path):
+    """``--use-gpu true`` on a machine without CUDA: the job stops before Spark starts, saying so,
+    instead of training on the CPU."""
+    import subprocess
+    import sys
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU here: tests/jobs/training/test_gpu.py trains on it")
+    done = subprocess.run([sys.executable, "-m", "jobs.training.job", "--run-date", "2013-01-28", "--use-gpu", "true",
+                           "--lake-root", str(tmp_path / "lake")], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode != 0
+    assert "GPU training (--use-gpu true / train.use_gpu) was asked for, but torch sees no CUDA device" in done.stderr
+    assert "--use-gpu false" in done.stderr and "SparkSession" not in done.stderr

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from jobs.lake.layout import partition_name
 from tests.stack import running_spark_cluster
@@ -29,18 +28,17 @@ def cluster(tmp_path_factory):
         yield running
 
 
-def small_window(spark, lake, config, tmp_path: Path, **train: Any) -> tuple[Path, Path, list[dt.date]]:
+def small_window(spark, lake, config, config_patch, tmp_path: Path, **train: Any) -> tuple[Path, Path, list[dt.date]]:
     """(config file, lake root, training days): a 3 + 2 day window ending RUN_DATE with its
     features written, and ``train`` settings over the bundled config's."""
     from jobs.features.job import build_features, read_inputs, write_features
     from jobs.training.data import split_window
 
-    raw = yaml.safe_load((REPO / "jobs/pipeline.yaml").read_text())
-    raw["train"].update(train_days=3, validation_days=0, holdout_days=2, epochs=2, **train)
     # no validation days to choose on; in train_pipeline (test_stack.py) one candidate, no baselines
-    raw.update(evaluation={"threshold": 0.5}, baselines=[], sweep={"size": 1})
-    config_path = tmp_path / "pipeline.yaml"
-    config_path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    config_path = config_patch.write(
+        tmp_path, train={"train_days": 3, "validation_days": 0, "holdout_days": 2, "epochs": 2, **train},
+        baselines=[], replace={"evaluation": {"threshold": 0.5}, "sweep": {"size": 1}},
+    )
     train_days, holdout_days = split_window(RUN_DATE, 3, 2)
     features_lake = tmp_path / "lake"
     days = [*train_days, *holdout_days]
@@ -48,10 +46,11 @@ def small_window(spark, lake, config, tmp_path: Path, **train: Any) -> tuple[Pat
     return config_path, features_lake, train_days
 
 
-def test_training_runs_as_a_barrier_stage_on_a_standalone_cluster(cluster, spark, lake, config, tmp_path):
+def test_training_runs_as_a_barrier_stage_on_a_standalone_cluster(cluster, spark, lake, config, config_patch,
+                                                                    tmp_path):
     import mlflow
 
-    config_path, features_lake, train_days = small_window(spark, lake, config, tmp_path, num_processes=2,
+    config_path, features_lake, train_days = small_window(spark, lake, config, config_patch, tmp_path, num_processes=2,
                                                           model_name="cluster_model")
     tracking = f"sqlite:///{tmp_path}/mlflow.db"
     env = {**cluster.env, "MLFLOW_TRACKING_URI": tracking, "PIPELINE_MLFLOW_ARTIFACTS": str(tmp_path / "art")}
@@ -80,8 +79,8 @@ def gpus() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-@pytest.mark.skipif(gpus() == 0, reason="no GPU here: run on a GPU machine (README: GPU)")
-def test_gpu_training_on_a_standalone_worker_that_advertises_its_gpus(spark, lake, config, tmp_path):
+@pytest.mark.gpu
+def test_gpu_training_on_a_standalone_worker_that_advertises_its_gpus(spark, lake, config, config_patch, tmp_path):
     """A GPU worker as a user's cluster has one: the worker advertises its GPUs through the project's
     discovery script, the job asks one GPU per executor and task, each rank trains on its GPU."""
     import mlflow
@@ -90,7 +89,7 @@ def test_gpu_training_on_a_standalone_worker_that_advertises_its_gpus(spark, lak
 
     worker_opts = (f"-Dspark.worker.resource.gpu.amount={gpus()} "
                    f"-Dspark.worker.resource.gpu.discoveryScript={GPU_DISCOVERY_SCRIPT}")
-    config_path, features_lake, _ = small_window(spark, lake, config, tmp_path, num_processes=1,
+    config_path, features_lake, _ = small_window(spark, lake, config, config_patch, tmp_path, num_processes=1,
                                                  model_name="gpu_cluster_model")
     tracking = f"sqlite:///{tmp_path}/mlflow.db"
     with running_spark_cluster(tmp_path, worker_opts) as gpu_cluster:

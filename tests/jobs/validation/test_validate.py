@@ -167,10 +167,9 @@ def test_schema_drift_in_a_header_is_described_precisely(header, problem):
     assert (problem in found) if problem else found == ""
 
 
-def test_an_unchanged_reference_table_is_not_validated_again(spark, lake, config_without_gx, tmp_path):
+def test_an_unchanged_reference_table_is_not_validated_again(spark, lake, config_without_gx, config_patch, tmp_path):
     """The fingerprint skip: a second night reuses the reference snapshots (and their values for the
     feed's rules); a changed raw file, and the setting turned off, validate the table again."""
-    import dataclasses
 
     from jobs.validation.fingerprints import SIDECAR
 
@@ -208,8 +207,7 @@ def test_an_unchanged_reference_table_is_not_validated_again(spark, lake, config
     assert (Path(copy.validated("airlines")) / partition_name(third) / SIDECAR).is_file()
 
     # Turned off, every reference table is validated again.
-    off = dataclasses.replace(config_without_gx,
-                              validation=dataclasses.replace(config_without_gx.validation, skip_unchanged=False))
+    off = config_patch.replace(config_without_gx, validation={"skip_unchanged": False})
     again = validate(spark, copy, off, [third], third, RUN_ID)
     assert all(t.unchanged_since is None for t in again.tables)
     assert {t.table for t in again.tables if t.rows_in} >= references

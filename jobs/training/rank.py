@@ -1,0 +1,97 @@
+"""The typed contract of a training rank: :class:`RankConfig`, everything one rank of
+:func:`jobs.training.loop.train_fn` receives, built in one place (:meth:`RankConfig.build`) for the
+train job, the training benchmark and the tests.
+
+Frozen and plain data (strings, numbers, tuples, a dict of hyperparameters), so it pickles to the
+ranks TorchDistributor starts, and goes through JSON for the ranks torchrun starts
+(:meth:`RankConfig.to_json`, :meth:`RankConfig.from_json`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from jobs.config import TrainSpec
+    from jobs.model.tabular import Preprocessor
+
+
+def batch_size(train: TrainSpec) -> int:
+    """A rank's batch size: ``train.gpu_batch_size`` on GPUs, ``train.batch_size`` on the CPU."""
+    return train.gpu_batch_size if train.use_gpu else train.batch_size
+
+
+@dataclass(frozen=True)
+class RankConfig:
+    """What every rank of a training needs, and nothing it must look up itself.
+
+    ``run_id``: the MLflow run rank 0 logs to (at ``tracking_uri``); ``preprocessor``: the fitted
+    :class:`jobs.model.tabular.Preprocessor` as JSON; ``train_dirs`` and ``holdout_dirs``: the
+    feature partitions (lake paths) each rank reads its share of, and rank 0 evaluates on;
+    ``builder`` and ``hyper``: the model (``train.model``) and its hyperparameters; ``precision``:
+    ``train.precision`` (``auto`` resolved by the rank, :func:`jobs.training.loop.resolve_precision`);
+    ``checkpoint_dir``: where rank 0 saves every epoch (None: no checkpoints);
+    ``collective_timeout_s``: how long a rank waits in a collective for a dead peer.
+    """
+
+    run_id: str
+    tracking_uri: str
+    preprocessor: str
+    train_dirs: tuple[str, ...]
+    holdout_dirs: tuple[str, ...]
+    label: str
+    builder: str
+    hyper: dict[str, Any]
+    epochs: int
+    batch_size: int
+    learning_rate: float
+    seed: int
+    precision: str
+    use_gpu: bool
+    collective_timeout_s: float
+    threads_per_process: int = 1  # torch threads in each rank: the ranks share the machine's cores
+    checkpoint_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        # Lists (from JSON, or a caller's) become tuples: the contract stays immutable.
+        object.__setattr__(self, "train_dirs", tuple(self.train_dirs))
+        object.__setattr__(self, "holdout_dirs", tuple(self.holdout_dirs))
+        object.__setattr__(self, "hyper", dict(self.hyper))
+        if not self.train_dirs:
+            raise ValueError("a training rank needs at least one training partition (train_dirs is empty)")
+        for name in ("epochs", "batch_size", "threads_per_process"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"RankConfig.{name} must be at least 1, got {getattr(self, name)}")
+
+    @classmethod
+    def build(
+        cls, train: TrainSpec, label: str, preprocessor: Preprocessor, train_dirs: Iterable[str],
+        holdout_dirs: Iterable[str], *, run_id: str, tracking_uri: str, checkpoint_dir: str | None = None,
+    ) -> RankConfig:
+        """The ranks' config of a training with ``train`` (the ``train:`` settings, the run's
+        overrides applied), the batch size by the device (:func:`batch_size`). The one place a rank's
+        config is made from the pipeline's."""
+        return cls(
+            run_id=run_id, tracking_uri=tracking_uri, preprocessor=preprocessor.to_json(),
+            train_dirs=tuple(train_dirs), holdout_dirs=tuple(holdout_dirs), label=label, builder=train.model,
+            hyper=dict(train.hyperparameters), epochs=train.epochs,
+            batch_size=batch_size(train),
+            learning_rate=train.learning_rate, seed=train.seed, precision=train.precision, use_gpu=train.use_gpu,
+            collective_timeout_s=train.collective_timeout_s, checkpoint_dir=checkpoint_dir,
+        )
+
+    def replace(self, **changes: Any) -> RankConfig:
+        """A copy with ``changes`` (another run, device, batch size or precision)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RankConfig:
+        return cls(**json.loads(text))

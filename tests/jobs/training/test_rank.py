@@ -1,0 +1,55 @@
+"""The training rank's typed contract: built from the config in one place, frozen, and the same
+after pickling (TorchDistributor) and after JSON (torchrun)."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import cloudpickle
+import pytest
+
+from jobs.model.tabular import Preprocessor
+from jobs.training.rank import RankConfig
+
+PRE = Preprocessor(categorical=["carrier"], numeric=["distance"], vocab={"carrier": ["AA", "UA"]},
+                   mean={"distance": 900.0}, std={"distance": 500.0})
+
+
+def built(config, **train) -> RankConfig:
+    return RankConfig.build(dataclasses.replace(config.train, **train), config.features.label, PRE,
+                            ["lake/features/a", "lake/features/b"], ["lake/features/c"], run_id="run-1",
+                            tracking_uri="sqlite:///mlflow.db", checkpoint_dir="lake/checkpoints/x")
+
+
+def test_the_rank_config_is_the_train_settings_with_the_batch_size_of_its_device(config):
+    cfg = config.train
+    job = built(config)
+    assert (job.epochs, job.learning_rate, job.seed, job.builder, job.hyper) == (
+        cfg.epochs, cfg.learning_rate, cfg.seed, cfg.model, dict(cfg.hyperparameters))
+    assert (job.precision, job.collective_timeout_s, job.use_gpu) == (cfg.precision, cfg.collective_timeout_s,
+                                                                      cfg.use_gpu)
+    assert job.label == config.features.label and Preprocessor.from_json(job.preprocessor) == PRE
+    assert job.train_dirs == ("lake/features/a", "lake/features/b") and job.holdout_dirs == ("lake/features/c",)
+    assert job.run_id == "run-1" and job.checkpoint_dir == "lake/checkpoints/x" and job.threads_per_process == 1
+    assert built(config, use_gpu=False).batch_size == cfg.batch_size
+    on_gpu = built(config, use_gpu=True)
+    assert on_gpu.batch_size == cfg.gpu_batch_size != cfg.batch_size and on_gpu.use_gpu
+
+
+def test_the_rank_config_is_frozen_and_survives_pickle_and_json(config):
+    job = built(config)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.epochs = 1  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(job)) == job
+    assert cloudpickle.loads(cloudpickle.dumps(job)) == job  # what TorchDistributor uses
+    assert RankConfig.from_json(job.to_json()) == job  # what torchrun's ranks read
+    changed = job.replace(run_id="run-2", precision="bf16")
+    assert (changed.run_id, changed.precision, job.run_id) == ("run-2", "bf16", "run-1")
+
+
+def test_a_rank_config_without_training_partitions_or_epochs_is_refused(config):
+    with pytest.raises(ValueError, match="at least one training partition"):
+        built(config).replace(train_dirs=[])
+    with pytest.raises(ValueError, match="epochs must be at least 1"):
+        built(config).replace(epochs=0)

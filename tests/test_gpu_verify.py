@@ -1,0 +1,49 @@
+"""scripts/gpu_verify.sh can fail: on a machine without CUDA it stops before running anything,
+saying why, with a non-zero exit (it used to run on, and exit 0 with skipped GPU tests)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts/gpu_verify.sh"
+
+
+def run_script(out: Path, path: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), str(out)], env={**os.environ, "PATH": path}, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture
+def no_cuda() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU here: the script would run every GPU check (run it by hand)")
+
+
+def test_gpu_verify_stops_without_a_driver_saying_so(no_cuda, tmp_path):
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                           if not Path(p, "nvidia-smi").exists())
+    done = run_script(tmp_path / "out", path)
+    assert done.returncode == 1
+    assert "gpu_verify: no nvidia-smi on PATH" in done.stderr and "run this on a GPU machine" in done.stderr
+    assert not list((tmp_path / "out").glob("*.log"))  # no test or benchmark started
+
+
+def test_gpu_verify_stops_when_torch_sees_no_cuda_device(no_cuda, tmp_path):
+    """A driver that lists a GPU torch cannot use (a CPU build of torch, CUDA_VISIBLE_DEVICES empty):
+    stopped at the torch check, before the tests."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    smi = fake / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'name, memory.total [MiB], driver_version'\necho 'Fake GPU, 1 MiB, 0.0'\n")
+    smi.chmod(0o755)
+    done = run_script(tmp_path / "out", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    assert done.returncode == 1
+    assert "Fake GPU" in done.stdout
+    assert "gpu_verify: torch sees no CUDA device" in done.stderr
+    assert not list((tmp_path / "out").glob("*.log"))
