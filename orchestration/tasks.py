@@ -274,13 +274,15 @@ def decay_report(records: list[dict[str, Any]], previous: list[dict[str, Any]], 
     """The decay report of monitored ``day`` for the champion version: the verdict of
     :func:`jobs.monitoring.decay.judge` on ``records`` (the monitoring zone's days up to ``day``),
     its holdout value taken from the latest record, and ``triggered``: whether it starts a
-    retraining (not when an earlier report in ``previous`` already started one for this version
-    within the window)."""
-    from jobs.monitoring.decay import already_triggered, champion_days, judge
+    retraining (not when an earlier report in ``previous``, the same day's included, already
+    started one for this version within the window). Days whose decay started the retraining of an
+    earlier champion are not judged again."""
+    from jobs.monitoring.decay import already_triggered, champion_days, consumed_days, judge
 
+    consumed = consumed_days(previous, champion)
     days = champion_days(records, model_name, champion)
     holdout = dict((days[-1].get("holdout") or {}) if days else {})
-    verdict = judge(records, model_name, champion, holdout, spec)
+    verdict = judge(records, model_name, champion, holdout, spec, consumed)
     report = {"day": day.isoformat(), **verdict, "triggered": False}
     if verdict["decayed"]:
         earlier = already_triggered(previous, champion, day, spec.window_days)
@@ -316,7 +318,8 @@ def decay_check(days: Any, *, asset: Asset = DECAY) -> Any:
             if found is not None and first <= found <= day:
                 if (record := read_json(lake.monitoring_report(found))) is not None:
                     records.append(record)
-                if found < day and (earlier := read_json(lake.report("decay", found, DECAY_REPORT))) is not None:
+                # the day's own earlier report too (read before it is rewritten): a re-run starts nothing new
+                if (earlier := read_json(lake.report("decay", found, DECAY_REPORT))) is not None:
                     previous.append(earlier)
         champion = champion_version(config.train.model_name)
         report = decay_report(records, previous, champion.name, champion.version, day, spec)

@@ -12,8 +12,10 @@ Over the last ``decay.window_days`` monitored days of one model version (days wi
   interval lies wholly above it.
 
 Fewer monitored days than the window judge nothing yet ("not enough days"). The records of other
-versions are ignored: a new champion starts with a clean slate, so the decay that started its
-retraining does not start another once the new champion scores.
+versions are ignored, and so are the days whose decay already started a retraining (``consumed``:
+the days of an earlier triggered verdict of another version): a new champion starts with a clean
+slate, so the decay that started its retraining does not start another once the new champion
+scores, even when the new champion re-scores the decayed days themselves.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ LOWER_IS_BETTER = {"log_loss", "brier", "ece"}
 Z95 = 1.959964
 
 
-def champion_days(records: list[dict[str, Any]], model_name: str, version: str) -> list[dict[str, Any]]:
+def champion_days(records: list[dict[str, Any]], model_name: str, version: str,
+                  consumed: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """The entries of ``version`` in daily records (``monitoring.json`` documents), oldest first,
-    each with its ``day``; days without outcomes are left out."""
+    each with its ``day``; days without outcomes and ``consumed`` days are left out."""
     found = []
     for record in sorted(records, key=lambda r: r["day"]):
+        if record["day"] in consumed:
+            continue
         for entry in record.get("models", []):
             if (entry.get("model_name") == model_name and str(entry.get("model_version")) == str(version)
                     and entry.get("status") == "ok"):
@@ -58,10 +63,11 @@ def pooled(days: list[dict[str, Any]], metric: str) -> dict[str, float] | None:
 
 
 def judge(records: list[dict[str, Any]], model_name: str, version: str, holdout: dict[str, float],
-          spec: Any) -> dict[str, Any]:
+          spec: Any, consumed: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The decay verdict for ``version`` over the last ``spec.window_days`` monitored days of
-    ``records``: ``decayed``, the ``reasons`` in words, the pooled ``metric`` and ``ece``."""
-    days = champion_days(records, model_name, version)[-spec.window_days:]
+    ``records`` (``consumed`` days left out): ``decayed``, the ``reasons`` in words, the pooled
+    ``metric`` and ``ece``."""
+    days = champion_days(records, model_name, version, consumed)[-spec.window_days:]
     verdict: dict[str, Any] = {"model_name": model_name, "model_version": str(version), "decayed": False,
                                "reasons": [], "days": [d["day"] for d in days], "metric_name": spec.metric,
                                "holdout": holdout.get(spec.metric), "margin": spec.margin, "max_ece": spec.max_ece}
@@ -92,12 +98,20 @@ def judge(records: list[dict[str, Any]], model_name: str, version: str, holdout:
 
 
 def already_triggered(previous: list[dict[str, Any]], version: str, day: dt.date, window_days: int) -> str | None:
-    """The day of an earlier decay report that started a retraining for ``version`` within the
-    last ``window_days`` days before ``day`` (its retraining is under way or lost: no second one),
-    else None."""
+    """The day of an earlier decay report that started a retraining for ``version`` on ``day``
+    itself (a re-run of the check) or within the ``window_days`` days before it (its retraining is
+    under way or lost: no second one), else None."""
     for report in sorted(previous, key=lambda r: r["day"], reverse=True):
         earlier = dt.date.fromisoformat(report["day"])
         if (report.get("triggered") and str(report.get("model_version")) == str(version)
-                and dt.timedelta(0) < day - earlier <= dt.timedelta(days=window_days)):
+                and dt.timedelta(0) <= day - earlier <= dt.timedelta(days=window_days)):
             return report["day"]
     return None
+
+
+def consumed_days(previous: list[dict[str, Any]], version: str) -> frozenset[str]:
+    """The days whose decay already started a retraining of another version than ``version``
+    (the days of earlier triggered reports): not judged again for the version that replaced it."""
+    return frozenset(day for report in previous
+                     if report.get("triggered") and str(report.get("model_version")) != str(version)
+                     for day in report.get("days", []))

@@ -103,3 +103,24 @@ def test_a_decay_starts_one_retraining_per_version_within_the_window():
     later = dt.date(2013, 2, 7) + dt.timedelta(days=SPEC.window_days + 1)
     assert already_triggered([first], "1", later, SPEC.window_days) is None  # the retraining lost long ago: again
     assert already_triggered([first], "2", dt.date(2013, 2, 8), SPEC.window_days) is None  # another version
+
+
+def test_a_rerun_of_the_check_on_the_triggering_day_starts_nothing_new():
+    records = [record(d, 0.60, 0.02) for d in days(7)]
+    first = decay_report(records, [], "m", "1", dt.date(2013, 2, 7), SPEC)
+    again = decay_report(records, [first], "m", "1", dt.date(2013, 2, 7), SPEC)  # the task cleared and re-run
+    assert first["triggered"] and again["decayed"] and not again["triggered"]
+    assert "2013-02-07 already started" in again["status"]
+
+
+def test_the_new_champion_is_not_judged_on_the_days_whose_decay_retrained_its_predecessor():
+    one_day = SimpleNamespace(**{**vars(SPEC), "window_days": 1})
+    old = decay_report([record(dt.date(2013, 2, 1), 0.40, 0.02)], [], "m", "1", dt.date(2013, 2, 1), one_day)
+    assert old["triggered"] and old["days"] == ["2013-02-01"]
+    # version 2, promoted, re-scores the decayed day: its outcomes are just as bad for it
+    rescored = [record(dt.date(2013, 2, 1), 0.40, 0.02, version="2")]
+    new = decay_report(rescored, [old], "m", "2", dt.date(2013, 2, 1), one_day)
+    assert not new["decayed"] and not new["triggered"] and new["status"].startswith("not enough days")
+    # a day it serves afterwards is judged as usual
+    later = [*rescored, record(dt.date(2013, 2, 2), 0.40, 0.02, version="2")]
+    assert decay_report(later, [old], "m", "2", dt.date(2013, 2, 2), one_day)["triggered"]
