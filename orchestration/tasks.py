@@ -305,6 +305,7 @@ def decay_check(days: Any, *, asset: Asset = DECAY) -> Any:
         from jobs.config import load_config
         from jobs.lake.layout import DECAY_REPORT, Lake, partition_day
         from jobs.lake.storage import entries, read_json, write_text
+        from jobs.monitoring.decay import EARLIER, carried, verdicts
         from jobs.tracking import champion_version
 
         get_current_context()["day"] = item["day"]  # type: ignore[typeddict-unknown-key]
@@ -320,11 +321,12 @@ def decay_check(days: Any, *, asset: Asset = DECAY) -> Any:
                     records.append(record)
                 # the day's own earlier report too (read before it is rewritten): a re-run starts nothing new
                 if (earlier := read_json(lake.report("decay", found, DECAY_REPORT))) is not None:
-                    previous.append(earlier)
+                    previous.extend(verdicts(earlier))
         champion = champion_version(config.train.model_name)
         report = decay_report(records, previous, champion.name, champion.version, day, spec)
         path = lake.report("decay", day, DECAY_REPORT)
-        write_text(path, json.dumps(report, indent=2))
+        # the verdicts that started a retraining stay in the day's report when it is rewritten
+        write_text(path, json.dumps({**report, EARLIER: carried(read_json(path))}, indent=2))
         if not report["triggered"]:
             why = "; ".join(report["reasons"]) or report["status"]
             raise AirflowSkipException(f"no retraining for decay on {day} ({why}); report: {path}")

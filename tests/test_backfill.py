@@ -1,13 +1,28 @@
 """The pipeline as the deployed stack operates it (``tests/stack.py``: PostgreSQL behind Airflow and
 an MLflow server, Airflow's API server, scheduler, DAG processor and triggerer, a Spark standalone
-cluster, all real processes on loopback, not ``dag.test()``): a backfill of the ingest DAG created
+cluster, all real processes on loopback, not ``dag.test()``): backfills of the ingest DAG created
 through the REST API the way a person would (``POST /api/v2/backfills``), scoring started by the
-``features`` Asset for every ingested day, and a day that drifts starting a retraining run by
-itself through the ``scoring_drift`` Asset. Every task is a real spark-submit.
+``features`` Asset for every ingested day, the monitor judging every scored day on its outcomes,
+and both retraining triggers firing by themselves. Every task is a real spark-submit.
 
-It works on a lake of its own (a copy of the session lake's raw and validated zones, with the last
-day's raw flights made to drift) and the stack's MLflow server, with a champion trained here
-before the DAGs are unpaused.
+Two backfills, one after the other, on one stack:
+
+1. ``DAYS[0]`` (a normal day) and ``DECAY_DAY``, whose outcomes are turned around for the flights
+   from two of the three airports while every model input stays as it was: drift (PSI) stays
+   quiet, the monitor sees the champion's realized ROC AUC collapse, ``check_decay`` updates the
+   ``model_decay`` Asset and exactly one retraining starts, tagged ``decay``. The new champion
+   re-scores the decayed day without starting a second one.
+2. ``DRIFT_DAY``, whose flights arrive with every distance four times too long: the new champion
+   scores it (the day after the decay), its drift starts a retraining through the
+   ``scoring_drift`` Asset, and that one's champion re-scores it.
+
+Headless Chromium then opens the Model health page through the Airflow UI and finds the decay and
+both retrainings; its screenshot is kept (``make health-screenshot-stack`` copies it to docs/).
+
+It works on a lake of its own (a copy of the session lake's raw and validated zones, with the two
+days' raw flights changed) and the stack's MLflow server, with a champion trained here before the
+DAGs are unpaused. Its config promotes every retraining (``promotion_margin: -1``), so what scores
+each day is known in advance, and judges decay day by day (``window_days: 1``).
 """
 
 from __future__ import annotations
@@ -22,7 +37,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.lake.layout import DRIFT_REPORT, partition_day, partition_name
+from jobs.lake.layout import DECAY_REPORT, DRIFT_REPORT, partition_day, partition_name
+from tests.browser import SCREENSHOTS, Page, chromium
 from tests.stack import running_stack
 
 pytestmark = pytest.mark.e2e
@@ -31,7 +47,9 @@ REPO = Path(__file__).resolve().parents[1]
 DAGS = ["ingest_pipeline", "score_pipeline", "train_pipeline"]
 TRAIN_DATE = dt.date(2013, 1, 7)  # the first champion: trains on 01-01..01-05, evaluates on 01-06..01-07
 DAYS = [dt.date(2013, 1, 8), dt.date(2013, 1, 9), dt.date(2013, 1, 10)]
-DRIFT_DAY = DAYS[-1]  # its flights arrive with every distance four times too long
+DECAY_DAY = DAYS[1]  # its outcomes turn around for the flights from TURNED
+DRIFT_DAY = DAYS[2]  # its flights arrive with every distance four times too long
+TURNED = {"EWR", "JFK"}  # two of the three airports: about two thirds of a day's flights
 KEYS = ["carrier", "flight", "origin", "sched_dep_time"]
 
 
@@ -48,11 +66,16 @@ def backfill_env(lake, spark, config_patch, tmp_path_factory):
     for zone in ("raw", "validated"):
         shutil.copytree(f"{lake.root}/{zone}", f"{own.root}/{zone}")
     _make_drift(own.raw_file("flights", DRIFT_DAY))
+    _turn_outcomes(own.raw_file("flights", DECAY_DAY))
     # One candidate, no baselines: the retraining as it was before the sweep (tested in test_e2e.py);
-    # GX's cross-check is tested on its own, here it only adds time.
+    # GX's cross-check is tested on its own, here it only adds time. Every retraining is promoted;
+    # decay is judged on each day alone, by a margin a normal day does not reach (a 2-epoch model
+    # on 5 days: its realized ROC AUC wanders a few hundredths around its holdout), and not on
+    # calibration (such a model's ECE is not what this test is about).
     config_path = config_patch.write(
-        home, train={"train_days": 5, "validation_days": 0, "holdout_days": 2, "epochs": 2},
+        home, train={"train_days": 5, "validation_days": 0, "holdout_days": 2, "epochs": 2, "promotion_margin": -1.0},
         baselines=[], validation={"great_expectations": False},
+        monitoring={"decay": {"window_days": 1, "metric": "roc_auc", "margin": 0.15, "max_ece": 1.0}},
         replace={"evaluation": {"threshold": 0.5}, "sweep": {"size": 1}},
     )
     env = {
@@ -79,6 +102,19 @@ def _make_drift(path: str) -> None:
     flights.to_csv(path, index=False)
 
 
+def _turn_outcomes(path: str) -> None:
+    """Rewrite a day's raw flights (in this test's own copy) with the outcomes of the flights from
+    TURNED turned around: late (over 15 minutes) becomes on time and on time late. The model's
+    inputs (times, route, distance, plane, weather) stay as they were; a cancelled flight stays
+    without an outcome."""
+    flights = pd.read_csv(path, dtype=str, keep_default_na=False)
+    turned = flights["origin"].isin(TURNED) & (flights["arr_delay"] != "")
+    late = pd.to_numeric(flights["arr_delay"], errors="coerce") > 15
+    flights.loc[turned & late, "arr_delay"] = "-5"
+    flights.loc[turned & ~late, "arr_delay"] = "60"
+    flights.to_csv(path, index=False)
+
+
 def _train_champion(lake):
     """Build the training window's features and train with the real jobs, in this process, on
     the MLflow server of ``$MLFLOW_TRACKING_URI``. The store is new, so the first version becomes
@@ -98,36 +134,56 @@ def _of(runs: list[dict], run_type: str) -> list[dict]:
     return [r for r in runs if r["run_type"] == run_type]
 
 
-def _retrained(runs: dict[str, list[dict]]) -> bool:
-    """The chain has done its work: the three backfilled days ingested and a retraining finished."""
-    return (len(_of(runs["ingest_pipeline"], "backfill")) == len(DAYS)
-            and any(r["state"] == "success" for r in _of(runs["train_pipeline"], "asset_triggered")))
+def _served_by(lake, day: dt.date) -> set[str]:
+    """The model versions of a day's served predictions (empty before it is scored)."""
+    path = Path(lake.partition(lake.predictions, day))
+    if not path.exists():
+        return set()
+    return set(pq.read_table(path, columns=["model_version"]).column("model_version").to_pylist())
 
 
-def test_backfilled_days_are_scored_and_a_drifting_day_starts_a_retraining(backfill_env, tmp_path, monkeypatch):
+def _rescored(lake, day: dt.date, trainings: int):
+    """The chain's work is done: ``trainings`` retrainings finished and the day re-scored by a
+    version none of the earlier champions is (the latest: every retraining is promoted)."""
+
+    def done(runs: dict[str, list[dict]]) -> bool:
+        finished = [r for r in _of(runs["train_pipeline"], "asset_triggered") if r["state"] == "success"]
+        return len(finished) >= trainings and _served_by(lake, day) == {str(1 + trainings)}
+
+    return done
+
+
+def test_backfilled_days_are_scored_and_decay_then_drift_start_one_retraining_each(backfill_env, tmp_path,
+                                                                                      monkeypatch):
     env, lake = backfill_env
     # The schedules on, as deployed: without them the scheduler starts no Asset-triggered run either.
     with running_stack(tmp_path, env, airflow_settings={"AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True"}) as stack:
         monkeypatch.setenv("MLFLOW_TRACKING_URI", stack.mlflow.url)
         champion = _train_champion(lake)
-        _check(stack.airflow, lake, champion)
+        assert champion.version == "1"
+        _check(stack.airflow, lake)
+        _see_the_model_health_page(stack.airflow, tmp_path)
 
 
-def _check(airflow, lake, champion) -> None:
-    """Backfill, let the chain come to rest, and check what it did (the stack still running)."""
+def _check(airflow, lake) -> None:
+    """Backfill in two steps, let the chain come to rest after each, and check what it did (the
+    stack still running)."""
     from jobs.config import load_config
     from jobs.tracking import client
 
     for dag_id in DAGS:
         airflow.wait_for_dag(dag_id)
         airflow.unpause(dag_id)  # the scheduler starts no run, backfills included, of a paused DAG
-    # The range names logical dates, both ends included: one run per day of DAYS.
+    # The range names logical dates, both ends included: one run per day.
     planned = airflow.backfill("ingest_pipeline", DAYS[0], DAYS[-1], dry_run=True)
     assert [b["logical_date"][:10] for b in planned["backfills"]] == [d.isoformat() for d in DAYS]
-    backfill = airflow.backfill("ingest_pipeline", DAYS[0], DAYS[-1], max_active_runs=1)
-    assert backfill["dag_id"] == "ingest_pipeline", backfill
     # Bounded, with room for a shared 2-core machine: failed tries end the wait at once anyway.
-    runs = airflow.settle(DAGS, _retrained, timeout=1500)
+    backfill = airflow.backfill("ingest_pipeline", DAYS[0], DECAY_DAY, max_active_runs=1)
+    assert backfill["dag_id"] == "ingest_pipeline", backfill
+    airflow.settle(DAGS, _rescored(lake, DECAY_DAY, 1), timeout=1200)
+    _check_decay(lake)
+    airflow.backfill("ingest_pipeline", DRIFT_DAY, DRIFT_DAY, max_active_runs=1)
+    runs = airflow.settle(DAGS, _rescored(lake, DRIFT_DAY, 2), timeout=1200)
     states = {dag_id: airflow.task_instances(dag_id) for dag_id in DAGS}
 
     # unpausing started no doomed run: the scheduled runs for the last day and week of today's
@@ -145,11 +201,8 @@ def _check(airflow, lake, champion) -> None:
         report = json.loads(Path(lake.validation_report(day, 1)).read_text())
         assert report["run_id"] == run["dag_run_id"] and report["success"], report["run_id"]
 
-    # scoring followed the features Asset: every run started by an event, every day scored once at least
+    # scoring followed the features Asset and the champion: every run started by an event
     assert {(r["run_type"], r["state"]) for r in runs["score_pipeline"]} == {("asset_triggered", "success")}
-    mlflow_client = client()
-    name = load_config().train.model_name
-    now = mlflow_client.get_model_version_by_alias(name, "champion")
     for day in DAYS:
         flights = pd.read_csv(lake.raw_file("flights", day))
         predictions = pq.read_table(lake.partition(lake.predictions, day)).to_pandas()
@@ -157,25 +210,81 @@ def _check(airflow, lake, champion) -> None:
         assert not predictions.duplicated(KEYS).any(), day
         assert sorted(map(tuple, predictions[KEYS].to_numpy())) == sorted(map(tuple, flights[KEYS].to_numpy()))
         assert predictions["probability"].between(0.0, 1.0).all(), day
-        # the last model to be champion scored the drifted day again; the other days kept the first
-        expected = str(now.version) if day == DRIFT_DAY else champion.version
-        assert set(predictions["model_version"]) == {expected}, day
+    # each retraining's champion re-scored its own day; the first day kept the first champion
+    assert [_served_by(lake, day) for day in DAYS] == [{"1"}, {"2"}, {"3"}]
     written = sorted(p.name for p in Path(lake.predictions).iterdir() if partition_day(p.name) is not None)
     assert written == [partition_name(d) for d in DAYS]  # nothing but the ingested days was scored
 
-    # the drifted day started exactly one retraining, which says so, on the window ending that day
+    # two retrainings, each started by its own trigger, on the window ending its day
+    mlflow_client = client()
+    name = load_config().train.model_name
+    assert str(mlflow_client.get_model_version_by_alias(name, "champion").version) == "3"
+    versions = {str(v.version): v for v in mlflow_client.search_model_versions(f"name = '{name}'")}
+    assert sorted(versions) == ["1", "2", "3"]
+    assert [r["state"] for r in _of(runs["train_pipeline"], "asset_triggered")] == ["success", "success"]
+    for version, day, trigger, started in (("2", DECAY_DAY, "decay", f"decay of version 1 on {DECAY_DAY}"),
+                                           ("3", DRIFT_DAY, "drift", f"drift on {DRIFT_DAY}")):
+        assert versions[version].tags["run_date"] == day.isoformat()
+        assert versions[version].tags["gate_decision"] == "promoted"
+        tags = mlflow_client.get_run(versions[version].run_id).data.tags
+        assert tags["trigger"] == trigger and tags["started_by"].startswith(started), tags
     drift = json.loads(Path(lake.report("drift", DRIFT_DAY, DRIFT_REPORT)).read_text())
     assert drift["drifted"] and any("distance" in reason for reason in drift["reasons"]), drift["reasons"]
-    assert [r["state"] for r in _of(runs["train_pipeline"], "asset_triggered")] == ["success"]
-    versions = {str(v.version): v for v in mlflow_client.search_model_versions(f"name = '{name}'")}
-    assert len(versions) == 2
-    retrained = max(versions.values(), key=lambda v: int(v.version))
-    assert retrained.tags["run_date"] == DRIFT_DAY.isoformat()
-    started_by = mlflow_client.get_run(retrained.run_id).data.tags["started_by"]
-    assert started_by.startswith(f"drift on {DRIFT_DAY}") and "distance" in started_by, started_by
-    # a promoted retraining re-scored the drifted day, whose drift then started no second retraining
     checks = [ti for ti in states["score_pipeline"] if ti["task_id"] == "check_drift"]
-    promoted = retrained.tags["gate_decision"] == "promoted"
-    assert str(now.version) == (str(retrained.version) if promoted else champion.version)
-    assert sum(ti["state"] == "success" for ti in checks) == 1  # the one event for DRIFT_DAY
-    assert len(runs["score_pipeline"]) >= (2 if promoted else 1)
+    assert sum(ti["state"] == "success" for ti in checks) == 1  # the one event, for DRIFT_DAY
+    decays = [ti for ti in states["score_pipeline"] if ti["task_id"] == "check_decay"]
+    assert sum(ti["state"] == "success" for ti in decays) == 1  # the one event, for DECAY_DAY
+
+    # the decay-retrained champion served the day after the decay: the monitor judged it there,
+    # in its version's monitoring run (step = the day), before the drift retraining replaced it
+    from jobs.monitoring.job import EXPERIMENT_SUFFIX, MONITORING_OF, day_step
+
+    experiment = mlflow_client.get_experiment_by_name(load_config().train.experiment + EXPERIMENT_SUFFIX)
+    (run,) = mlflow_client.search_runs([experiment.experiment_id], filter_string=f"tags.{MONITORING_OF} = '{name}/2'")
+    steps = {m.step for m in mlflow_client.get_metric_history(run.info.run_id, "roc_auc")}
+    assert steps == {day_step(DECAY_DAY), day_step(DRIFT_DAY)}, steps
+
+
+def _check_decay(lake) -> None:
+    """After the first backfill: the decayed day's inputs did not drift, its outcomes decayed the
+    champion, the decay started the one retraining, and its champion's re-scoring did not start
+    another."""
+    drift = json.loads(Path(lake.report("drift", DECAY_DAY, DRIFT_REPORT)).read_text())
+    assert not drift["drifted"], drift["reasons"]  # PSI quiet: the inputs are those of a normal day
+    normal = json.loads(Path(lake.report("decay", DAYS[0], DECAY_REPORT)).read_text())
+    assert normal["model_version"] == "1" and normal["status"] == "judged" and not normal["decayed"], normal
+    decay = json.loads(Path(lake.report("decay", DECAY_DAY, DECAY_REPORT)).read_text())
+    # the re-scoring by version 2 rewrote the day's report: not judged again on the day that retrained it
+    assert decay["model_version"] == "2" and not decay["triggered"], decay
+    assert decay["status"].startswith("not enough days"), decay["status"]
+    monitored = json.loads(Path(lake.monitoring_report(DECAY_DAY)).read_text())
+    (entry,) = monitored["models"]
+    assert entry["model_version"] == "2" and entry["status"] == "ok", entry
+    auc = entry["metrics"]["roc_auc"]
+    assert auc["high"] < 0.5, auc  # the turned outcomes: worse than a coin for the new champion as well
+
+
+def _see_the_model_health_page(airflow, tmp_path) -> None:
+    """The Model health page, opened from the Airflow UI's navigation as a person does, shows the
+    decay and both retrainings with what started them."""
+    from selenium.webdriver.common.by import By
+
+    with chromium(tmp_path) as browser:
+        page = Page(browser, prefix="backfill-")
+        try:
+            page.log_in(airflow)
+            browser.get(f"{airflow.url}/plugin/model-health")
+            frame = page.wait.until(lambda d: d.find_element(By.TAG_NAME, "iframe"))
+            browser.switch_to.frame(frame)
+            page.text("Model health")
+            page.text("decayed, retraining started")
+            page.text(f"decay of version 1 on {DECAY_DAY}")
+            page.text(f"drift on {DRIFT_DAY}")
+            browser.switch_to.default_content()
+            shot = page.shot("model-health")
+        except Exception:
+            browser.switch_to.default_content()
+            page.keep_failure()
+            raise
+    assert shot.stat().st_size > 10_000, shot
+    print(f"\nthe Model health page: {shot} (screenshots: {SCREENSHOTS})")

@@ -15,7 +15,6 @@ are kept in ``$PIPELINE_TEST_HOME/screenshots`` (the test prints the folder);
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import urllib.parse
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.browser import SCREENSHOTS, Page, chromium
 from tests.jobs.training.test_train_on_cluster import RUN_DATE, small_window
 from tests.stack import LOOPBACK, Stack, running_stack
 
@@ -31,9 +31,6 @@ pytestmark = pytest.mark.e2e
 
 DAGS = ["ingest_pipeline", "score_pipeline", "train_pipeline"]
 MODEL = "stack_model"
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-SCREENSHOTS = Path(os.environ["PIPELINE_TEST_HOME"]) / "screenshots"
 TRAIN_TIMEOUT = 420  # two epochs of 3 days on one rank: about a minute, with room for a loaded machine
 
 
@@ -195,47 +192,8 @@ def test_a_training_run_logs_to_the_mlflow_server_and_links_to_it(stack, trainin
 
 @pytest.fixture
 def browser(tmp_path) -> Iterator[Any]:
-    """Headless Chromium (Debian's, through its own chromedriver: nothing is downloaded)."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        pytest.fail(f"{CHROMIUM} or {CHROMEDRIVER} is missing: run scripts/system_packages.sh")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1440,900",
-                f"--user-data-dir={tmp_path / 'chromium'}"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER, log_output=str(tmp_path / "driver.log")))
-    driver.set_page_load_timeout(60)
-    try:
+    with chromium(tmp_path) as driver:
         yield driver
-    finally:
-        driver.quit()
-
-
-class Page:
-    """The browser with waits for a single-page app, and a screenshot of every step in SCREENSHOTS."""
-
-    def __init__(self, driver: Any, timeout: float = 60) -> None:
-        from selenium.webdriver.support.ui import WebDriverWait
-
-        self.driver = driver
-        self.wait = WebDriverWait(driver, timeout)
-        self.shots: list[Path] = []
-
-    def text(self, text: str) -> Any:
-        """Wait until an element showing ``text`` is on the page; return the innermost one."""
-        from selenium.webdriver.common.by import By
-
-        xpath = f"//*[contains(normalize-space(text()), {json.dumps(text)})]"
-        return self.wait.until(lambda d: d.find_element(By.XPATH, xpath))
-
-    def shot(self, name: str) -> Path:
-        path = SCREENSHOTS / f"{len(self.shots) + 1:02d}-{name}.png"
-        assert self.driver.save_screenshot(str(path)), path
-        self.shots.append(path)
-        return path
 
 
 def test_the_airflow_ui_in_chromium_shows_the_runs_and_opens_the_mlflow_run(stack, training, browser, capsys):
@@ -249,15 +207,7 @@ def test_the_airflow_ui_in_chromium_shows_the_runs_and_opens_the_mlflow_run(stac
     run_id = training["run"]["dag_run_id"]
     try:
         # not logged in: the UI sends the browser to the simple auth manager's login page
-        browser.get(f"{airflow.url}/")
-        page.wait.until(lambda d: "/auth/login" in d.current_url)
-        page.wait.until(lambda d: d.find_element(By.NAME, "username"))  # the form drawn, not just the URL
-        page.shot("login")
-        password = json.loads((airflow.home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
-        browser.find_element(By.NAME, "username").send_keys("admin")
-        browser.find_element(By.NAME, "password").send_keys(password)
-        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-        page.wait.until(lambda d: "/auth/login" not in d.current_url)
+        page.log_in(airflow)
         page.text("Health")  # the home page, with the health of each component
         page.shot("home")
 
@@ -291,8 +241,7 @@ def test_the_airflow_ui_in_chromium_shows_the_runs_and_opens_the_mlflow_run(stac
         page.text(MODEL)
         page.shot("mlflow-run")
     except Exception:
-        page.shot("failed")
-        (SCREENSHOTS / "failed.html").write_text(browser.page_source)
+        page.keep_failure()
         raise
     for path in page.shots:
         assert path.stat().st_size > 10_000, path  # a rendered page, not a blank one

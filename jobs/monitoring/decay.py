@@ -115,3 +115,21 @@ def consumed_days(previous: list[dict[str, Any]], version: str) -> frozenset[str
     return frozenset(day for report in previous
                      if report.get("triggered") and str(report.get("model_version")) != str(version)
                      for day in report.get("days", []))
+
+
+EARLIER = "earlier"  # a day's decay report: the triggered verdicts it replaced, oldest first
+
+
+def verdicts(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every verdict a day's decay report holds: the triggered ones it replaced (a re-run of the
+    check, or a new champion that re-scored the day), then its own."""
+    return [*report.get(EARLIER, []), {k: v for k, v in report.items() if k != EARLIER}]
+
+
+def carried(old: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """What a day's new decay report keeps of the one it replaces: the verdicts that started a
+    retraining (so the page still shows them, and no later check starts a second one)."""
+    if old is None:
+        return []
+    *earlier, current = verdicts(old)
+    return [*earlier, current] if current.get("triggered") else earlier

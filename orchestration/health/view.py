@@ -155,7 +155,7 @@ def _version(entry: dict[str, Any], name: str) -> dict[str, Any]:
 def _model(name: str, metric: str, window_days: int, records: list[tuple[dt.date, dict[str, Any]]],
            decay: list[tuple[dt.date, dict[str, Any]]], drift: list[tuple[dt.date, dict[str, Any]]],
            training: list[tuple[dt.date, dict[str, Any]]], airflow_runs: dict[str, dict[str, str]]) -> dict[str, Any]:
-    from jobs.monitoring.decay import pooled
+    from jobs.monitoring.decay import pooled, verdicts
 
     versions: dict[str, dict[str, Any]] = {}
     timeline = []
@@ -196,7 +196,8 @@ def _model(name: str, metric: str, window_days: int, records: list[tuple[dt.date
     return {
         "model_name": name, "champion": champion, "challengers": challengers, "latest_day": latest,
         "versions": ordered, "timeline": timeline,
-        "decay": [_decay(day, report) for day, report in decay if report.get("model_name") in (name, None)],
+        "decay": [_decay(day, verdict) for day, report in decay for verdict in verdicts(report)
+                  if verdict.get("model_name") in (name, None)],
         "drift": _drift([(day, report) for day, report in drift if report.get("model_name") in (name, None)]),
         "retrainings": [_retraining(day, summary, airflow_runs.get(day.isoformat()) or {})
                         for day, summary in training if summary.get("model_name") in (name, None)],

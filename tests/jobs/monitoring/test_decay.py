@@ -124,3 +124,22 @@ def test_the_new_champion_is_not_judged_on_the_days_whose_decay_retrained_its_pr
     # a day it serves afterwards is judged as usual
     later = [*rescored, record(dt.date(2013, 2, 2), 0.40, 0.02, version="2")]
     assert decay_report(later, [old], "m", "2", dt.date(2013, 2, 2), one_day)["triggered"]
+
+
+def test_a_rewritten_day_keeps_the_verdicts_that_started_a_retraining():
+    from jobs.monitoring.decay import EARLIER, carried, verdicts
+
+    one_day = SimpleNamespace(**{**vars(SPEC), "window_days": 1})
+    old = decay_report([record(dt.date(2013, 2, 1), 0.40, 0.02)], [], "m", "1", dt.date(2013, 2, 1), one_day)
+    rerun = decay_report([record(dt.date(2013, 2, 1), 0.40, 0.02)], verdicts(old), "m", "1", dt.date(2013, 2, 1),
+                         one_day)
+    rerun = {**rerun, EARLIER: carried(old)}
+    new = decay_report([record(dt.date(2013, 2, 1), 0.40, 0.02, version="2")], verdicts(rerun), "m", "2",
+                       dt.date(2013, 2, 1), one_day)
+    new = {**new, EARLIER: carried(rerun)}
+    # the one triggered verdict survives both rewrites, once; the untriggered re-run is not kept
+    assert [(v["model_version"], v["triggered"]) for v in verdicts(new)] == [("1", True), ("2", False)]
+    # and still stops version 1 from starting another retraining on the next day
+    later = [record(dt.date(2013, 2, d), 0.40, 0.02) for d in (1, 2)]
+    assert not decay_report(later, verdicts(new), "m", "1", dt.date(2013, 2, 2), one_day)["triggered"]
+    assert carried(None) == []
