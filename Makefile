@@ -6,7 +6,7 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 ENV := source scripts/env.sh &&
 
-.PHONY: help install system-packages demo test test-fast lint docs bench airflow ui-screenshot health-screenshot clean
+.PHONY: help install system-packages demo test test-fast lint docs bench airflow ui-screenshot health-screenshot health-screenshot-stack clean
 help:
 	@echo "make demo       install, land the example data, train and score through Airflow, print a summary"
 	@echo "make test       run the whole test suite"
@@ -19,6 +19,7 @@ help:
 	@echo "                PostgreSQL; make airflow SPARK=1 adds a Spark standalone cluster for the tasks"
 	@echo "make ui-screenshot  run tests/test_stack.py and copy its Airflow UI screenshot to docs/airflow-ui.png"
 	@echo "make health-screenshot  the Model health page of a synthetic 60-day lake in headless Chromium: docs/model-health.png"
+	@echo "make health-screenshot-stack  run tests/test_backfill.py and copy its Model health screenshot to docs/model-health-stack.png"
 	@echo "make clean      remove .pipeline/ (lake, MLflow store, Airflow DB)"
 
 $(STAMP): pyproject.toml
@@ -70,6 +71,13 @@ ui-screenshot: install system-packages
 # By hand: the docs' picture of the Model health page (a synthetic lake; a few seconds).
 health-screenshot: install system-packages
 	$(ENV) $(VENV)/bin/python scripts/health_screenshot.py --out docs/model-health.png
+
+# By hand: the page on the deployed stack after the backfill's decay and drift (about 15 minutes).
+HEALTH_TEST_HOME := $(CURDIR)/.pipeline/health-screenshot
+health-screenshot-stack: install system-packages
+	rm -rf $(HEALTH_TEST_HOME)
+	PIPELINE_TEST_HOME=$(HEALTH_TEST_HOME) $(VENV)/bin/pytest -q -p no:logging tests/test_backfill.py
+	mkdir -p docs && cp $(HEALTH_TEST_HOME)/screenshots/backfill-*-model-health.png docs/model-health-stack.png
 
 clean:
 	rm -rf .pipeline
