@@ -88,6 +88,7 @@ class AirflowServer:
     logs: dict[str, Path]
     processes: dict[str, subprocess.Popen] = field(repr=False)
     token: str = field(default="", repr=False)
+    secrets: dict[str, str] = field(default_factory=dict, repr=False)  # what must never show: name -> value
 
     # --- plumbing -------------------------------------------------------------------------------
 
@@ -359,6 +360,7 @@ def running_airflow(
     components["api-server"] = [*components["api-server"], "--workers", str(api_workers)]
     proc_env = {**os.environ, **(env or {}), **SERVER_SETTINGS, **(settings or {})}
     proc_env.pop("AIRFLOW_CONFIG", None)
+    keys = {"JWT secret": secrets.token_urlsafe(32), "API secret key": secrets.token_urlsafe(32)}
     proc_env.update(
         {
             "AIRFLOW_HOME": str(airflow_home),
@@ -367,8 +369,8 @@ def running_airflow(
             "AIRFLOW__API__PORT": str(port),
             "AIRFLOW__API__BASE_URL": url,
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
-            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
-            "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
+            "AIRFLOW__API_AUTH__JWT_SECRET": keys["JWT secret"],
+            "AIRFLOW__API__SECRET_KEY": keys["API secret key"],
         }
     )
     logs = {name: airflow_home / f"{name}.out" for name in ["db-migrate", *components]}
@@ -380,7 +382,7 @@ def running_airflow(
         raise AirflowError(f"airflow db migrate failed ({migrate.returncode}):\n{_tail(logs['db-migrate'], 60)}")
 
     processes: dict[str, subprocess.Popen] = {}
-    server = AirflowServer(url=url, home=airflow_home, logs=logs, processes=processes)
+    server = AirflowServer(url=url, home=airflow_home, logs=logs, processes=processes, secrets=keys)
     try:
         for name, args in components.items():
             with logs[name].open("wb") as out:

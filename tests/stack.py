@@ -374,6 +374,21 @@ class Stack:
     spark: SparkCluster | None
     airflow: AirflowServer
     task_env: dict[str, str]
+    database_urls: dict[str, str] = field(default_factory=dict, repr=False)  # database name -> SQLAlchemy URL
+
+    def secrets(self) -> dict[str, str]:
+        """What must never appear in a task log, an XCom, an MLflow param or tag, a report or a page:
+        the PostgreSQL passwords (the superuser's, each database role's), Airflow's JWT secret and
+        API secret key, the ``admin`` password; name -> value."""
+        import urllib.parse
+
+        found = {"PostgreSQL superuser password": self.postgres.superuser_password, **self.airflow.secrets}
+        for name, url in self.database_urls.items():
+            found[f"password of database {name}"] = urllib.parse.urlsplit(url).password or ""
+            found[f"connection string of database {name}"] = url
+        passwords = self.airflow.home / "simple_auth_manager_passwords.json.generated"
+        found["Airflow admin password"] = json.loads(passwords.read_text())["admin"]
+        return {name: value for name, value in found.items() if value}
 
     def processes(self) -> list[Any]:
         """Every process of the stack now (psutil), children included: to check that none outlives it."""
@@ -432,7 +447,8 @@ def running_stack(
         mlflow.ready()
         if cluster:
             cluster.ready()
-        yield Stack(postgres=postgres, mlflow=mlflow, spark=cluster, airflow=airflow, task_env=task_env)
+        yield Stack(postgres=postgres, mlflow=mlflow, spark=cluster, airflow=airflow, task_env=task_env,
+                    database_urls={"mlflow": mlflow_db, "airflow": airflow_db})
 
 
 # --- make airflow -----------------------------------------------------------------------------

@@ -164,7 +164,8 @@ def test_backfilled_days_are_scored_and_decay_then_drift_start_one_retraining_ea
         champion = _train_champion(lake)
         assert champion.version == "1"
         _check(stack.airflow, lake)
-        _see_the_model_health_page(stack.airflow, tmp_path)
+        pages = _see_the_model_health_page(stack.airflow, tmp_path)
+        _secrets_stay_secret(stack, lake, pages)
 
 
 def _check(airflow, lake) -> None:
@@ -270,9 +271,9 @@ def _check_decay(lake) -> None:
     assert entry["model_version"] == "2" and entry["status"] == "ok", entry
 
 
-def _see_the_model_health_page(airflow, tmp_path) -> None:
+def _see_the_model_health_page(airflow, tmp_path) -> list[str]:
     """The Model health page, opened from the Airflow UI's navigation as a person does, shows the
-    decay and both retrainings with what started them."""
+    decay and both retrainings with what started them; the HTML of what the browser showed."""
     from selenium.webdriver.common.by import By
 
     with chromium(tmp_path) as browser:
@@ -286,7 +287,9 @@ def _see_the_model_health_page(airflow, tmp_path) -> None:
             page.text("decayed, retraining started")
             page.text(f"decay of version 1 on {DECAY_DAY}")
             page.text(f"drift on {DRIFT_DAY}")
+            pages = [browser.page_source]
             browser.switch_to.default_content()
+            pages.append(browser.page_source)
             shot = page.shot("model-health")
         except Exception:
             browser.switch_to.default_content()
@@ -294,3 +297,45 @@ def _see_the_model_health_page(airflow, tmp_path) -> None:
             raise
     assert shot.stat().st_size > 10_000, shot
     print(f"\nthe Model health page: {shot} (screenshots: {SCREENSHOTS})")
+    return pages
+
+
+def _secrets_stay_secret(stack, lake, pages: list[str]) -> None:
+    """After the whole run: no password, key or connection string of the stack in a task log, an
+    XCom, an MLflow param or tag, a report of the lake or a page the browser showed; and neither
+    the REST API nor the Model health page answers without a valid token."""
+    import urllib.error
+    import urllib.request
+
+    from jobs.tracking import client
+
+    places: dict[str, str] = {}
+    logs = [p for p in Path(stack.airflow.home / "logs").rglob("*") if p.is_file()]
+    assert len(logs) > 20, logs  # every task's log is there to search
+    places.update({f"task log {p}": p.read_text(errors="replace") for p in logs})
+    with stack.postgres.connect("airflow") as conn, conn.cursor() as cur:
+        cur.execute("SELECT dag_id, run_id, task_id, key, value::text FROM xcom")
+        xcoms = cur.fetchall()
+    assert xcoms, "no XCom to search"
+    places.update({f"XCom {dag}/{run}/{task}/{key}": value or "" for dag, run, task, key, value in xcoms})
+    mlflow_client = client()
+    experiments = [e.experiment_id for e in mlflow_client.search_experiments()]
+    for run in mlflow_client.search_runs(experiments, max_results=1000):
+        places[f"MLflow run {run.info.run_id} params and tags"] = json.dumps([run.data.params, run.data.tags])
+    zones = (Path(lake.root, "reports"), Path(lake.monitoring))
+    reports = [p for zone in zones for p in zone.rglob("*") if p.is_file()]
+    assert reports, "no report to search"
+    places.update({f"report {p}": p.read_text(errors="replace") for p in reports})
+    places.update({f"page {i}": html for i, html in enumerate(pages)})
+    secrets = stack.secrets()
+    assert len(secrets) >= 7, sorted(secrets)
+    leaks = [f"{name} in {where}" for where, text in places.items() for name, value in secrets.items() if value in text]
+    assert leaks == [], leaks
+
+    for path, headers, refused in (("/api/v2/dags", {}, 401), ("/model-health/", {}, 401),
+                                   ("/model-health/api/health", {"Authorization": "Bearer not-a-token"}, 403),
+                                   ("/api/v2/dags", {"Authorization": "Bearer not-a-token"}, 403)):
+        request = urllib.request.Request(f"{stack.airflow.url}{path}", headers=headers)
+        with pytest.raises(urllib.error.HTTPError) as answer:
+            urllib.request.urlopen(request, timeout=30)
+        assert answer.value.code == refused, (path, headers, answer.value.code)
