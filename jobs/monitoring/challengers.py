@@ -162,13 +162,16 @@ def live_evidence(records: list[dict[str, Any]], name: str, champion: str, chall
 
 
 def promotion_decision(evidence_mode: str, gate_decision: str, evidence: dict[str, Any] | None) -> dict[str, Any]:
-    """Whether a version becomes champion now: with ``holdout`` evidence, when the gate (or a
-    person) promoted it; with ``live``, only a version that won on the holdout (awaiting live
-    evidence) and whose live ``evidence`` beats the champion. ``{"promote", "reason"}``."""
+    """Whether a version becomes champion now: when the gate (or a person) promoted it (with
+    ``live`` evidence the gate promotes only the first version); with ``live``, else only a version
+    that won on the holdout (awaiting live evidence) and whose live ``evidence`` beats the
+    champion. ``{"promote", "reason"}``."""
     from jobs.selection.gate import AWAITING_LIVE, PROMOTED
 
+    if gate_decision == PROMOTED:  # holdout evidence; or live, the first version (no champion to compare with)
+        return {"promote": True, "reason": "the gate promoted it"}
     if evidence_mode == "holdout":
-        return {"promote": gate_decision == PROMOTED, "reason": f"holdout evidence: the gate says {gate_decision}"}
+        return {"promote": False, "reason": f"holdout evidence: the gate says {gate_decision}"}
     if gate_decision != AWAITING_LIVE:
         return {"promote": False, "reason": f"not awaiting live evidence (gate: {gate_decision})"}
     if evidence is None or not evidence["beats"]:
