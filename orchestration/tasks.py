@@ -399,35 +399,41 @@ def plan_training(*, drift: Asset = DRIFT, decay: Asset = DECAY) -> Any:
     return plan()
 
 
+def live_promotion_event(days: list[dict[str, Any]], config: Any, lake: Any, mlflow_client: Any) -> dict[str, Any]:
+    """What ``promote_challenger`` does for the scored ``days``: with ``monitoring.promotion_evidence:
+    live``, :func:`jobs.monitoring.challengers.live_promotion` over the monitored days up to the last
+    one (the last scored day minus the label delay); the ``champion_model`` event's extra when a
+    challenger became champion. Raises :class:`AirflowSkipException`, saying why, otherwise."""
+    from jobs.monitoring.challengers import live_promotion
+
+    if config.monitoring.promotion_evidence != "live":
+        raise AirflowSkipException("monitoring.promotion_evidence is holdout: the champion gate and its approval "
+                                   "decide, not the live evidence")
+    last = max(dt.date.fromisoformat(item["day"]) for item in days)
+    last -= dt.timedelta(days=config.monitoring.label_delay_days)
+    promoted = live_promotion(mlflow_client, lake, config, last)
+    if promoted is None:
+        raise AirflowSkipException(f"no challenger awaiting live evidence beats the champion on "
+                                   f"{config.monitoring.live_days} live days up to {last} (the log says why)")
+    return {"run_date": last.isoformat(), "model_name": promoted["model_name"],
+            "model_version": promoted["model_version"], "replaced": promoted["replaced"],
+            "evidence": promoted["evidence"]["summary"]}
+
+
 def challenger_promotion(days: Any, *, asset: Asset = CHAMPION) -> Any:
     """After the monitor: with ``monitoring.promotion_evidence: live``, the challenger awaiting live
-    evidence whose evidence over the monitored days up to the run's last day beats the champion
-    becomes champion (:func:`jobs.monitoring.challengers.live_promotion`), and ``asset`` is updated
-    (scoring re-scores that day with it); skipped otherwise, saying why."""
+    evidence whose evidence beats the champion becomes champion (:func:`live_promotion_event`) and
+    ``asset`` is updated (scoring re-scores that day with it); skipped otherwise, saying why."""
 
     @task(task_id="promote_challenger", outlets=[asset])
     def promote(days: list[dict[str, Any]]) -> dict[str, Any]:
         from jobs.config import load_config
         from jobs.lake.layout import Lake
-        from jobs.monitoring.challengers import live_promotion
         from jobs.tracking import client
 
-        config = load_config()
-        if config.monitoring.promotion_evidence != "live":
-            raise AirflowSkipException("monitoring.promotion_evidence is holdout: the champion gate and its approval "
-                                       "decide, not the live evidence")
-        last = max(dt.date.fromisoformat(item["day"]) for item in days)
-        last -= dt.timedelta(days=config.monitoring.label_delay_days)
-        promoted = live_promotion(client(), Lake.at(), config, last)
-        if promoted is None:
-            raise AirflowSkipException(f"no challenger beats the champion on {config.monitoring.live_days} live days "
-                                       f"up to {last} (the reasons are in the log above)")
-        extra = {"run_date": last.isoformat(), "model_name": promoted["model_name"],
-                 "model_version": promoted["model_version"], "replaced": promoted["replaced"],
-                 "evidence": promoted["evidence"]["summary"]}
+        extra = live_promotion_event(days, load_config(), Lake.at(), client())
         get_current_context()["outlet_events"][asset].extra = extra
-        print(f"{promoted['model_name']} version {promoted['model_version']} is the champion now: "
-              f"{promoted['evidence']['summary']}")
+        print(f"{extra['model_name']} version {extra['model_version']} is the champion now: {extra['evidence']}")
         return extra
 
     return promote(days)
