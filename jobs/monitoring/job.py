@@ -21,6 +21,11 @@ at step = the day as days since 1970-01-01, so MLflow's charts show a champion's
 without any outcome (every flight cancelled) says ``no_outcomes`` with no metrics; prediction rows
 without an outcome are counted, never dropped. A run date that was never scored is a data error
 that says which scoring run to trigger. The monitor is the monitoring zone's only writer.
+
+Challengers scored in shadow (``shadow/version=V/``, :mod:`jobs.scoring.shadow`) are judged the
+same way (``role: challenger``) and compared with the champion on the rows both scored: the decay
+metric's paired bootstrap difference (``comparison``), per day and pooled over the pair's last
+``monitoring.live_days`` compared days (:func:`jobs.monitoring.challengers.live_evidence`).
 """
 
 from __future__ import annotations
