@@ -214,6 +214,26 @@ def test_live_evidence_pools_the_last_k_days_of_the_pair_from_the_monitoring_zon
     assert none["difference"] is None and none["beats"] is False and "no live evidence" in none["summary"]
 
 
+def test_with_live_evidence_an_approval_waits_for_the_evidence_and_the_gate_alone_promotes_nothing(
+        registry, gated):
+    from jobs.monitoring.challengers import promotion_decision
+    from jobs.selection.gate import current_champion, record_approval
+
+    client, name = registry["client"], registry["name"]
+    outcome = record_approval(client, name, gated["approval"], True, "ops", gated["champion"], live_evidence=True)
+    assert outcome == "awaiting_live_evidence"
+    assert str(current_champion(client, name).version) == gated["champion"]
+    assert client.get_model_version(name, gated["approval"]).tags["gate_approved_by"] == "ops"
+    beats = {"beats": True, "summary": "version 5 vs champion v1 ... beats the champion"}
+    assert promotion_decision("holdout", "promoted", None)["promote"]
+    assert not promotion_decision("holdout", "awaiting_live_evidence", beats)["promote"]
+    assert not promotion_decision("live", "awaiting_live_evidence", None)["promote"]
+    assert not promotion_decision("live", "awaiting_live_evidence", {**beats, "beats": False})["promote"]
+    assert not promotion_decision("live", "rejected", beats)["promote"]
+    assert promotion_decision("live", "awaiting_live_evidence", beats)["promote"]
+    assert promotion_decision("live", "promoted", None)["promote"]  # the first version: no champion to beat
+
+
 def test_with_live_evidence_the_alias_moves_only_once_the_challenger_beats_the_champion_on_k_days(
         registry, gated, config, tmp_path):
     """The decision of promote_challenger on real monitoring files and the real registry."""
