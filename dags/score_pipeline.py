@@ -16,6 +16,13 @@ estimate made from its probabilities until its outcomes land. `check_decay` then
 champion's realized quality on the monitored days up to *D* minus the delay (`reports/decay/`) and
 updates the `model_decay` Asset when it decayed (once per version and window).
 
+Challengers (up to `monitoring.challengers` versions that are not champion: the one awaiting
+approval or live evidence, near misses of the gate) are scored in shadow beside the champion
+(`shadow/version=V/`, never served) and compared with it on the outcomes by `monitor_day`. With
+`monitoring.promotion_evidence: live`, `promote_challenger` makes a challenger that won on the
+holdout champion once it beats the champion on `monitoring.live_days` live days, and updates
+`champion_model`; otherwise it is skipped.
+
 Before any model is champion (a new deployment ingests first) the run is skipped, saying so.
 It reads `features/` and never writes it. **Trigger** from the UI with `{"run_date": "2013-01-29"}`
 to score one day whose features exist (a missing day fails at once, saying how to ingest it).
@@ -27,7 +34,7 @@ import pendulum
 from airflow.sdk import DAG, Param
 
 from orchestration.spark_jobs import DEFAULT_ARGS, spark_job_per_day
-from orchestration.tasks import CHAMPION, FEATURES, decay_check, drift_check, plan_scoring
+from orchestration.tasks import CHAMPION, FEATURES, challenger_promotion, decay_check, drift_check, plan_scoring
 
 with DAG(
     dag_id="score_pipeline",
@@ -47,5 +54,7 @@ with DAG(
     check_drift = drift_check(days)
     monitor_day = spark_job_per_day("monitor", days, task_id="monitor_day")
     check_decay = decay_check(days)
+    promote_challenger = challenger_promotion(days)
     score_batch >> check_drift
     score_batch >> monitor_day >> check_decay
+    monitor_day >> promote_challenger

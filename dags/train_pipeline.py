@@ -26,6 +26,11 @@ UI's **Required actions**, showing the comparison with the current champion; una
 days counts as Reject. Without it, or when the version lost, `approve_champion` is skipped.
 `publish_champion` then moves the alias when a person approved, and updates the `champion_model`
 Asset when there is a new champion; scoring re-scores *D* with it.
+With `monitoring.promotion_evidence: live` a winner (approved, when approval is required) does not
+become champion here: it is tagged `awaiting_live_evidence`, scored in shadow beside the champion,
+and `score_pipeline`'s `promote_challenger` promotes it once it beats the champion on
+`monitoring.live_days` days of realized outcomes; the approval request shows that live evidence
+when the version has some.
 
 **Trigger** from the UI with `{"run_date": "2013-01-28"}`; every other param left empty keeps
 the setting of `jobs/pipeline.yaml` (`train.*`).

@@ -125,9 +125,26 @@ def _score(value: str) -> str:
     return value if value else "(none)"
 
 
-def approval_request(summary: dict[str, Any]) -> tuple[str, str]:
+def approval_evidence(lake: Any, config: Any, summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The live evidence of the version awaiting approval against the champion it was compared
+    with (:func:`jobs.monitoring.challengers.live_evidence` over the monitoring zone's latest days),
+    None when it has none (never scored in shadow beside that champion)."""
+    from jobs.monitoring.challengers import HISTORY_FACTOR, live_evidence, monitoring_records
+
+    champion = summary["gate"].get("gate_champion_version") or ""
+    if not champion:
+        return None
+    live_days = config.monitoring.live_days
+    records = monitoring_records(lake, days=HISTORY_FACTOR * live_days)
+    evidence = live_evidence(records, summary["model_name"], champion, summary["model_version"], live_days)
+    return evidence if evidence["days"] else None
+
+
+def approval_request(summary: dict[str, Any], evidence: dict[str, Any] | None = None) -> tuple[str, str]:
     """The subject and Markdown body a person sees when a version that won the gate needs their
-    approval: the comparison with the current champion, the holdout metrics and where to look."""
+    approval: the comparison with the current champion, the holdout metrics, the live evidence
+    when the version was scored in shadow beside the champion (``evidence``:
+    :func:`approval_evidence`), and where to look."""
     gate, name, version = summary["gate"], summary["model_name"], summary["model_version"]
     champion = gate.get("gate_champion_version") or ""
     subject = (f"Make {name} version {version} the champion?" if not champion
@@ -140,11 +157,23 @@ def approval_request(summary: dict[str, Any]) -> tuple[str, str]:
     ]
     metrics = ", ".join(f"{key} {value:.0f}" if key == "rows" else f"{key} {value:.4f}"
                         for key, value in sorted(summary.get("metrics", {}).items()))
+    live = ["Live evidence: none yet (the version has not been scored in shadow beside the champion)."]
+    if evidence is not None and evidence.get("difference"):
+        diff = evidence["difference"]
+        live = [
+            f"Live evidence (shadow scoring, realized outcomes): **{evidence['summary']}**.", "",
+            "| live days | rows | difference in " + str(evidence["metric"]) + " (challenger - champion) "
+            "| 95% interval | beats the champion |",
+            "|---|---|---|---|---|",
+            f"| {len(evidence['days'])} ({evidence['days'][0]}..{evidence['days'][-1]}) | {evidence['rows']} "
+            f"| {diff['value']:+.4f} | {diff['low']:+.4f}..{diff['high']:+.4f} "
+            f"| {'yes' if evidence['beats'] else 'no'} (on {evidence['live_days']} days) |",
+        ]
     body = "\n".join([
         f"The champion gate says: **{gate['gate_reason']}**.", "", *rows, "",
         f"Trained on {summary.get('train_window', '?')}, compared on the holdout {summary.get('holdout_window', '?')}"
         " (both versions scored on the same rows).",
-        f"Challenger's holdout metrics: {metrics or 'none'}.",
+        f"Challenger's holdout metrics: {metrics or 'none'}.", "", *live, "",
         f"MLflow run: {summary.get('run_url') or summary.get('run_id', '?')}", "",
         "**Approve** moves the `champion` alias to this version (scoring re-scores the window's last day "
         "with it); **Reject** keeps the current champion. Either way the version is tagged with your answer.",
@@ -375,6 +404,46 @@ def plan_training(*, drift: Asset = DRIFT, decay: Asset = DECAY) -> Any:
     return plan()
 
 
+def live_promotion_event(days: list[dict[str, Any]], config: Any, lake: Any, mlflow_client: Any) -> dict[str, Any]:
+    """What ``promote_challenger`` does for the scored ``days``: with ``monitoring.promotion_evidence:
+    live``, :func:`jobs.monitoring.challengers.live_promotion` over the monitored days up to the last
+    one (the last scored day minus the label delay); the ``champion_model`` event's extra when a
+    challenger became champion. Raises :class:`AirflowSkipException`, saying why, otherwise."""
+    from jobs.monitoring.challengers import live_promotion
+
+    if config.monitoring.promotion_evidence != "live":
+        raise AirflowSkipException("monitoring.promotion_evidence is holdout: the champion gate and its approval "
+                                   "decide, not the live evidence")
+    last = max(dt.date.fromisoformat(item["day"]) for item in days)
+    last -= dt.timedelta(days=config.monitoring.label_delay_days)
+    promoted = live_promotion(mlflow_client, lake, config, last)
+    if promoted is None:
+        raise AirflowSkipException(f"no challenger awaiting live evidence beats the champion on "
+                                   f"{config.monitoring.live_days} live days up to {last} (the log says why)")
+    return {"run_date": last.isoformat(), "model_name": promoted["model_name"],
+            "model_version": promoted["model_version"], "replaced": promoted["replaced"],
+            "evidence": promoted["evidence"]["summary"]}
+
+
+def challenger_promotion(days: Any, *, asset: Asset = CHAMPION) -> Any:
+    """After the monitor: with ``monitoring.promotion_evidence: live``, the challenger awaiting live
+    evidence whose evidence beats the champion becomes champion (:func:`live_promotion_event`) and
+    ``asset`` is updated (scoring re-scores that day with it); skipped otherwise, saying why."""
+
+    @task(task_id="promote_challenger", outlets=[asset])
+    def promote(days: list[dict[str, Any]]) -> dict[str, Any]:
+        from jobs.config import load_config
+        from jobs.lake.layout import Lake
+        from jobs.tracking import client
+
+        extra = live_promotion_event(days, load_config(), Lake.at(), client())
+        get_current_context()["outlet_events"][asset].extra = extra
+        print(f"{extra['model_name']} version {extra['model_version']} is the champion now: {extra['evidence']}")
+        return extra
+
+    return promote(days)
+
+
 class ChampionApprovalOperator(HITLOperator):
     """Asks a person (Airflow's human-in-the-loop: the task waits in *awaiting input*, the UI's
     *Required actions* shows the request) whether the version that won the champion gate becomes
@@ -391,13 +460,15 @@ class ChampionApprovalOperator(HITLOperator):
         self.summary_task = summary_task
 
     def execute(self, context: Any) -> Any:
+        from jobs.config import load_config
+        from jobs.lake.layout import Lake
         from jobs.selection.gate import AWAITING_APPROVAL
 
         summary = context["ti"].xcom_pull(task_ids=self.summary_task)
         if summary["gate"]["gate_decision"] != AWAITING_APPROVAL:
             raise AirflowSkipException(f"no approval to ask for: version {summary['model_version']} is "
                                        f"{summary['gate']['gate_decision']} ({summary['gate'].get('gate_reason', '')})")
-        self.subject, self.body = approval_request(summary)
+        self.subject, self.body = approval_request(summary, approval_evidence(Lake.at(), load_config(), summary))
         self.log.info("%s: waiting for a person's answer under Required actions", self.subject)
         return super().execute(context)
 
@@ -415,10 +486,13 @@ def publish_champion(run_date: Any, summary: Any, *, approval: str | None = None
 
     @task(task_id="publish_champion", outlets=[asset], trigger_rule="none_failed_min_one_success")
     def publish(run_date: str, summary: dict[str, Any]) -> dict[str, Any]:
-        from jobs.selection.gate import AWAITING_APPROVAL, PROMOTED
+        from jobs.config import load_config
+        from jobs.monitoring.challengers import promotion_decision
+        from jobs.selection.gate import AWAITING_APPROVAL, AWAITING_LIVE
 
-        gate = summary["gate"]
-        if gate["gate_decision"] == AWAITING_APPROVAL:
+        gate, mode = summary["gate"], load_config().monitoring.promotion_evidence
+        outcome = gate["gate_decision"]
+        if outcome == AWAITING_APPROVAL:
             answer = get_current_context()["ti"].xcom_pull(task_ids=approval) if approval else None
             if not answer:
                 raise AirflowFailException(f"version {summary['model_version']} awaits approval, but no "
@@ -428,13 +502,17 @@ def publish_champion(run_date: Any, summary: Any, *, approval: str | None = None
 
             approved, by = answer["chosen_options"] == [ChampionApprovalOperator.APPROVE], _responder(answer)
             outcome = record_approval(client(), summary["model_name"], summary["model_version"], approved, by,
-                                      gate.get("gate_champion_version") or "")
-            if outcome != PROMOTED:
+                                      gate.get("gate_champion_version") or "", live_evidence=mode == "live")
+            if not approved:
                 raise AirflowSkipException(f"version {summary['model_version']} was rejected by {by}: "
                                            "the champion stays")
-        elif gate["gate_decision"] != PROMOTED:
-            raise AirflowSkipException(f"version {summary['model_version']} was not promoted: "
-                                       f"{gate.get('gate_reason', '')}")
+        decision = promotion_decision(mode, outcome, None)  # live evidence: score_pipeline's promote_challenger
+        if not decision["promote"]:
+            why = gate.get("gate_reason", "") if outcome != AWAITING_LIVE else (
+                "it won on the holdout; it is scored in shadow beside the champion and becomes champion once it "
+                "beats it on monitoring.live_days live days (score_pipeline's promote_challenger)")
+            raise AirflowSkipException(f"version {summary['model_version']} was not promoted "
+                                       f"({outcome}): {why}")
         extra = {"run_date": run_date, "model_name": summary["model_name"],
                  "model_version": summary["model_version"], "run_url": summary.get("run_url", "")}
         get_current_context()["outlet_events"][asset].extra = extra

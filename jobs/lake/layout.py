@@ -9,7 +9,8 @@ nothing else spells them. The lake is a local folder or any Hadoop/fsspec URI (`
     validated/<table>/date=.../                    rows that passed validation, typed
     quarantine/<table>/date=.../                   rows that did not, as text, with the rules they broke
     features/date=.../                             one row per entity: model inputs + label
-    predictions/date=.../                          the model's probability per row
+    predictions/date=.../                          the model's probability per row (the champion's: served)
+    shadow/version=<V>/date=.../                   a challenger version's probabilities, scored in shadow
     monitoring/date=.../monitoring.json            a monitored day: each version's realized metrics
     reports/<kind>/date=.../<file>                 validation, training, scoring and drift reports
     reports/validation/failed/<table>/date=....json   the mark of a day whose validation failed
@@ -37,6 +38,9 @@ DECAY_REPORT = "decay.json"  # the decay verdict of a monitored day (reports/dec
 CHECKPOINT_RUN = "run.json"  # beside a training's checkpoints: the MLflow run they belong to
 
 
+SHADOW_VERSION = "version"  # shadow/<SHADOW_VERSION>=<model version>/: one zone per challenger version
+
+
 DEFAULT_HOME = Path.cwd() / ".pipeline"
 
 
@@ -59,6 +63,14 @@ def partition_day(name: str) -> dt.date | None:
         return dt.date.fromisoformat(name.removeprefix(prefix))
     except ValueError:
         return None
+
+
+def shadow_version(name: str) -> str | None:
+    """The model version of a shadow zone's folder name (``version=3``), or None for any other name."""
+    prefix = f"{SHADOW_VERSION}="
+    if not name.startswith(prefix):
+        return None
+    return name.removeprefix(prefix) or None
 
 
 def checkpoint_file(epochs_done: int) -> str:
@@ -110,6 +122,16 @@ class Lake:
     @property
     def predictions(self) -> str:
         return f"{self.root}/predictions"
+
+    @property
+    def shadow(self) -> str:
+        """The shadow zone: challengers' predictions, kept apart from the served ones."""
+        return f"{self.root}/shadow"
+
+    def shadow_predictions(self, version: str) -> str:
+        """A challenger version's date-partitioned predictions: ``shadow/version=V`` (rows as in
+        ``predictions/``; written by the score job's shadow step only)."""
+        return f"{self.shadow}/{SHADOW_VERSION}={version}"
 
     @property
     def monitoring(self) -> str:

@@ -21,6 +21,11 @@ at step = the day as days since 1970-01-01, so MLflow's charts show a champion's
 without any outcome (every flight cancelled) says ``no_outcomes`` with no metrics; prediction rows
 without an outcome are counted, never dropped. A run date that was never scored is a data error
 that says which scoring run to trigger. The monitor is the monitoring zone's only writer.
+
+Challengers scored in shadow (``shadow/version=V/``, :mod:`jobs.scoring.shadow`) are judged the
+same way (``role: challenger``) and compared with the champion on the rows both scored: the decay
+metric's paired bootstrap difference (``comparison``), per day and pooled over the pair's last
+``monitoring.live_days`` compared days (:func:`jobs.monitoring.challengers.live_evidence`).
 """
 
 from __future__ import annotations
@@ -172,10 +177,53 @@ def monitoring_run(experiment_id: str, name: str, version: str, model_run_id: st
     return run.info.run_id
 
 
+def comparison(challenger: pd.DataFrame, champion: pd.DataFrame, config: PipelineConfig, day: dt.date,
+               ) -> dict[str, Any] | None:
+    """A challenger's shadow rows against the champion's served rows of the same day: the decay
+    metric's paired bootstrap difference (challenger minus champion, 95% interval) on the rows
+    both scored that have an outcome; None when there are none or the metric is undefined."""
+    from jobs.monitoring.quality import paired_difference
+
+    ids = list(dict.fromkeys(config.features.id_columns))
+    mine = challenger[challenger[OUTCOME].notna()][[*ids, PROBABILITY, OUTCOME]].drop_duplicates(ids)
+    theirs = champion[[*ids, PROBABILITY]].drop_duplicates(ids)
+    both = mine.merge(theirs, on=ids, suffixes=("", "_champion"))  # pandas matches null ids to null ids
+    both = both.sort_values([*ids, PROBABILITY], na_position="last", kind="mergesort").reset_index(drop=True)
+    metric, spec = config.monitoring.decay.metric, config.monitoring
+    name, version = str(challenger["model_name"].iloc[0]), str(challenger["model_version"].iloc[0])
+    difference = paired_difference(both[PROBABILITY], both[f"{PROBABILITY}_champion"], both[OUTCOME], metric,
+                                   spec.bootstrap, _seed(spec.seed, day, name, version, "paired"),
+                                   config.evaluation.calibration_bins)
+    if difference is None:
+        return None
+    return {"metric": metric, "champion_version": str(champion["model_version"].iloc[0]), "difference": difference,
+            "rows": int(len(both))}
+
+
+def with_pooled(record: dict[str, Any], history: list[dict[str, Any]], live_days: int) -> dict[str, Any]:
+    """``record`` with each challenger's comparison pooled over its last ``live_days`` compared
+    days (``history``: the earlier days' records, and this one): ``comparison.pooled``."""
+    from jobs.monitoring.challengers import CHALLENGER, live_evidence
+
+    earlier = [r for r in history if r["day"] < record["day"]]
+    for entry in record["models"]:
+        found = entry.get("comparison")
+        if entry["role"] != CHALLENGER or not found:
+            continue
+        evidence = live_evidence([*earlier, record], entry["model_name"], found["champion_version"],
+                                 entry["model_version"], live_days)
+        found["pooled"] = {k: evidence[k] for k in ("days", "difference", "rows", "beats")}
+    return record
+
+
 def run_metrics(entry: dict[str, Any]) -> dict[str, float]:
     """An entry's numbers as MLflow metrics: each metric with ``_low``/``_high``, the counts, the
-    holdout (a flat line beside the realized one), ``estimated_*`` and ``estimate_error_*``."""
+    holdout (a flat line beside the realized one), ``estimated_*`` and ``estimate_error_*``; a
+    challenger's ``vs_champion_<metric>`` difference with its interval."""
     found: dict[str, float] = {k: float(entry[k]) for k in ("rows", "rows_with_outcome", "predictions_without_outcome")}
+    if compared := entry.get("comparison"):
+        key, difference = f"vs_champion_{compared['metric']}", compared["difference"]
+        found.update({key: difference["value"], f"{key}_low": difference["low"], f"{key}_high": difference["high"]})
     for name, value in entry["metrics"].items():
         found.update({name: value["value"], f"{name}_low": value["low"], f"{name}_high": value["high"]})
     found.update({f"{HOLDOUT_PREFIX}{k}": v for k, v in entry["holdout"].items()})
@@ -208,6 +256,7 @@ def monitor_day(spark: SparkSession, lake: Lake, config: PipelineConfig, day: dt
 
     entries = []
     holdouts: dict[str, dict[str, float]] = {}
+    served: dict[str, pd.DataFrame] = {}  # the champion's rows of the day, by model name
     for source in sources:
         if not path_exists(spark, lake.partition(source.zone, day)):
             continue
@@ -217,8 +266,15 @@ def monitor_day(spark: SparkSession, lake: Lake, config: PipelineConfig, day: dt
             run_id = "" if run_id is None or (isinstance(run_id, float) and math.isnan(run_id)) else str(run_id)
             if run_id not in holdouts:
                 holdouts[run_id] = holdout_metrics(run_id)
+            if source.role == "champion":
+                served[str(name)] = part
+            elif str(name) in served and str(served[str(name)]["model_version"].iloc[0]) == str(version):
+                continue  # a challenger promoted since: its served rows are judged already
             entry = model_entry(part, role=source.role, arrived=arrived, holdout=holdouts[run_id], config=config,
                                 day=day)
+            if source.role != "champion" and arrived and str(name) in served:
+                if (compared := comparison(part, served[str(name)], config, day)) is not None:
+                    entry["comparison"] = compared
             entry["mlflow_run_id"] = log_entry(experiment_id, entry, day, run_id)
             entry["mlflow_experiment_id"] = experiment_id
             entries.append(entry)
@@ -254,6 +310,8 @@ def main(argv: list[str] | None = None) -> None:
     landed = features_days(spark, lake)
     experiment_id = ensure_experiment(f"{config.train.experiment}{EXPERIMENT_SUFFIX}")
     sources = prediction_sources(lake)
+    from jobs.monitoring.challengers import HISTORY_FACTOR, monitoring_records
+
     for day in monitored_days(args.run_date, delay):
         arrived = outcomes_in(landed, day, delay)
         with phase(f"monitor {day}"):
@@ -262,6 +320,10 @@ def main(argv: list[str] | None = None) -> None:
             log.warning("day %s was never scored: nothing to judge on its outcomes (%s)", day,
                         never_scored(day, lake.partition(lake.predictions, day)))
             continue
+        live_days = config.monitoring.live_days
+        if any("comparison" in entry for entry in record["models"]):
+            history = monitoring_records(lake, day - dt.timedelta(days=1), HISTORY_FACTOR * live_days)
+            record = with_pooled(record, history, live_days)
         path = lake.monitoring_report(day)
         write_text(path, json.dumps(record, indent=2, allow_nan=False))
         log.info("wrote %s (outcomes %s)", path, record["outcomes"])

@@ -40,8 +40,15 @@ class PredictionSource:
 
 
 def prediction_sources(lake: Lake) -> list[PredictionSource]:
-    """Every source of prediction rows the monitor judges, the served one first."""
-    return [PredictionSource("champion", lake.predictions)]
+    """Every source of prediction rows the monitor judges, the served one first, then each
+    challenger version's shadow predictions (``shadow/version=V``, :mod:`jobs.monitoring.challengers`)."""
+    from jobs.lake.layout import shadow_version
+    from jobs.lake.storage import entries
+
+    versions = sorted((v for name, folder in entries(lake.shadow) if folder and (v := shadow_version(name))),
+                      key=lambda v: (len(v), v))
+    return [PredictionSource("champion", lake.predictions),
+            *[PredictionSource("challenger", lake.shadow_predictions(v)) for v in versions]]
 
 
 def outcomes_in(features_days: set[dt.date], day: dt.date, label_delay_days: int) -> bool:

@@ -137,6 +137,30 @@ def metrics_with_intervals(probabilities: Any, outcomes: Any, resamples: int, se
     return out
 
 
+def paired_difference(challenger: Any, champion: Any, outcomes: Any, metric: str, resamples: int, seed: Any,
+                      calibration_bins: int = 10) -> dict[str, float] | None:
+    """``metric`` of the ``challenger``'s probabilities minus the ``champion``'s on the same rows
+    and outcomes, with a paired bootstrap 95% interval: each resample draws rows, and both
+    models are judged on the same draw, so the interval is that of the difference, not of two
+    independent metrics. None when the rows cannot define the metric."""
+    a, b = np.asarray(challenger, dtype=np.float64), np.asarray(champion, dtype=np.float64)
+    y = np.asarray(outcomes, dtype=np.float64)
+    if len(y) == 0:
+        return None
+    ones = np.ones((1, len(y)))
+    value = float(_all(a, y, ones, calibration_bins)[metric][0] - _all(b, y, ones, calibration_bins)[metric][0])
+    if not math.isfinite(value):
+        return None
+    low = high = value
+    if resamples > 0:
+        weights = resample_weights(len(y), resamples, seed)
+        drawn = _all(a, y, weights, calibration_bins)[metric] - _all(b, y, weights, calibration_bins)[metric]
+        drawn = drawn[np.isfinite(drawn)]
+        if len(drawn):
+            low, high = (float(x) for x in np.percentile(drawn, [2.5, 97.5]))
+    return {"value": value, "low": min(low, value), "high": max(high, value)}
+
+
 def estimate(probabilities: Any) -> dict[str, float]:
     """The expected ROC AUC and log loss of these predictions if they are calibrated (the module
     docstring says how); empty for no rows, ROC AUC left out when it is undefined (a single row)."""

@@ -13,7 +13,8 @@ passed as plain columns, encoded by Spark when the model carries its preprocesso
 by :func:`jobs.model.tabular.log_pyfunc`), raw for any other pyfunc. Predictions go to
 ``predictions/date=<run-date>/``, replacing only that day's partition; every row carries the model
 name, version and run id, the run date and the scoring time. Then measures the day's drift
-against the model's training window (:mod:`jobs.scoring.drift`) into ``reports/drift/date=<run-date>/``.
+against the model's training window (:mod:`jobs.scoring.drift`) into ``reports/drift/date=<run-date>/``,
+and scores the day in shadow with the challengers (:mod:`jobs.scoring.shadow`) into ``shadow/``.
 """
 
 from __future__ import annotations
@@ -298,6 +299,10 @@ def main(argv: list[str] | None = None) -> None:
              summary["mean_probability"])
     with phase("drift"):
         summary["drift"] = report_drift(spark, lake, args.run_date, model, features, written, config.score.drift)
+    with phase("shadow"):  # the challengers, after the served predictions are written (jobs.scoring.shadow)
+        from jobs.scoring.shadow import score_shadow
+
+        summary["shadow"] = score_shadow(spark, lake, config, features, args.run_date, model, batch_size, use_gpu)
     write_text(lake.report("scoring", args.run_date), json.dumps(summary, indent=2))
 
 

@@ -12,6 +12,11 @@ deprecated in MLflow 3: the champion is an alias (``models:/<name>@champion``).
 With ``train.require_approval`` a winning version does not move the alias itself: it is tagged
 ``awaiting_approval`` and the training DAG asks a person (an Airflow human-in-the-loop task, with
 the comparison in front of them); :func:`record_approval` then moves the alias or keeps the champion.
+
+With ``monitoring.promotion_evidence: live`` the holdout is not enough: a winning version (approved
+by a person first, when approval is required) is tagged ``awaiting_live_evidence``, scored in
+shadow beside the champion every day, and becomes champion only once its live evidence beats the
+champion on ``monitoring.live_days`` days (:func:`jobs.monitoring.challengers.live_promotion`).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ log = logging.getLogger(__name__)
 CHAMPION = "champion"
 # gate_decision tag values
 PROMOTED, REJECTED, AWAITING_APPROVAL = "promoted", "rejected", "awaiting_approval"
+AWAITING_LIVE = "awaiting_live_evidence"  # won on the holdout; champion once it beats the champion live
 LOWER_IS_BETTER = frozenset({"log_loss", "brier", "ece"})
 # Holdout metrics (jobs/metrics.py:evaluate) the gate can compare versions on.
 PROMOTION_METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "ece")
@@ -44,11 +50,15 @@ class GateDecision:
     reason: str
     warning: str = ""  # set when the decision rests on an undefined metric
     awaiting_approval: bool = False  # it won, and a person decides whether it becomes champion
+    margin: float | None = None  # the margin it was held to (a near miss: lost by less than it)
+    awaiting_live: bool = False  # it won on the holdout, and waits for live evidence (promotion_evidence: live)
 
     @property
     def outcome(self) -> str:
         if self.awaiting_approval:
             return AWAITING_APPROVAL
+        if self.awaiting_live:
+            return AWAITING_LIVE
         return PROMOTED if self.promote else REJECTED
 
     def tags(self) -> dict[str, str]:
@@ -60,6 +70,7 @@ class GateDecision:
             "gate_champion_score": "" if self.champion_score is None else f"{self.champion_score:.6f}",
             "gate_champion_version": self.champion_version or "",
             "gate_reason": self.reason,
+            **({"gate_margin": f"{self.margin:g}"} if self.margin is not None else {}),
             **({"gate_warning": self.warning} if self.warning else {}),
         }
 
@@ -80,7 +91,7 @@ def decide(
     promote = gain >= margin
     reason = (f"{metric} {challenger:.4f} vs champion v{champion_version} {champion:.4f}: "
               f"{direction} is better, improvement {gain:+.4f} {'>=' if promote else '<'} margin {margin}")
-    return GateDecision(promote, metric, challenger, champion, champion_version, reason)
+    return GateDecision(promote, metric, challenger, champion, champion_version, reason, margin=margin)
 
 
 def undefined_metric_decision(
@@ -126,12 +137,16 @@ def current_champion(client: Any, name: str) -> Any | None:
 def apply_gate(
     client: Any, name: str, version: str, holdout: pd.DataFrame, inputs: list[str], label: str,
     metric: str, margin: float, probabilities: Any = None, require_approval: bool = False,
+    live_evidence: bool = False,
 ) -> GateDecision:
     """Compare ``version`` with the champion on ``holdout``, move the alias if it wins, tag it.
 
     ``probabilities``: ``version``'s pyfunc predictions on ``holdout`` when the caller has them
     (otherwise the version is loaded and scored here). ``require_approval``: a winner is only
-    tagged ``awaiting_approval``; :func:`record_approval` moves the alias once a person approves."""
+    tagged ``awaiting_approval``; :func:`record_approval` moves the alias once a person approves.
+    ``live_evidence`` (``monitoring.promotion_evidence: live``): a winner that would replace a
+    champion is tagged ``awaiting_live_evidence`` instead (after a person's approval, when one is
+    required); the first version still becomes champion at once."""
     from jobs.metrics import evaluate
 
     if probabilities is None:
@@ -146,6 +161,8 @@ def apply_gate(
                       None if champion is None else str(champion.version))
     if decision.promote and require_approval:
         decision = replace(decision, promote=False, awaiting_approval=True)
+    elif decision.promote and live_evidence and champion is not None:
+        decision = replace(decision, promote=False, awaiting_live=True)
     for key, value in decision.tags().items():
         client.set_model_version_tag(name, version, key, value)
     if decision.promote:
@@ -160,9 +177,12 @@ class ApprovalError(RuntimeError):
     """An approval that can no longer be applied as it was asked for."""
 
 
-def record_approval(client: Any, name: str, version: str, approved: bool, by: str, compared_with: str) -> str:
+def record_approval(client: Any, name: str, version: str, approved: bool, by: str, compared_with: str,
+                    live_evidence: bool = False) -> str:
     """A person's answer to a version ``awaiting_approval``: approved, it becomes champion; rejected,
     the champion stays. Either way the version is tagged with the outcome and who decided.
+    ``live_evidence`` (``monitoring.promotion_evidence: live``): approved, it is tagged
+    ``awaiting_live_evidence`` and stays a challenger until its live evidence beats the champion.
 
     ``compared_with``: the champion version the person saw in the comparison ('' for none). If the
     alias moved since (another version was promoted meanwhile) the approval no longer holds: the
@@ -179,10 +199,12 @@ def record_approval(client: Any, name: str, version: str, approved: bool, by: st
             f"now {now or '(none)'}: the comparison is stale, nothing was promoted; train again to compare anew"
         )
     outcome = PROMOTED if approved else REJECTED
+    if approved and live_evidence and champion is not None:
+        outcome = AWAITING_LIVE
     reason = f"{'approved' if approved else 'rejected'} by {by}; gate: {tags.get('gate_reason', '')}"
     for key, value in {"gate_decision": outcome, "gate_reason": reason, "gate_approved_by": by}.items():
         client.set_model_version_tag(name, version, key, value)
-    if approved:
+    if outcome == PROMOTED:
         client.set_registered_model_alias(name, CHAMPION, version)
     log.info("%s version %s %s by %s", name, version, outcome, by)
     return outcome

@@ -116,6 +116,7 @@ def publish(
     decision = stopped or apply_gate(
         mlflow_client, cfg.model_name, str(version.version), holdout, spec.inputs, spec.label,
         cfg.promotion_metric, cfg.promotion_margin, predictions, cfg.require_approval,
+        live_evidence=config.monitoring.promotion_evidence == "live",
     )
     train_window, holdout_window = windows
     validation_window = days_span(validation_dirs or [])
@@ -143,5 +144,6 @@ def publish(
     write_text(lake.report("training", run_date), json.dumps(summary, indent=2))
     outcome = {"promoted": "is the new champion", "rejected": "stays a challenger",
                "awaiting_approval": "won the gate and awaits a person's approval",
+               "awaiting_live_evidence": "won on the holdout and is scored in shadow until it beats the champion live",
                "stopped_at_bar": "was not sent to the gate"}[decision.outcome]
     log.info("champion gate: version %s %s: %s", version.version, outcome, decision.reason)

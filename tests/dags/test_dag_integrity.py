@@ -22,7 +22,8 @@ EXPECTED_EDGES = {
     "score_pipeline": {("plan_scoring", "score_batch"), ("plan_scoring", "check_drift"),
                        ("score_batch", "check_drift"), ("plan_scoring", "monitor_day"),
                        ("score_batch", "monitor_day"), ("plan_scoring", "check_decay"),
-                       ("monitor_day", "check_decay")},
+                       ("monitor_day", "check_decay"), ("plan_scoring", "promote_challenger"),
+                       ("monitor_day", "promote_challenger")},
 }
 # The Spark jobs each DAG runs: validate and features (the writers of validated/ and features/)
 # belong to ingest alone.
@@ -33,6 +34,7 @@ OUTLETS = {
     ("ingest_pipeline", "publish_features"): {"features"},
     ("score_pipeline", "check_drift"): {"scoring_drift"},
     ("score_pipeline", "check_decay"): {"model_decay"},
+    ("score_pipeline", "promote_challenger"): {"champion_model"},  # promotion_evidence: live
     ("train_pipeline", "publish_champion"): {"champion_model"},
 }
 SCHEDULED_ON = {"score_pipeline": {"features", "champion_model"}, "train_pipeline": {"scoring_drift", "model_decay"}}

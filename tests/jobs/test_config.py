@@ -66,3 +66,15 @@ def test_each_job_parses_its_own_typed_options():
     assert args.num_processes is None and args.config.train.local_mode == load_config().train.local_mode
     assert args.lake == Lake("/l") and args.run_date == dt.date(2013, 1, 28)
     assert not hasattr(args, "days")
+
+
+def test_the_promotion_evidence_is_the_holdout_unless_live_and_live_days_is_k():
+    from jobs.monitoring.spec import monitoring_spec
+
+    spec = load_config().monitoring
+    assert (spec.promotion_evidence, spec.live_days) == ("holdout", 7)
+    assert monitoring_spec({"promotion_evidence": "live", "live_days": 3}).live_days == 3
+    with pytest.raises(ValueError, match="promotion_evidence must be one of holdout, live"):
+        monitoring_spec({"promotion_evidence": "shadow"})
+    with pytest.raises(ValueError, match="live_days must be at least 1"):
+        monitoring_spec({"live_days": 0})

@@ -93,3 +93,34 @@ def test_decay_retrains_on_the_window_ending_with_the_latest_decayed_day():
                     "started_by": "decay of version 3 on 2013-02-07: realized roc_auc 0.600 ..."}
     assert training_plan("2013-01-28", drift, None, decay)["trigger"] == "person"
     assert training_plan(None, drift, None, [])["trigger"] == "drift"
+
+
+def test_the_approval_request_shows_the_live_evidence_from_the_monitoring_zone(tmp_path, config):
+    """A version scored in shadow beside the champion on three days: the request says the days, the
+    pooled difference and its interval; a version never compared says it has none."""
+    import json
+
+    from jobs.lake.layout import Lake
+    from jobs.lake.storage import write_text
+    from orchestration.tasks import approval_evidence, approval_request
+
+    lake = Lake(str(tmp_path / "lake"))
+    for i, diff in enumerate([0.02, 0.03, 0.04]):
+        day = dt.date(2013, 2, 1) + dt.timedelta(days=i)
+        write_text(lake.monitoring_report(day), json.dumps({"day": day.isoformat(), "models": [
+            {"model_name": "flights", "model_version": "5", "role": "champion", "status": "ok"},
+            {"model_name": "flights", "model_version": "7", "role": "challenger", "status": "ok",
+             "comparison": {"metric": "roc_auc", "champion_version": "5", "rows": 900,
+                            "difference": {"value": diff, "low": diff - 0.015, "high": diff + 0.015}}}]}))
+    summary = {"model_name": "flights", "model_version": "7", "metrics": {},
+               "gate": {"gate_decision": "awaiting_approval", "gate_metric": "roc_auc",
+                        "gate_challenger_score": "0.671200", "gate_champion_score": "0.650000",
+                        "gate_champion_version": "5", "gate_reason": "roc_auc 0.6712 vs champion v5 0.6500"}}
+    evidence = approval_evidence(lake, config, summary)
+    assert evidence["days"] == ["2013-02-01", "2013-02-02", "2013-02-03"] and evidence["rows"] == 2700
+    _, body = approval_request(summary, evidence)
+    assert "| 3 (2013-02-01..2013-02-03) | 2700 | +0.0300 |" in body
+    assert "no (on 7 days)" in body and "does not beat the champion yet (3 of 7 days)" in body
+    assert approval_evidence(lake, config, {**summary, "model_version": "8"}) is None
+    _, body = approval_request({**summary, "model_version": "8"}, None)
+    assert "Live evidence: none yet" in body

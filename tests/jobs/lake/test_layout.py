@@ -15,6 +15,7 @@ from jobs.lake.layout import (
     checkpoint_file,
     partition_day,
     partition_name,
+    shadow_version,
 )
 
 REPO = Path(__file__).resolve().parents[3]
@@ -58,6 +59,10 @@ def test_paths_derive_from_the_root_and_partitions_round_trip():
     assert partition_day(partition_name(day)) == day
     assert partition_day("date=2013-02-30") is None and partition_day("_SUCCESS") is None
     assert checkpoint_epochs(checkpoint_file(12)) == 12 and checkpoint_epochs("run.json") is None
+    shadow = lake.partition(lake.shadow_predictions("3"), day)
+    assert shadow == "s3a://bucket/lake/shadow/version=3/date=2013-01-02"  # apart from predictions/
+    assert shadow_version(lake.shadow_predictions("3").rsplit("/", 1)[-1]) == "3"
+    assert shadow_version("version=") is None and shadow_version("date=2013-01-02") is None
 
 
 def test_the_lake_is_found_from_the_environment(monkeypatch, tmp_path):

@@ -1,0 +1,59 @@
+"""Shadow scoring: the day's features scored by each challenger, kept apart from the served predictions.
+
+After the score job has written the champion's predictions (``predictions/date=D/``, untouched
+here), :func:`score_shadow` scores the same features with every challenger that
+:func:`jobs.monitoring.challengers.challenger_versions` picks (up to ``monitoring.challengers``) and
+writes each one's rows, shaped as the served ones, to ``shadow/version=V/date=D/``: that day's
+partition of that version replaced, nothing else (a re-run writes the same rows again). The
+monitor compares them with the champion on the outcomes. A challenger that fails to load or score
+is logged and skipped: shadow scoring never fails the served scoring.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from jobs.config import PipelineConfig
+    from jobs.lake.layout import Lake
+    from jobs.tracking import ModelRef
+
+log = logging.getLogger("jobs.scoring.shadow")
+
+
+def score_shadow(spark: SparkSession, lake: Lake, config: PipelineConfig, features: DataFrame, run_date: dt.date,
+                 served: ModelRef, batch_size: int, use_gpu: bool = False) -> list[dict[str, Any]]:
+    """Score ``features`` (the day's, as the served scoring read them) with each challenger that is
+    not ``served``, into its shadow zone; one ``{"model_version", "rows", "path"}`` (or ``"error"``)
+    per challenger."""
+    from jobs.lake.layout import PARTITION
+    from jobs.monitoring.challengers import challenger_versions
+    from jobs.scoring.job import model_preprocessor, score_features
+    from jobs.tracking import client
+
+    mlflow_client = client()
+    chosen = challenger_versions(mlflow_client, served.name, config.monitoring.challengers,
+                                 config.train.promotion_margin)
+    done = []
+    for ref in chosen:
+        if ref.version == served.version:
+            continue
+        target = lake.shadow_predictions(ref.version)
+        try:
+            load_uri = mlflow_client.get_model_version_download_uri(ref.name, ref.version)
+            predictions = score_features(features, config.features, ref, load_uri, batch_size, run_date, use_gpu,
+                                         model_preprocessor(load_uri))
+            predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(target)
+            rows = spark.read.parquet(lake.partition(target, run_date)).count()
+        except Exception as err:  # a broken challenger must not fail the served scoring
+            log.exception("shadow scoring of %s version %s failed; the served predictions stand", ref.name,
+                          ref.version)
+            done.append({"model_version": ref.version, "error": f"{type(err).__name__}: {err}"})
+            continue
+        log.info("shadow: %s version %s scored %d rows into %s", ref.name, ref.version, rows, target)
+        done.append({"model_version": ref.version, "rows": int(rows), "path": lake.partition(target, run_date)})
+    return done

@@ -1,0 +1,110 @@
+"""Shadow scoring: the score job scores the day with each challenger into ``shadow/version=V/``,
+and the served predictions are left exactly as they were."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from jobs.lake.layout import Lake, partition_name
+
+DAY, OTHER = dt.date(2013, 1, 6), dt.date(2013, 1, 7)
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_challengers_are_scored_in_shadow_and_the_served_predictions_stay_byte_for_byte(
+        spark, lake, config, tmp_path, monkeypatch):
+    import mlflow
+    import torch
+
+    from jobs.features.job import build_features, read_inputs, write_features
+    from jobs.model.tabular import build_net, log_pyfunc
+    from jobs.scoring.job import main
+    from jobs.scoring.shadow import score_shadow
+    from jobs.tracking import ModelRef, ensure_experiment
+    from jobs.training.data import fit_preprocessor
+
+    scoring = Lake(str(tmp_path / "lake"))
+    features = build_features(read_inputs(spark, lake, config, [DAY, OTHER]), config)
+    write_features(features, scoring.features)
+    pre = fit_preprocessor(features, config.features, min_count=1)
+    frame = features.toPandas()
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment(experiment_id=ensure_experiment("shadow-tests"))
+    client, name, hyper = mlflow.MlflowClient(uri), config.train.model_name, {"embedding_dim": 4, "hidden_units": [8]}
+    uris = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        with mlflow.start_run():
+            uris.append(log_pyfunc(build_net(pre, hyper), pre, hyper, frame.head(5)).model_uri)
+    champion = mlflow.register_model(uris[0], name).version
+    client.set_registered_model_alias(name, "champion", champion)
+    challenger = mlflow.register_model(uris[1], name).version
+    client.set_model_version_tag(name, challenger, "gate_decision", "awaiting_approval")  # as the gate tags it
+
+    main(["--run-date", OTHER.isoformat(), "--lake-root", scoring.root])
+    main(["--run-date", DAY.isoformat(), "--lake-root", scoring.root])
+    served_dir = Path(scoring.partition(scoring.predictions, DAY))
+    shadow_dir = Path(scoring.partition(scoring.shadow_predictions(str(challenger)), DAY))
+    served, shadow = pd.read_parquet(served_dir), pd.read_parquet(shadow_dir)
+    assert set(served["model_version"]) == {str(champion)} and set(shadow["model_version"]) == {str(challenger)}
+    ids = ["carrier", "flight", "origin", "sched_dep_time"]
+    day_rows = frame[frame["date"] == DAY]
+    assert len(served) == len(shadow) == len(day_rows)
+    served, shadow = (f.sort_values(ids).reset_index(drop=True) for f in (served, shadow))
+    assert served[ids].equals(shadow[ids])
+    ordered = day_rows.sort_values(ids).reset_index(drop=True)
+    expected = mlflow.pyfunc.load_model(uris[1]).predict(ordered[config.features.inputs])
+    np.testing.assert_allclose(shadow["probability"], expected, rtol=0, atol=1e-6)
+    assert not np.allclose(shadow["probability"], served["probability"])
+    summary = json.loads(Path(scoring.report("scoring", DAY)).read_text())
+    assert summary["shadow"] == [{"model_version": str(challenger), "rows": len(day_rows), "path": str(shadow_dir)}]
+
+    # The shadow step again (a retry): the served zone is byte-for-byte what it was, the shadow
+    # partition of the day replaced (not appended), the other day's shadow partition untouched.
+    before = _files(Path(scoring.predictions))
+    other_shadow = _files(Path(scoring.partition(scoring.shadow_predictions(str(challenger)), OTHER)))
+    day_features = spark.read.option("basePath", scoring.features).parquet(scoring.partition(scoring.features, DAY))
+    ref = ModelRef(name, str(champion), "")
+    again = score_shadow(spark, scoring, config, day_features, DAY, ref, config.score.batch_size)
+    assert [a["rows"] for a in again] == [len(day_rows)]
+    assert _files(Path(scoring.predictions)) == before
+    assert len(pd.read_parquet(shadow_dir)) == len(day_rows)
+    assert _files(Path(scoring.partition(scoring.shadow_predictions(str(challenger)), OTHER))) == other_shadow
+    assert sorted(p.name for p in Path(scoring.predictions).iterdir() if p.is_dir()) == [
+        partition_name(DAY), partition_name(OTHER)]
+
+
+def test_a_challenger_that_fails_to_score_never_fails_the_served_scoring(spark, config, tmp_path, monkeypatch):
+    """A registered version whose files are not a model: logged as an error, nothing written."""
+    import mlflow
+
+    from jobs.scoring.shadow import score_shadow
+    from jobs.tracking import ModelRef
+
+    uri = f"sqlite:///{tmp_path}/broken.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    mlflow.set_tracking_uri(uri)
+    client, name = mlflow.MlflowClient(uri), config.train.model_name
+    experiment = client.create_experiment("broken", artifact_location=str(tmp_path / "artifacts"))
+    run = client.create_run(experiment)
+    client.set_terminated(run.info.run_id)
+    client.create_registered_model(name)
+    version = client.create_model_version(name, f"runs:/{run.info.run_id}/nothing", run_id=run.info.run_id).version
+    client.set_model_version_tag(name, version, "gate_decision", "awaiting_approval")
+    scoring = Lake(str(tmp_path / "lake"))
+    features = spark.createDataFrame([{c: None for c in ["x"]}], "x string")
+    done = score_shadow(spark, scoring, config, features, DAY, ModelRef(name, "99", ""), 100)
+    assert [d["model_version"] for d in done] == [str(version)] and "error" in done[0]
+    assert not Path(scoring.shadow).exists()
+    # the version being served is never scored in shadow too
+    assert score_shadow(spark, scoring, config, features, DAY, ModelRef(name, str(version), ""), 100) == []
