@@ -218,15 +218,16 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     spec.loader.exec_module(dag_test_logs)
     console = tmp_path / "console.log"
     console.write_text(caplog.text)
-    # plan_scoring, score_batch, check_drift, monitor_day, check_decay
-    assert len(dag_test_logs.write_task_logs(str(console))) == 5
+    # plan_scoring, score_batch, check_drift, monitor_day, check_decay, promote_challenger
+    assert len(dag_test_logs.write_task_logs(str(console))) == 6
     shown = _ui_log("score_pipeline", "score_batch")
     assert "[DAG TEST] running task <TaskInstance: score_pipeline.score_batch" in shown, shown
     assert "task_id=plan_scoring" not in shown
     # a normal day: no drift, so no Asset event (the check is skipped)
-    # and the monitor judged the day on its outcomes; one day is too few to judge decay (skipped)
+    # and the monitor judged the day on its outcomes; one day is too few to judge decay (skipped);
+    # promotions go by the holdout here (the default), so no challenger is promoted on live days
     assert states == {"plan_scoring": "success", "score_batch": "success", "check_drift": "skipped",
-                      "monitor_day": "success", "check_decay": "skipped"}
+                      "monitor_day": "success", "check_decay": "skipped", "promote_challenger": "skipped"}
     monitored = json.loads(Path(lake.monitoring_report(SCORE_DATE)).read_text())
     assert [(m["model_version"], m["role"], m["status"]) for m in monitored["models"]] == [
         (str(version.version), "champion", "ok")]
