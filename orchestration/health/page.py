@@ -126,13 +126,29 @@ def _versions(found: dict[str, Any], metric: str, window: int, colours: dict[str
         link = (f"<a href='{escape(version['mlflow_url'])}' target='_blank' rel='noopener'>monitoring run</a>"
                 if version["mlflow_url"] else escape(str(version.get("mlflow_run_id") or "")))
         roles = ", ".join(f"{k} {v} d" for k, v in sorted(version["roles"].items()))
+        live = _live(version.get("comparison"))
         colour = colours[version["model_version"]]
         rows.append(f"<tr class='{role if role != 'retired' else ''}'><td><span style='color:{colour}'>"
                     f"&#9632;</span> v{escape(version['model_version'])}</td><td>{role}</td><td>{escape(roles)}</td>"
                     f"<td>{escape(str(version['first_day']))} .. {escape(str(version['last_day']))}</td>"
-                    f"<td>{_fmt(holdout)}</td><td>{interval}</td><td>{link}</td></tr>")
+                    f"<td>{_fmt(holdout)}</td><td>{interval}</td><td>{live}</td><td>{link}</td></tr>")
     return (f"<table><tr><th>version</th><th>now</th><th>days scored as</th><th>days</th><th>holdout {escape(metric)}"
-            f"</th><th>realized, last {window} days with outcomes</th><th>MLflow</th></tr>{''.join(rows)}</table>")
+            f"</th><th>realized, last {window} days with outcomes</th><th>live vs champion</th><th>MLflow</th></tr>"
+            f"{''.join(rows)}</table>")
+
+
+def _live(comparison: dict[str, Any] | None) -> str:
+    """A challenger's latest live comparison with the champion, pooled over its compared days:
+    the difference (challenger minus champion) with its interval, and whether it beats it."""
+    pooled = (comparison or {}).get("pooled") or {}
+    difference = pooled.get("difference")
+    if not comparison or not difference:
+        return "<span class='muted'>&ndash;</span>"
+    verdict = ("<span class='good'>beats it</span>" if pooled.get("beats") else
+               "<span class='muted'>not (yet) better</span>")
+    champion = escape(str(comparison.get("champion_version")))
+    return (f"{escape(str(comparison.get('metric', '')))} {difference['value']:+.3f} [{difference['low']:+.3f}, "
+            f"{difference['high']:+.3f}] over {pooled.get('days')} d vs v{champion}: {verdict}")
 
 
 class _Scale:

@@ -149,7 +149,7 @@ def model_health(lake: Lake, *, metric: str = "roc_auc", window_days: int = 7, m
 
 def _version(entry: dict[str, Any], name: str) -> dict[str, Any]:
     return {"model_name": name, "model_version": str(entry.get("model_version")), "roles": Counter(),
-            "first_day": None, "last_day": None, "holdout": {}, "days": []}
+            "first_day": None, "last_day": None, "holdout": {}, "days": [], "comparison": None}
 
 
 def _model(name: str, metric: str, window_days: int, records: list[tuple[dt.date, dict[str, Any]]],
@@ -173,6 +173,8 @@ def _model(name: str, metric: str, window_days: int, records: list[tuple[dt.date
             version["holdout"] = entry.get("holdout") or version["holdout"]
             version["mlflow_run_id"] = entry.get("mlflow_run_id") or version.get("mlflow_run_id")
             version["mlflow_experiment_id"] = entry.get("mlflow_experiment_id") or version.get("mlflow_experiment_id")
+            if role == "challenger" and entry.get("comparison"):  # the latest live comparison with the champion
+                version["comparison"] = entry["comparison"]
             version["days"].append({
                 "day": day.isoformat(), "role": role, "status": entry.get("status"),
                 "rows": entry.get("rows"), "rows_with_outcome": entry.get("rows_with_outcome"),

@@ -273,3 +273,16 @@ def test_a_retraining_links_its_airflow_run_and_says_what_started_it_from_airflo
     (event,) = model_health(lake, airflow_runs=runs, cache=DocumentCache())["models"][0]["retrainings"]
     assert event["trigger"] == "decay" and event["started_by"] == "decay of version 1 on 2013-03-10"
     assert event["airflow_run_id"] == run.run_id and event["airflow_path"].startswith("dags/train_pipeline/runs/")
+
+
+def test_a_challenger_shows_its_live_comparison_with_the_champion(tmp_path):
+    lake = Lake(str(tmp_path / "lake"))
+    difference = {"value": 0.021, "low": 0.004, "high": 0.038}
+    comparison = {"metric": "roc_auc", "champion_version": "2", "rows": 880, "difference": difference,
+                  "pooled": {"days": 7, "rows": 6160, "difference": difference, "beats": True}}
+    _write_day(lake, FIRST, "in", _entry("2", "champion", "ok"), _entry("3", "challenger", "ok", comparison=comparison))
+    view = model_health(lake, cache=DocumentCache())
+    versions = view["models"][0]["versions"]
+    assert [(v["model_version"], v["comparison"] is not None) for v in versions] == [("2", False), ("3", True)]
+    html = render(view)
+    assert "roc_auc +0.021 [+0.004, +0.038] over 7 d vs v2: <span class='good'>beats it</span>" in html
