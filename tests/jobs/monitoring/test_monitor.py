@@ -360,3 +360,27 @@ def test_the_decay_check_reads_what_the_monitor_wrote(feature_frames, config, tr
     assert any("realized roc_auc" in reason for reason in decayed["reasons"])
     json.dumps(decayed, allow_nan=False)
     assert not math.isnan(decayed["metric"]["value"])
+
+
+def test_a_version_deleted_from_mlflow_keeps_its_history_on_the_page(monitored, monitored_lake, tracking):
+    """Version 2's training run deleted for good (``mlflow gc``, as when a team cleans up its
+    registered version and runs): the monitor re-run of its day still judges it, without a holdout
+    to compare with, and the Model health page, which reads the lake, still shows its day.
+    Last in this module: the run does not come back."""
+    import os
+    import subprocess
+    import sys
+
+    from orchestration.health.view import DocumentCache, model_health
+
+    client, run_id = tracking["client"], tracking["runs"]["2"]
+    client.delete_run(run_id)
+    subprocess.run([sys.executable, "-m", "mlflow", "gc", "--backend-store-uri", os.environ["MLFLOW_TRACKING_URI"],
+                    "--run-ids", run_id], check=True, capture_output=True, timeout=300)
+    _run(monitored_lake, D4)
+    [entry] = _record(monitored_lake, D4)["models"]
+    assert (entry["model_version"], entry["status"], entry["holdout"]) == ("2", "ok", {})
+    assert entry["metrics"]["roc_auc"] == monitored[D4]["models"][0]["metrics"]["roc_auc"]
+    (found,) = model_health(monitored_lake, cache=DocumentCache())["models"]
+    versions = {v["model_version"]: v for v in found["versions"]}
+    assert [d["day"] for d in versions["2"]["days"]] == [D4.isoformat()]
