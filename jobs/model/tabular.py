@@ -30,6 +30,9 @@ from torch import nn
 
 DEFAULT_MODEL = f"{__name__}:build_net"  # train.model when the config names none (jobs.config)
 UNKNOWN_INDEX = 0  # categories not seen in training (and nulls) share index 0
+# A z-score beyond this many standard deviations is clipped to it: a huge finite number in a column
+# allowed to hold anything (1e300) would otherwise overflow the model's float32 input to infinity.
+Z_LIMIT = 1e4
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,8 @@ class Preprocessor:
         return [len(self.vocab[c]) + 1 for c in self.categorical]
 
     def encode(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        """Return (category indices [n, k] int64, standardised numbers [n, m] float32)."""
+        """Return (category indices [n, k] int64, standardised numbers [n, m] float32): nulls, NaN and
+        infinities at 0, z-scores clipped to +-Z_LIMIT."""
         n = len(frame)
         cats = np.zeros((n, len(self.categorical)), dtype=np.int64)
         for j, col in enumerate(self.categorical):
@@ -58,7 +62,7 @@ class Preprocessor:
         for j, col in enumerate(self.numeric):
             values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
             z = (values - self.mean[col]) / self.std[col]
-            nums[:, j] = np.nan_to_num(z, nan=0.0, posinf=0.0, neginf=0.0)
+            nums[:, j] = np.clip(np.nan_to_num(z, nan=0.0, posinf=0.0, neginf=0.0), -Z_LIMIT, Z_LIMIT)
         return cats, nums
 
     def to_json(self) -> str:

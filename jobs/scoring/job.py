@@ -154,8 +154,10 @@ def model_preprocessor(model_uri: str) -> dict[str, Any] | None:
 def encoded_columns(pre: dict[str, Any]) -> list[Column]:
     """The model's inputs encoded by Spark as :meth:`jobs.model.tabular.Preprocessor.encode` encodes them:
     a category's vocabulary index + 1 (0 for an unseen value or a null) as int, then each number's
-    z-score in double (nulls, NaN and infinities at 0), cast to float."""
+    z-score in double (nulls, NaN and infinities at 0, clipped to +-Z_LIMIT), cast to float."""
     from pyspark.sql import functions as F
+
+    from jobs.model.tabular import Z_LIMIT
 
     unknown = F.lit(0)  # jobs.model.tabular.UNKNOWN_INDEX
     codes = []
@@ -168,7 +170,8 @@ def encoded_columns(pre: dict[str, Any]) -> list[Column]:
     for col in pre["numeric"]:
         z = (F.col(col).cast("double") - F.lit(pre["mean"][col])) / F.lit(pre["std"][col])
         finite = z.isNotNull() & ~F.isnan(z) & (F.abs(z) != F.lit(float("inf")))
-        zscores.append(F.when(finite, z).otherwise(F.lit(0.0)).cast("float").alias(f"{col}_z"))
+        clipped = F.greatest(F.least(z, F.lit(Z_LIMIT)), F.lit(-Z_LIMIT))
+        zscores.append(F.when(finite, clipped).otherwise(F.lit(0.0)).cast("float").alias(f"{col}_z"))
     return [*codes, *zscores]
 
 

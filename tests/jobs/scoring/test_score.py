@@ -129,7 +129,9 @@ def test_the_encoded_predict_function_equals_the_pyfunc_on_raw_rows(scored_model
 
 
 def test_spark_encodes_inputs_exactly_as_the_preprocessor_does(spark):
-    from jobs.model.tabular import Preprocessor
+    import warnings
+
+    from jobs.model.tabular import Z_LIMIT, Preprocessor
     from jobs.scoring.job import encoded_columns
 
     pre = Preprocessor(categorical=["carrier", "tailnum"], numeric=["distance", "seats"],
@@ -140,7 +142,10 @@ def test_spark_encodes_inputs_exactly_as_the_preprocessor_does(spark):
     df = spark.createDataFrame(rows, "carrier string, tailnum string, distance double, seats int")
     got = df.select(*encoded_columns(json.loads(pre.to_json()))).toPandas()
     frame = df.toPandas()
-    cats, nums = pre.encode(frame)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow on the way to float32
+        cats, nums = pre.encode(frame)
+    assert np.isfinite(nums).all() and nums[4, 0] == Z_LIMIT  # 1e300: clipped, not infinite
     np.testing.assert_array_equal(got.iloc[:, :2].to_numpy(), cats)
     np.testing.assert_array_equal(got.iloc[:, 2:].to_numpy(), nums)  # bit for bit: float64 z, then float32
     assert got.dtypes.tolist() == [np.int32, np.int32, np.float32, np.float32]
