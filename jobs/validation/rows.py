@@ -130,7 +130,7 @@ def run_expectations(df: DataFrame, table: str, rules: list[Rule], refs: Referen
             continue
         with phase("GX context"):
             if engine == "pandas":
-                source, frame = context.data_sources.add_pandas(name="driver"), df.toPandas()
+                source, frame = context.data_sources.add_pandas(name="driver"), nan_as_infinity(df).toPandas()
             else:  # No persist: GX would cache the frame and never release it, so a later run over the
                 # same files would be validated against the stale cached rows.
                 source, frame = context.data_sources.add_spark(name="lake", persist=False), df
@@ -154,6 +154,17 @@ def run_expectations(df: DataFrame, table: str, rules: list[Rule], refs: Referen
         rule = item.expectation_config.meta["rule"]
         out[rule] = {"expectation": kinds[rule], "unexpected": unexpected, "error": error}
     return out
+
+
+def nan_as_infinity(df: DataFrame) -> DataFrame:
+    """``df`` with every NaN of its floating-point columns as +infinity, for GX on pandas: pandas
+    cannot tell NaN from null, so GX would skip a NaN as missing, where Spark (the split, and GX on
+    Spark) orders NaN above every number, exactly as +infinity compares. Both then count it alike."""
+    from pyspark.sql import functions as F
+
+    floating = {name for name, kind in df.dtypes if kind in FLOATING}
+    return df.select(*[F.when(F.isnan(name), F.lit(float("inf"))).otherwise(F.col(name)).alias(name)
+                       if name in floating else F.col(name) for name in df.columns])
 
 
 def examples(

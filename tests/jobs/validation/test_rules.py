@@ -57,3 +57,19 @@ def test_great_expectations_counts_the_same_rows(frame):
 def test_rule_names_are_unique_within_a_table():
     with pytest.raises(ValueError, match="x_present"):
         TableSuite(rules=[RULES[1], RULES[1]])
+
+
+@pytest.mark.parametrize("pandas_max_rows", [0, 100], ids=["gx_on_spark", "gx_on_pandas"])
+def test_a_nan_breaks_a_range_for_the_split_and_for_great_expectations_alike(spark, pandas_max_rows):
+    """Spark orders NaN above every number (the split, and GX on Spark, compare it as +infinity);
+    GX on pandas, which cannot tell NaN from null, skipped it as missing. Both count it alike."""
+    from pyspark.sql import functions as F
+
+    frame = spark.createDataFrame([(1.0,), (float("nan"),), (None,), (-2.0,), (float("inf"),)], "y double")
+    rules = [Between(name="y_positive", description="", column="y", min_value=0, strict_min=True),
+             Between(name="y_small", description="", column="y", max_value=10),
+             Between(name="y_range", description="", column="y", min_value=0, max_value=10)]
+    split = frame.select(*[F.sum(r.violation({}).cast("int")).alias(r.name) for r in rules]).first().asDict()
+    assert split == {"y_positive": 1, "y_small": 2, "y_range": 3}  # -2 below 0; NaN and inf above 10
+    gx = run_expectations(frame, "nan_test", rules, {}, rows=5, pandas_max_rows=pandas_max_rows)
+    assert {name: result["unexpected"] for name, result in gx.items()} == split
