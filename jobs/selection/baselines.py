@@ -132,12 +132,14 @@ def train_baseline(
     from jobs.selection.bar import KIND, NAME, WINDOW, read_rows
     from jobs.selection.evaluation import evaluate_candidate
     from jobs.tracking import client, code_version, ensure_experiment
+    from jobs.training.lifecycle import OWNER_TAG, owner_tag
 
     cfg, fspec = config.train, config.features
     mlflow_client = client()
     experiment_id = ensure_experiment(cfg.experiment)
+    # the owner from the start, as a training run's: a baseline killed midway is ended by the next training start
     tags = {KIND: "baseline", NAME: spec.name, WINDOW: windows["holdout"], "run_date": str(run_date),
-            "baseline_kind": spec.kind, **({"started_by": started_by} if started_by else {})}
+            "baseline_kind": spec.kind, **({"started_by": started_by} if started_by else {}), OWNER_TAG: owner_tag()}
     with mlflow.start_run(experiment_id=experiment_id, run_name=f"{spec.name}-{run_date}", tags=tags) as run:
         mlflow.log_params({"baseline": spec.name, "kind": spec.kind, "run_date": run_date, "config": config.source,
                            "train_window": windows["train"], "validation_window": windows["validation"],

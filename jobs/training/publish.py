@@ -53,8 +53,10 @@ def open_run(lake: Lake, run_date: dt.date, experiment: str, params: dict[str, A
         log.info("resuming MLflow run %s after epoch %s of %s (checkpoint %s)", run_id,
                  checkpointed_epochs(checkpoint_dir), epochs, checkpoint_dir)
     else:
+        # the owner from the start: a run left RUNNING by a fault before its first param still has
+        # one, so the next training start can end it (fail_stale_runs)
         run = mlflow_client.create_run(experiment_id, run_name=f"train-{run_date}",
-                                       tags={"run_date": str(run_date), **(tags or {})})
+                                       tags={"run_date": str(run_date), **(tags or {}), OWNER_TAG: owner_tag()})
         run_id = run.info.run_id
         for name, value in params.items():
             mlflow_client.log_param(run_id, name, str(value))

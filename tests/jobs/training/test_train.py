@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from pathlib import Path
 
 import pytest
 import torch
@@ -269,3 +270,38 @@ def test_gpu_training_without_a_gpu_exits_non_zero_saying_so(tmp_path):
     assert done.returncode != 0
     assert "GPU training (--use-gpu true / train.use_gpu) was asked for, but torch sees no CUDA device" in done.stderr
     assert "--use-gpu false" in done.stderr and "SparkSession" not in done.stderr
+
+
+def test_a_run_left_running_before_its_first_param_is_ended_by_the_next_start(tmp_path, monkeypatch):
+    """A train job that dies right after MLflow created its run (here: the tracking server refuses
+    a param name, as a server killed at that moment would fail the call) leaves it RUNNING; it names
+    its owner from its creation, so the next start, once that process is gone, ends it FAILED."""
+    import subprocess
+    import sys
+
+    from mlflow import MlflowClient
+
+    from jobs.lake.layout import Lake
+    from jobs.model.tabular import Preprocessor
+    from jobs.training.lifecycle import OWNER_TAG
+    from jobs.training.publish import open_run
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    lake = str(tmp_path / "lake")
+    crash = ("import datetime as dt\nfrom jobs.lake.layout import Lake\nfrom jobs.model.tabular import Preprocessor\n"
+             "from jobs.training.publish import open_run\n"
+             f"open_run(Lake.at({lake!r}), dt.date(2013, 1, 28), 'flight_delay', {{'a|b': 1}}, "
+             "Preprocessor([], [], {}, {}, {}), 1)\n")
+    repo = Path(__file__).resolve().parents[3]
+    died = subprocess.run([sys.executable, "-c", crash], capture_output=True, text=True, timeout=300, cwd=repo)
+    assert died.returncode != 0 and "a|b" in died.stderr, died.stderr[-2000:]
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("flight_delay").experiment_id
+    (orphan,) = client.search_runs([experiment])
+    assert orphan.info.status == "RUNNING" and OWNER_TAG in orphan.data.tags, orphan.data.tags
+
+    new = open_run(Lake.at(lake), dt.date(2013, 1, 29), "flight_delay", {"ok": 1}, Preprocessor([], [], {}, {}, {}), 1)
+    ended = client.get_run(orphan.info.run_id)
+    assert ended.info.status == "FAILED" and "is gone (killed)" in ended.data.tags["pipeline.failure"]
+    assert client.get_run(new.run_id).info.status == "RUNNING"
