@@ -6,13 +6,19 @@ with :func:`run_job` exits with :data:`DATA_ERROR_EXIT` on one and writes the me
 named by ``PIPELINE_ERROR_FILE`` when that is set; the Airflow operator (orchestration/spark_jobs.py)
 turns that into a failure without retries that carries the message. Anything else (a lost
 executor, an unreachable tracking server, a killed process) exits non-zero in the usual way and is
-retried.
+retried. Either way the message comes first, in one line; the traceback is logged at debug
+level only (``PIPELINE_LOG_LEVEL=DEBUG`` shows it), so a task log ends with what went wrong, not
+with the last line of 80 lines of stack.
+
+A file in a zone that is not Parquet (a stray CSV, a half-copied file) is a data problem too: the
+jobs would fail on it every time, so it exits as one, naming the file (:func:`data_problem`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable
 
@@ -26,17 +32,45 @@ class DataError(Exception):
     """The input is wrong or missing: retrying will not help; the message says what to do."""
 
 
+NOT_PARQUET = re.compile(r"(\S+) is not a Parquet file")  # Spark's words for a file without Parquet's magic
+
+
+def data_problem(err: BaseException) -> str | None:
+    """What makes ``err`` a data problem although it is not a :class:`DataError` (Spark's reader
+    meeting a file that is not Parquet in a zone), in words with what to do; else None."""
+    found = NOT_PARQUET.search(str(err))
+    if found is None:
+        return None
+    return (f"{found.group(1)} is not a Parquet file: a zone of the lake holds only what the jobs write; "
+            "move the file out of the lake (or delete it) and run the task again")
+
+
+def headline(err: BaseException, limit: int = 600) -> str:
+    """An exception in one line: its type and the first line of its message (Py4J's Java stack
+    traces and Python's causes left out)."""
+    first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
+    text = f"{type(err).__name__}: {first}" if first else type(err).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def run_job(main: Callable[[], None]) -> None:
-    """Run a job's ``main``; on a :class:`DataError`, log it, record it and exit with DATA_ERROR_EXIT."""
+    """Run a job's ``main``; on a :class:`DataError` (or a :func:`data_problem`), log it, record it
+    and exit with DATA_ERROR_EXIT; on anything else, log it in one line and exit 1 (retried)."""
     from jobs.timings import timed_job
 
     try:
         with timed_job():
             main()
-    except DataError as err:
-        message = f"{type(err).__name__}: {err}"
-        log.error("data error (not retried): %s", message)
+    except Exception as err:  # noqa: BLE001 - every failure gets its one line; the traceback at debug
+        problem = f"{type(err).__name__}: {err}" if isinstance(err, DataError) else data_problem(err)
+        if problem is None:
+            log.error("failed (a fault: Airflow retries the task): %s (the traceback: PIPELINE_LOG_LEVEL=DEBUG)",
+                      headline(err))
+            log.debug("the traceback of that failure", exc_info=True)
+            sys.exit(1)
+        log.error("data error (not retried): %s", problem)
+        log.debug("the traceback of that data error", exc_info=True)
         if path := os.environ.get(ERROR_FILE_ENV):
             with open(path, "w", encoding="utf-8") as out:
-                out.write(message)
+                out.write(problem)
         sys.exit(DATA_ERROR_EXIT)

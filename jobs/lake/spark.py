@@ -111,9 +111,11 @@ def require_cuda(asked: str, advice: str) -> None:
 
 
 def configure_logging() -> None:
-    """Log lines with a time and a source; stdout line-buffered so a task log streams as it happens."""
+    """Log lines with a time and a source, at ``PIPELINE_LOG_LEVEL`` (default INFO); stdout
+    line-buffered so a task log streams as it happens."""
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    level = os.environ.get("PIPELINE_LOG_LEVEL", "INFO").upper()  # DEBUG: a failed job's traceback too
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("great_expectations", "py4j", "mlflow.utils", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
