@@ -266,9 +266,12 @@ def _check_decay(lake) -> None:
     assert first["metric"]["low"] > first["holdout"] + first["margin"], first  # log loss: higher is worse
     assert [reason.split(" (")[0] for reason in first["reasons"]] == [
         f"realized log_loss {first['metric']['value']:.3f}"], first["reasons"]
+    # the day's record: the new champion's judgement, and version 1's, which it replaced, as it was
     monitored = json.loads(Path(lake.monitoring_report(DECAY_DAY)).read_text())
-    (entry,) = monitored["models"]
-    assert entry["model_version"] == "2" and entry["status"] == "ok", entry
+    entry, replaced = monitored["models"]
+    assert (entry["model_version"], entry["role"], entry["status"]) == ("2", "champion", "ok"), entry
+    assert (replaced["model_version"], replaced["role"]) == ("1", "replaced"), replaced
+    assert replaced["metrics"]["log_loss"]["value"] == pytest.approx(first["metric"]["value"])
 
 
 def _see_the_model_health_page(airflow, tmp_path) -> list[str]:

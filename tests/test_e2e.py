@@ -207,6 +207,17 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     # training read the window's features and wrote none (the ingest run's files are untouched)
     assert sorted(p.name for p in Path(lake.features).iterdir() if partition_day(p.name) is not None) == written
 
+    # a version waiting for a person's approval is a challenger: here the run's flat baseline,
+    # registered and tagged as the approval flow leaves a gate winner (only the alias is not moved)
+    import mlflow
+
+    from jobs.selection.bar import KIND
+    from jobs.selection.gate import AWAITING_APPROVAL
+
+    (flat,) = mlflow_client.search_runs([run.info.experiment_id], filter_string=f"tags.{KIND} = 'baseline'")
+    waiting = mlflow.register_model(f"runs:/{flat.info.run_id}/model", config.train.model_name)
+    mlflow_client.set_model_version_tag(config.train.model_name, waiting.version, "gate_decision", AWAITING_APPROVAL)
+
     caplog.clear()
     states = _run(dags["score_pipeline"], SCORE_DATE)
     # dag.test() logs each task's run only to the console; `make demo` files each task's part where
@@ -230,7 +241,17 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
                       "monitor_day": "success", "check_decay": "skipped", "promote_challenger": "skipped"}
     monitored = json.loads(Path(lake.monitoring_report(SCORE_DATE)).read_text())
     assert [(m["model_version"], m["role"], m["status"]) for m in monitored["models"]] == [
-        (str(version.version), "champion", "ok")]
+        (str(version.version), "champion", "ok"), (str(waiting.version), "challenger", "ok")]
+    # the challenger scored every flight in shadow, apart from the served predictions, and the
+    # monitor compared it with the champion on the same rows: the flat baseline ranks nothing
+    shadow = pq.read_table(lake.partition(lake.shadow_predictions(str(waiting.version)), SCORE_DATE)).to_pandas()
+    assert len(shadow) == len(pd.read_csv(lake.raw_file("flights", SCORE_DATE)))
+    assert set(shadow["model_version"]) == {str(waiting.version)}
+    comparison = monitored["models"][1]["comparison"]
+    assert comparison["champion_version"] == str(version.version) and comparison["metric"] == "roc_auc"
+    difference = comparison["difference"]
+    assert difference["low"] <= difference["value"] <= difference["high"] and difference["value"] < 0, difference
+    assert comparison["pooled"]["days"] == 1 and comparison["pooled"]["beats"] is False
     assert _asset_events("scoring_drift") == []
     drift = json.loads(Path(lake.report("drift", SCORE_DATE, DRIFT_REPORT)).read_text())
     assert drift["model_version"] == str(version.version) and not drift["drifted"]

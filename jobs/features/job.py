@@ -23,7 +23,7 @@ from jobs.config import PipelineConfig, WindowArgs, import_object, job_parser, p
 from jobs.errors import run_job
 from jobs.lake.layout import PARTITION, Lake
 from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, list_partitions
-from jobs.validation.partitions import check_not_failed, failed_days
+from jobs.validation.partitions import check_not_failed, failed_days, zone_writer
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> None:
             f"feature builder changed the row count: {rows_in} {feed} rows in, {rows_out} feature rows out "
             "(a join on a non-unique key?)"
         )
-    write_features(features, args.lake.features)
+    # one writer per day of the zone; staging a killed features job left is removed first
+    with zone_writer(spark, args.lake, "features", args.lake.features, args.window, f"features-{args.run_date}"):
+        write_features(features, args.lake.features)
     labelled = features.where(features[args.config.features.label].isNotNull()).count()
     log.info(
         "wrote %d feature rows (%d labelled) for %s..%s to %s",

@@ -15,7 +15,8 @@ With ``monitoring.label_delay_days = L``, the outcomes of day D land with day D 
   the estimate only).
 
 Each day goes to ``monitoring/date=<day>/monitoring.json`` (replaced whole and atomically: a re-run
-writes the same numbers, the bootstrap is seeded), and each version's numbers to its MLflow
+writes the same numbers, the bootstrap is seeded; the entry of a champion whose day a new one
+re-scored stays, ``role: replaced``), and each version's numbers to its MLflow
 monitoring run (experiment ``<train.experiment>-monitoring``, tag ``monitoring_of=<name>/<version>``)
 at step = the day as days since 1970-01-01, so MLflow's charts show a champion's life. A day
 without any outcome (every flight cancelled) says ``no_outcomes`` with no metrics; prediction rows
@@ -41,7 +42,7 @@ from jobs.config import JobArgs, PipelineConfig, job_parser, parse_job_args
 from jobs.errors import DataError, run_job
 from jobs.lake.layout import Lake
 from jobs.lake.spark import configure_logging, get_spark, path_exists
-from jobs.lake.storage import write_text
+from jobs.lake.storage import read_json, write_text
 from jobs.monitoring.outcomes import MATCHED, OUTCOME, PROBABILITY, PredictionSource
 from jobs.timings import phase, preload
 
@@ -200,6 +201,22 @@ def comparison(challenger: pd.DataFrame, champion: pd.DataFrame, config: Pipelin
             "rows": int(len(both))}
 
 
+REPLACED = "replaced"  # an entry of a champion whose predictions of the day a new champion re-scored
+
+
+def with_replaced(record: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
+    """``record`` with the served entries of the day's previous record (``old``) whose version no
+    longer scores the day kept as ``role: replaced``: a promotion re-scores the day with the new
+    champion, and the one it replaced keeps its judged day (the page and its history show it)."""
+    if not old:
+        return record
+    current = {(e.get("model_name"), str(e.get("model_version"))) for e in record["models"]}
+    kept = [{**entry, "role": REPLACED} for entry in old.get("models", [])
+            if entry.get("role") in ("champion", REPLACED)
+            and (entry.get("model_name"), str(entry.get("model_version"))) not in current]
+    return {**record, "models": [*record["models"], *kept]} if kept else record
+
+
 def with_pooled(record: dict[str, Any], history: list[dict[str, Any]], live_days: int) -> dict[str, Any]:
     """``record`` with each challenger's comparison pooled over its last ``live_days`` compared
     days (``history``: the earlier days' records, and this one): ``comparison.pooled``."""
@@ -325,6 +342,7 @@ def main(argv: list[str] | None = None) -> None:
             history = monitoring_records(lake, day - dt.timedelta(days=1), HISTORY_FACTOR * live_days)
             record = with_pooled(record, history, live_days)
         path = lake.monitoring_report(day)
+        record = with_replaced(record, read_json(path))
         write_text(path, json.dumps(record, indent=2, allow_nan=False))
         log.info("wrote %s (outcomes %s)", path, record["outcomes"])
 

@@ -36,6 +36,7 @@ from jobs.lake.layout import DRIFT_PLOT, DRIFT_REPORT, PARTITION
 from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, path_exists, require_cuda
 from jobs.lake.storage import write_bytes, write_text
 from jobs.timings import phase, preload
+from jobs.validation.partitions import zone_writer
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -255,6 +256,19 @@ class ScoreArgs(JobArgs):
     use_gpu: bool | None  # None: score.use_gpu
 
 
+def refuse_failed_day(lake: Lake, feed: str, day: dt.date) -> None:
+    """Refuse a day whose feed failed validation since its features were built: they come from raw
+    data that no longer passes (a re-delivered day), so nothing is served from them."""
+    from jobs.validation.partitions import FailedValidationError, check_not_failed
+
+    try:
+        check_not_failed(lake, feed, [day])
+    except FailedValidationError as err:
+        raise FailedValidationError(
+            f"not scoring {day}: its features were built before the day's raw data failed validation. {err}; "
+            "then the ingest (validate and features) of the day, and score it again") from err
+
+
 def main(argv: list[str] | None = None) -> None:
     configure_logging()
     parser = job_parser(__doc__)
@@ -271,6 +285,7 @@ def main(argv: list[str] | None = None) -> None:
     source = lake.partition(lake.features, args.run_date)
     if not path_exists(spark, source):
         raise MissingPartitionError(f"no features for {args.run_date}: expected {source}; run the features job first")
+    refuse_failed_day(lake, config.validation.feed, args.run_date)
     with phase("model load"):  # on the driver: the registry lookup and the preprocessor
         model, load_uri = resolve_model(config.train.model_name, args.model_version)
         preprocessor = model_preprocessor(load_uri)
@@ -284,7 +299,9 @@ def main(argv: list[str] | None = None) -> None:
     features = spark.read.option("basePath", lake.features).parquet(source)
     predictions = score_features(features, config.features, model, load_uri, batch_size, args.run_date,
                                  use_gpu, preprocessor)
-    predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(lake.predictions)
+    # one writer of the day's predictions; staging a killed score job left is removed first
+    with zone_writer(spark, lake, "predictions", lake.predictions, [args.run_date], f"score-{args.run_date}"):
+        predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(lake.predictions)
 
     target = lake.partition(lake.predictions, args.run_date)
     written = spark.read.parquet(target)

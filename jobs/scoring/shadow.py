@@ -34,6 +34,7 @@ def score_shadow(spark: SparkSession, lake: Lake, config: PipelineConfig, featur
     from jobs.monitoring.challengers import challenger_versions
     from jobs.scoring.job import model_preprocessor, score_features
     from jobs.tracking import client
+    from jobs.validation.partitions import zone_writer
 
     mlflow_client = client()
     chosen = challenger_versions(mlflow_client, served.name, config.monitoring.challengers,
@@ -47,7 +48,9 @@ def score_shadow(spark: SparkSession, lake: Lake, config: PipelineConfig, featur
             load_uri = mlflow_client.get_model_version_download_uri(ref.name, ref.version)
             predictions = score_features(features, config.features, ref, load_uri, batch_size, run_date, use_gpu,
                                          model_preprocessor(load_uri))
-            predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(target)
+            # one writer of the version's day; staging a killed score job left there is removed first
+            with zone_writer(spark, lake, f"shadow-{ref.version}", target, [run_date], f"shadow-{run_date}"):
+                predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(target)
             rows = spark.read.parquet(lake.partition(target, run_date)).count()
         except Exception as err:  # a broken challenger must not fail the served scoring
             log.exception("shadow scoring of %s version %s failed; the served predictions stand", ref.name,

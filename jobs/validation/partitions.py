@@ -23,6 +23,8 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
@@ -159,6 +161,21 @@ def clean_staging(spark: SparkSession, locks: PartitionLocks, table: str, zones:
         removed.append(path)
     log.warning("%s: removed staging left behind by a run that did not finish: %s", table, ", ".join(removed))
     return removed
+
+
+@contextmanager
+def zone_writer(spark: SparkSession, lake: Lake, name: str, zone: str, days: list[dt.date],
+                run_id: str) -> Iterator[PartitionLocks]:
+    """Hold the locks of the ``days`` a job replaces in a zone the validation does not write
+    (``name``: ``features``, ``predictions``) while it writes them, and first remove the Spark
+    staging a killed writer of the zone left there (as :func:`clean_staging`); released at the end."""
+    locks = PartitionLocks(lake, Owner(run_id))
+    locks.acquire([(name, day) for day in days])
+    try:
+        clean_staging(spark, locks, name, [zone])
+        yield locks
+    finally:
+        locks.release()
 
 
 def mark_failed(

@@ -184,8 +184,9 @@ def _model(name: str, metric: str, window_days: int, records: list[tuple[dt.date
         timeline.append({"day": day.isoformat(), "outcomes": record.get("outcomes"), "champion": champion})
     latest = next((t["day"] for t in reversed(timeline) if t["champion"]), None)
     champion = next((t["champion"] for t in reversed(timeline) if t["champion"]), None)
-    challengers = sorted({v["model_version"] for v in versions.values()
-                          if v["last_day"] == latest and v["model_version"] != champion}, key=_version_order)
+    challengers = sorted({v["model_version"] for v in versions.values() if v["model_version"] != champion
+                          and any(d["day"] == latest and d["role"] == "challenger" for d in v["days"])},
+                         key=_version_order)
     for version in versions.values():
         ok = [d for d in version["days"] if d["status"] == "ok"]
         version["realized"] = pooled(ok[-window_days:], metric)

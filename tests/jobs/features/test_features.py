@@ -71,3 +71,49 @@ def test_rebuilding_a_day_replaces_its_partition(spark, lake, config, tmp_path):
     written = spark.read.parquet(target)
     assertDataFrameEqual(written.drop("date"), features.drop("date"))
     assert {r["date"] for r in written.select("date").distinct().collect()} == set(days)
+
+
+def test_staging_a_killed_features_job_left_is_removed_by_the_next_run(spark, lake, tmp_path):
+    """What a features job killed mid-write leaves in the zone (Spark's ``.spark-staging-*`` and
+    ``_temporary`` with half-written files) is removed by the next run, unless another live run
+    writes the zone; a live run writing the same day stops this one before it writes."""
+    import pytest
+
+    from jobs.features.job import main
+    from jobs.lake.layout import Lake, partition_name
+    from jobs.validation.partitions import ConcurrentRunError, Owner, PartitionLocks
+
+    own = tmp_path / "lake"
+    own.mkdir()
+    for zone in ("raw", "validated"):  # read only: the session lake's
+        (own / zone).symlink_to(f"{lake.root}/{zone}")
+    day, other_day = dt.date(2013, 1, 5), dt.date(2013, 1, 6)
+    zone = own / "features"
+    run = ["--run-date", day.isoformat(), "--days", "1", "--lake-root", str(own)]
+
+    def leave_staging() -> list:
+        left = [zone / ".spark-staging-0f1e2d" / partition_name(day), zone / "_temporary" / "0" / "task_0"]
+        for folder in left:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "part-00000.parquet").write_bytes(b"half a file")
+        return left
+
+    leave_staging()
+    main(run)
+    assert sorted(p.name for p in zone.iterdir()) == [partition_name(day)]
+    rows = spark.read.parquet(str(zone / partition_name(day))).count()
+    assert rows == spark.read.parquet(f"{lake.root}/validated/flights/{partition_name(day)}").count()
+
+    another = PartitionLocks(Lake(str(own)), Owner("another live run"))
+    another.acquire([("features", other_day)])  # writing another day of the zone now
+    try:
+        left = leave_staging()
+        main(run)
+        assert all(folder.exists() for folder in left)  # maybe that run's own staging: left alone
+        another.acquire([("features", day)])
+        with pytest.raises(ConcurrentRunError, match="being written by another run 'another live run'"):
+            main(run)
+    finally:
+        another.release()
+    main(run)  # alone again: the staging goes
+    assert sorted(p.name for p in zone.iterdir()) == [partition_name(day)]

@@ -362,6 +362,26 @@ def test_the_decay_check_reads_what_the_monitor_wrote(feature_frames, config, tr
     assert not math.isnan(decayed["metric"]["value"])
 
 
+def test_a_day_re_scored_by_a_new_champion_keeps_the_replaced_one_s_judgement(monitored, monitored_lake, tracking,
+                                                                              feature_frames, config):
+    """A promotion re-scores the day with the new champion (version 3 here): the monitor judges it,
+    and the entry of the version it replaced stays in the day's record (``role: replaced``), as it was."""
+    from orchestration.health.view import DocumentCache, model_health
+
+    before = monitored[D3]["models"][0]
+    _write(monitored_lake.predictions, D3,
+           _predictions(feature_frames[D3], config, "3", tracking["runs"]["3"], D3, seed=99))
+    _run(monitored_lake, D3)
+    new, old = _record(monitored_lake, D3)["models"]
+    assert (new["model_version"], new["role"], old["model_version"], old["role"]) == ("3", "champion", "1", "replaced")
+    assert {k: v for k, v in old.items() if k != "role"} == {k: v for k, v in before.items() if k != "role"}
+    _run(monitored_lake, D3)  # a re-run keeps it once
+    assert [(e["model_version"], e["role"]) for e in _record(monitored_lake, D3)["models"]] == [
+        ("3", "champion"), ("1", "replaced")]
+    (found,) = model_health(monitored_lake, cache=DocumentCache())["models"]
+    assert "1" not in found["challengers"]  # a replaced version is history, not a challenger
+
+
 def test_a_version_deleted_from_mlflow_keeps_its_history_on_the_page(monitored, monitored_lake, tracking):
     """Version 2's training run deleted for good (``mlflow gc``, as when a team cleans up its
     registered version and runs): the monitor re-run of its day still judges it, without a holdout

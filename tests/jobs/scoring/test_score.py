@@ -212,6 +212,17 @@ def test_rescoring_a_day_replaces_its_partition_and_leaves_other_days(
     untouched = pq.read_table(scoring_lake / "predictions" / partition_name(other)).to_pandas()
     assert untouched.equals(before)
 
+    # the day's raw data is re-delivered and fails validation: its old features are not served
+    from jobs.lake.layout import Lake
+    from jobs.validation.partitions import FailedValidationError, mark_failed
+
+    mark_failed(spark, Lake(str(scoring_lake)), config.validation.feed, DAY, "redelivery", ["row_count: 3 rows"],
+                "report.md")
+    with pytest.raises(FailedValidationError, match=f"not scoring {DAY}: its features were built before"):
+        main(["--run-date", DAY.isoformat(), "--lake-root", str(scoring_lake)])
+    served = pq.read_table(scoring_lake / "predictions" / partition_name(DAY)).to_pandas()
+    assert served.equals(after)  # refused before anything was written
+
 
 def test_scoring_without_a_champion_says_how_to_get_one(tmp_path, monkeypatch):
     from jobs.tracking import NoModelError, champion_version

@@ -75,11 +75,16 @@ def test_challengers_are_scored_in_shadow_and_the_served_predictions_stay_byte_f
     other_shadow = _files(Path(scoring.partition(scoring.shadow_predictions(str(challenger)), OTHER)))
     day_features = spark.read.option("basePath", scoring.features).parquet(scoring.partition(scoring.features, DAY))
     ref = ModelRef(name, str(champion), "")
+    killed = Path(scoring.shadow_predictions(str(challenger))) / ".spark-staging-5e4d" / partition_name(DAY)
+    killed.mkdir(parents=True)  # what a score job killed mid-write of the shadow rows leaves
+    (killed / "part-00000.parquet").write_bytes(b"half a file")
     again = score_shadow(spark, scoring, config, day_features, DAY, ref, config.score.batch_size)
     assert [a["rows"] for a in again] == [len(day_rows)]
     assert _files(Path(scoring.predictions)) == before
     assert len(pd.read_parquet(shadow_dir)) == len(day_rows)
     assert _files(Path(scoring.partition(scoring.shadow_predictions(str(challenger)), OTHER))) == other_shadow
+    assert sorted(p.name for p in Path(scoring.shadow_predictions(str(challenger))).iterdir()) == [
+        partition_name(DAY), partition_name(OTHER)]  # the killed writer's staging is gone
     assert sorted(p.name for p in Path(scoring.predictions).iterdir() if p.is_dir()) == [
         partition_name(DAY), partition_name(OTHER)]
 
