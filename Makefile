@@ -6,7 +6,7 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 ENV := source scripts/env.sh &&
 
-.PHONY: help install system-packages demo test test-fast lint docs bench airflow ui-screenshot health-screenshot health-screenshot-stack clean
+.PHONY: help install system-packages demo test test-fast lint docs bench replay airflow ui-screenshot health-screenshot health-screenshot-stack clean
 help:
 	@echo "make demo       install, land the example data, train and score through Airflow, print a summary"
 	@echo "make test       run the whole test suite"
@@ -15,6 +15,8 @@ help:
 	@echo "make docs       the docs site from docs/ into site/ (mkdocs --strict: a broken link fails it)"
 	@echo "make bench      every benchmark: results table and plots in benchmarks/results/ (make bench SMOKE=1:"
 	@echo "                tiny sizes, a minute or two)"
+	@echo "make replay     2013 served day by day under each retraining policy (POLICY=weekly for one; START=,"
+	@echo "                END=, REPLAY_ARGS=...): report and plot in .pipeline/replay/report/ (docs/replay.md)"
 	@echo "make airflow    the deployed stack until Ctrl-C: Airflow (UI on :8080) and MLflow (UI on :5000) on"
 	@echo "                PostgreSQL; make airflow SPARK=1 adds a Spark standalone cluster for the tasks"
 	@echo "make ui-screenshot  run tests/test_stack.py and copy its Airflow UI screenshot to docs/airflow-ui.png"
@@ -52,6 +54,11 @@ lint: install
 # The reference lives in docs/ (mkdocs.yml); --strict fails on a broken link or anchor, or a page outside the nav.
 docs: install
 	$(VENV)/bin/mkdocs build --strict -d site
+
+# Resumable: run it again with the same settings and it goes on from the last finished day.
+replay: install
+	$(ENV) python -m orchestration.replay $(if $(POLICY),--policy $(POLICY)) $(if $(START),--start $(START)) \
+	  $(if $(END),--end $(END)) $(REPLAY_ARGS)
 
 # The full run takes an hour or more on 2 cores; SMOKE=1 checks that every stage runs (the suite does too).
 BENCH_OUT ?= benchmarks/results

@@ -45,7 +45,14 @@ from jobs.config import PRECISIONS
 from jobs.selection.gate import PROMOTION_METRICS
 from orchestration.spark_jobs import DEFAULT_ARGS, spark_job, spark_job_mapped
 from orchestration.sweep_tasks import plan_sweep, select_candidate
-from orchestration.tasks import DECAY, DRIFT, ChampionApprovalOperator, plan_training, publish_champion
+from orchestration.tasks import (
+    DECAY,
+    DRIFT,
+    TRAINING_SCHEDULE,
+    ChampionApprovalOperator,
+    plan_training,
+    publish_champion,
+)
 
 # Knobs a person tunes per run: empty keeps train.<name> of the config.
 TRAIN_PARAMS = {
@@ -97,7 +104,8 @@ with DAG(
     dag_id="train_pipeline",
     description="Train and register the model weekly or on drift; promote it when it beats the champion",
     doc_md=__doc__,
-    schedule=AssetOrTimeSchedule(timetable=CronDataIntervalTimetable("@weekly", timezone="UTC"), assets=DRIFT | DECAY),
+    schedule=AssetOrTimeSchedule(timetable=CronDataIntervalTimetable(TRAINING_SCHEDULE, timezone="UTC"),
+                                 assets=DRIFT | DECAY),
     start_date=pendulum.datetime(2013, 1, 1, tz="UTC"),
     catchup=False,  # a retrain covers its whole window; old weeks need no run of their own
     max_active_runs=1,

@@ -53,6 +53,19 @@ def _extras(events: Any, asset: Asset) -> list[dict[str, Any]]:
 # ---- decisions, as plain functions ------------------------------------------------------------
 
 
+TRAINING_SCHEDULE = "@weekly"  # train_pipeline's timetable (cron, UTC); the replay's weekly retraining fires on it too
+
+
+def scheduled_training_end(day: dt.date, schedule: str = TRAINING_SCHEDULE) -> dt.datetime | None:
+    """When ``schedule`` fires as ``day`` ends (midnight UTC after it), that moment: the data
+    interval end of the scheduled ``train_pipeline`` run, whose window then ends with ``day``
+    (:func:`training_plan`); None when it does not fire then."""
+    from croniter import croniter
+
+    end = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
+    return end if croniter.match(schedule, end.replace(tzinfo=None)) else None
+
+
 def raw_deadline(day: dt.date, wait_hours: float) -> dt.datetime:
     """When a day's raw data counts as not coming: ``wait_hours`` after the day ends (UTC)."""
     end = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
@@ -265,6 +278,26 @@ def plan_scoring(*, features: Asset = FEATURES, champion: Asset = CHAMPION) -> A
     return plan()
 
 
+def drift_event(lake: Any, day: str, after_retraining: bool) -> tuple[dict[str, Any] | None, str]:
+    """What ``check_drift`` does for a scored ``day`` (and the replay, :mod:`jobs.replay`): the
+    ``scoring_drift`` event's extra when the score job found the day drifted, else None and why not
+    (no baseline, too few rows, no drift, or the day was scored again after the retraining its
+    drift started: no second retraining on the same window)."""
+    from jobs.summary import read_report
+
+    drift = read_report(lake, "scoring", day).get("drift")
+    if drift is None:
+        return None, f"drift was not measured for {day}: the model has no drift baseline"
+    if drift.get("status") == "too_few_rows":
+        return None, f"drift not judged on {day}: {drift['headline']} (report: {drift['report']})"
+    if not drift["drifted"]:
+        return None, f"no drift on {day} (report: {drift['report']})"
+    if after_retraining:
+        return None, (f"{day} still drifts after the retraining it started ({'; '.join(drift['reasons'])}): not "
+                      f"retraining on the same window again; read {drift['report']}")
+    return {"run_date": day, "reasons": drift["reasons"], "report": drift["report"]}, "drifted"
+
+
 def drift_check(days: Any, *, asset: Asset = DRIFT) -> Any:
     """One task per scored day: updates ``asset`` when the score job found the day drifted;
     skipped (no event) when it did not, when the model has no drift baseline, or when the day was
@@ -273,25 +306,14 @@ def drift_check(days: Any, *, asset: Asset = DRIFT) -> Any:
     @task(task_id="check_drift", outlets=[asset], map_index_template="{{ day }}")
     def check(item: dict[str, Any]) -> dict[str, Any]:
         from jobs.lake.layout import Lake
-        from jobs.summary import read_report
 
         day = item["day"]
         get_current_context()["day"] = day  # type: ignore[typeddict-unknown-key]  # names the mapped task in the UI
-        drift = read_report(Lake.at(), "scoring", day).get("drift")
-        if drift is None:
-            raise AirflowSkipException(f"drift was not measured for {day}: the model has no drift baseline")
-        if drift.get("status") == "too_few_rows":
-            raise AirflowSkipException(f"drift not judged on {day}: {drift['headline']} (report: {drift['report']})")
-        if not drift["drifted"]:
-            raise AirflowSkipException(f"no drift on {day} (report: {drift['report']})")
-        if item["after_retraining"]:
-            raise AirflowSkipException(
-                f"{day} still drifts after the retraining it started ({'; '.join(drift['reasons'])}): not "
-                f"retraining on the same window again; read {drift['report']}"
-            )
-        extra = {"run_date": day, "reasons": drift["reasons"], "report": drift["report"]}
+        extra, why = drift_event(Lake.at(), day, item["after_retraining"])
+        if extra is None:
+            raise AirflowSkipException(why)
         get_current_context()["outlet_events"][asset].extra = extra
-        for reason in drift["reasons"]:
+        for reason in extra["reasons"]:
             print(f"drift on {day}: {reason}")
         return extra
 
@@ -322,6 +344,42 @@ def decay_report(records: list[dict[str, Any]], previous: list[dict[str, Any]], 
     return report
 
 
+def decay_event(lake: Any, config: Any, scored: dt.date, model_name: str,
+                champion: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """What ``check_decay`` does for a scored day (and the replay, :mod:`jobs.replay`): judges the
+    ``champion`` version's decay on the monitored days up to ``scored`` minus
+    ``monitoring.label_delay_days``, writes ``reports/decay/date=D/decay.json`` (its ``path`` in the
+    returned report) and returns it with the ``model_decay`` event's extra when the decay starts a
+    retraining (None otherwise)."""
+    import json
+
+    from jobs.lake.layout import DECAY_REPORT, partition_day
+    from jobs.lake.storage import entries, read_json, write_text
+    from jobs.monitoring.decay import EARLIER, carried, verdicts
+
+    day = scored - dt.timedelta(days=config.monitoring.label_delay_days)
+    spec = config.monitoring.decay
+    first = day - dt.timedelta(days=4 * spec.window_days)  # enough history for the window's days
+    records, previous = [], []
+    for name, _ in entries(lake.monitoring):
+        found = partition_day(name)
+        if found is not None and first <= found <= day:
+            if (record := read_json(lake.monitoring_report(found))) is not None:
+                records.append(record)
+            # the day's own earlier report too (read before it is rewritten): a re-run starts nothing new
+            if (earlier := read_json(lake.report("decay", found, DECAY_REPORT))) is not None:
+                previous.extend(verdicts(earlier))
+    report = decay_report(records, previous, model_name, champion, day, spec)
+    path = lake.report("decay", day, DECAY_REPORT)
+    # the verdicts that started a retraining stay in the day's report when it is rewritten
+    write_text(path, json.dumps({**report, EARLIER: carried(read_json(path))}, indent=2))
+    report = {**report, "path": path}
+    if not report["triggered"]:
+        return report, None
+    return report, {"run_date": day.isoformat(), "model_version": champion, "reasons": report["reasons"],
+                    "report": path}
+
+
 def decay_check(days: Any, *, asset: Asset = DECAY) -> Any:
     """One task per scored day: judges the champion's decay on the monitored days up to it (the
     day minus ``monitoring.label_delay_days``), writes ``reports/decay/date=D/decay.json`` and
@@ -329,41 +387,21 @@ def decay_check(days: Any, *, asset: Asset = DECAY) -> Any:
 
     @task(task_id="check_decay", outlets=[asset], map_index_template="{{ day }}")
     def check(item: dict[str, Any]) -> dict[str, Any]:
-        import json
-
         from jobs.config import load_config
-        from jobs.lake.layout import DECAY_REPORT, Lake, partition_day
-        from jobs.lake.storage import entries, read_json, write_text
-        from jobs.monitoring.decay import EARLIER, carried, verdicts
+        from jobs.lake.layout import Lake
         from jobs.tracking import champion_version
 
         get_current_context()["day"] = item["day"]  # type: ignore[typeddict-unknown-key]
-        config, lake = load_config(), Lake.at()
-        day = dt.date.fromisoformat(item["day"]) - dt.timedelta(days=config.monitoring.label_delay_days)
-        spec = config.monitoring.decay
-        first = day - dt.timedelta(days=4 * spec.window_days)  # enough history for the window's days
-        records, previous = [], []
-        for name, _ in entries(lake.monitoring):
-            found = partition_day(name)
-            if found is not None and first <= found <= day:
-                if (record := read_json(lake.monitoring_report(found))) is not None:
-                    records.append(record)
-                # the day's own earlier report too (read before it is rewritten): a re-run starts nothing new
-                if (earlier := read_json(lake.report("decay", found, DECAY_REPORT))) is not None:
-                    previous.extend(verdicts(earlier))
+        config = load_config()
         champion = champion_version(config.train.model_name)
-        report = decay_report(records, previous, champion.name, champion.version, day, spec)
-        path = lake.report("decay", day, DECAY_REPORT)
-        # the verdicts that started a retraining stay in the day's report when it is rewritten
-        write_text(path, json.dumps({**report, EARLIER: carried(read_json(path))}, indent=2))
-        if not report["triggered"]:
+        report, extra = decay_event(Lake.at(), config, dt.date.fromisoformat(item["day"]), champion.name,
+                                    champion.version)
+        if extra is None:
             why = "; ".join(report["reasons"]) or report["status"]
-            raise AirflowSkipException(f"no retraining for decay on {day} ({why}); report: {path}")
-        extra = {"run_date": day.isoformat(), "model_version": champion.version, "reasons": report["reasons"],
-                 "report": path}
+            raise AirflowSkipException(f"no retraining for decay on {report['day']} ({why}); report: {report['path']}")
         get_current_context()["outlet_events"][asset].extra = extra
         for reason in report["reasons"]:
-            print(f"decay on {day}: {reason}")
+            print(f"decay on {report['day']}: {reason}")
         return extra
 
     return check.expand(item=days)

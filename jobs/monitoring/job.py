@@ -2,10 +2,11 @@
 
 Usage::
 
-    spark-submit jobs/monitoring/job.py --run-date 2013-01-29 [--config PATH] [--lake-root PATH]
+    spark-submit jobs/monitoring/job.py --run-date 2013-01-29 [--days N] [--config PATH] [--lake-root PATH]
 
 With ``monitoring.label_delay_days = L``, the outcomes of day D land with day D + L's ingest
-(:func:`jobs.monitoring.outcomes.outcomes_in`). A run for run date D writes two days (one when L is 0):
+(:func:`jobs.monitoring.outcomes.outcomes_in`). A run for run date D writes two days (one when L is 0;
+with ``--days N``, those of each of the N days ending with D, oldest first):
 
 - day D - L, whose outcomes have just landed: every model version that scored it, its predictions
   joined with the outcomes (:mod:`jobs.monitoring.outcomes`), the realized metrics with bootstrap
@@ -38,7 +39,7 @@ import math
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from jobs.config import JobArgs, PipelineConfig, job_parser, parse_job_args
+from jobs.config import PipelineConfig, WindowArgs, job_parser, parse_job_args
 from jobs.errors import DataError, run_job
 from jobs.lake.layout import Lake
 from jobs.lake.spark import configure_logging, get_spark, path_exists
@@ -313,23 +314,24 @@ def never_scored(day: dt.date, path: str) -> NeverScoredError:
 
 def main(argv: list[str] | None = None) -> None:
     configure_logging()
-    args = parse_job_args(job_parser(__doc__), argv, JobArgs)
+    args = parse_job_args(job_parser(__doc__, window=True), argv, WindowArgs)
     preload("mlflow")
     spark = get_spark(f"monitor-{args.run_date}", connect=True)
     lake, config = args.lake, args.config
     from jobs.monitoring.outcomes import features_days, outcomes_in, prediction_sources
     from jobs.tracking import ensure_experiment
 
-    served = lake.partition(lake.predictions, args.run_date)
-    if not path_exists(spark, served):
-        raise never_scored(args.run_date, served)
+    for run_date in args.window:  # every day scored first: a backfill stops before judging anything
+        served = lake.partition(lake.predictions, run_date)
+        if not path_exists(spark, served):
+            raise never_scored(run_date, served)
     delay = config.monitoring.label_delay_days
     landed = features_days(spark, lake)
     experiment_id = ensure_experiment(f"{config.train.experiment}{EXPERIMENT_SUFFIX}")
     sources = prediction_sources(lake)
     from jobs.monitoring.challengers import HISTORY_FACTOR, monitoring_records
 
-    for day in monitored_days(args.run_date, delay):
+    for day in dict.fromkeys(day for run_date in args.window for day in monitored_days(run_date, delay)):
         arrived = outcomes_in(landed, day, delay)
         with phase(f"monitor {day}"):
             record = monitor_day(spark, lake, config, day, arrived, sources, experiment_id)

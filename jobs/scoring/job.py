@@ -2,7 +2,7 @@
 
 Usage::
 
-    spark-submit jobs/scoring/job.py --run-date 2013-01-29 [--model-version N] [--use-gpu true|false]
+    spark-submit jobs/scoring/job.py --run-date 2013-01-29 [--days N] [--model-version N] [--use-gpu true|false]
                                [--config PATH] [--lake-root PATH]
 
 Resolves the model version once, on the driver (the version the ``champion`` alias of
@@ -15,6 +15,8 @@ by :func:`jobs.model.tabular.log_pyfunc`), raw for any other pyfunc. Predictions
 name, version and run id, the run date and the scoring time. Then measures the day's drift
 against the model's training window (:mod:`jobs.scoring.drift`) into ``reports/drift/date=<run-date>/``,
 and scores the day in shadow with the challengers (:mod:`jobs.scoring.shadow`) into ``shadow/``.
+With ``--days N`` the job does that for each of the N days ending with the run date, the model
+resolved and loaded once (a backfill, or the replay's days that one version serves: :mod:`jobs.replay`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jobs.config import FeatureSpec, JobArgs, job_parser, parse_bool, parse_job_args
+from jobs.config import FeatureSpec, WindowArgs, job_parser, parse_bool, parse_job_args
 from jobs.errors import run_job
 from jobs.lake.layout import DRIFT_PLOT, DRIFT_REPORT, PARTITION
 from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, path_exists, require_cuda
@@ -41,6 +43,7 @@ from jobs.validation.partitions import zone_writer
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from jobs.config import PipelineConfig
     from jobs.lake.layout import Lake
     from jobs.scoring.drift import DriftSpec
     from jobs.tracking import ModelRef
@@ -249,8 +252,8 @@ def resolve_model(name: str, version: str | None) -> tuple[ModelRef, str]:
 
 
 @dataclass(frozen=True)
-class ScoreArgs(JobArgs):
-    """One day (backfill a range with one run per day)."""
+class ScoreArgs(WindowArgs):
+    """The days ending with the run date (``--days``, one by default), each scored as its own day."""
 
     model_version: str | None  # a registered version; None: the champion
     use_gpu: bool | None  # None: score.use_gpu
@@ -271,7 +274,7 @@ def refuse_failed_day(lake: Lake, feed: str, day: dt.date) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     configure_logging()
-    parser = job_parser(__doc__)
+    parser = job_parser(__doc__, window=True)
     parser.add_argument("--model-version", default=None, help="a registered version (default: the champion)")
     parser.add_argument("--use-gpu", type=parse_bool, default=None, help="true/false (default: score.use_gpu)")
     args = parse_job_args(parser, argv, ScoreArgs)
@@ -282,32 +285,41 @@ def main(argv: list[str] | None = None) -> None:
     if use_gpu and spark.conf.get("spark.master", "").startswith("local"):  # the Python workers run here
         require_cuda("GPU scoring (--use-gpu true / score.use_gpu)",
                      "score on the CPU with --use-gpu false, or run the job where the executors have GPUs")
-    source = lake.partition(lake.features, args.run_date)
-    if not path_exists(spark, source):
-        raise MissingPartitionError(f"no features for {args.run_date}: expected {source}; run the features job first")
-    refuse_failed_day(lake, config.validation.feed, args.run_date)
+    for day in args.window:  # every day's features first: a backfill stops before writing anything
+        source = lake.partition(lake.features, day)
+        if not path_exists(spark, source):
+            raise MissingPartitionError(f"no features for {day}: expected {source}; run the features job first")
+        refuse_failed_day(lake, config.validation.feed, day)
     with phase("model load"):  # on the driver: the registry lookup and the preprocessor
         model, load_uri = resolve_model(config.train.model_name, args.model_version)
         preprocessor = model_preprocessor(load_uri)
     batch_size = config.score.gpu_batch_size if use_gpu else config.score.batch_size
     if use_gpu:  # one Arrow batch per model call, not Arrow's default of 10,000 rows
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(batch_size))
-    log.info("scoring %s with %s version %s (run %s) on %s, %s, in batches of %d", args.run_date, model.name,
-             model.version, model.run_id, "GPUs" if use_gpu else "the CPU",
-             "inputs encoded by Spark" if preprocessor else "raw inputs to the pyfunc", batch_size)
+    for day in args.window:
+        log.info("scoring %s with %s version %s (run %s) on %s, %s, in batches of %d", day, model.name,
+                 model.version, model.run_id, "GPUs" if use_gpu else "the CPU",
+                 "inputs encoded by Spark" if preprocessor else "raw inputs to the pyfunc", batch_size)
+        score_day(spark, lake, config, day, model, load_uri, preprocessor, batch_size, use_gpu)
 
+
+def score_day(spark: SparkSession, lake: Lake, config: PipelineConfig, day: dt.date, model: ModelRef, load_uri: str,
+              preprocessor: dict[str, Any] | None, batch_size: int, use_gpu: bool) -> dict[str, Any]:
+    """Score one day's features, write its predictions, drift report, shadow predictions and
+    ``reports/scoring/date=D/summary.json``; returns that summary."""
+    source = lake.partition(lake.features, day)
     features = spark.read.option("basePath", lake.features).parquet(source)
-    predictions = score_features(features, config.features, model, load_uri, batch_size, args.run_date,
+    predictions = score_features(features, config.features, model, load_uri, batch_size, day,
                                  use_gpu, preprocessor)
     # one writer of the day's predictions; staging a killed score job left is removed first
-    with zone_writer(spark, lake, "predictions", lake.predictions, [args.run_date], f"score-{args.run_date}"):
+    with zone_writer(spark, lake, "predictions", lake.predictions, [day], f"score-{day}"):
         predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(lake.predictions)
 
-    target = lake.partition(lake.predictions, args.run_date)
+    target = lake.partition(lake.predictions, day)
     written = spark.read.parquet(target)
     stats = written.agg({"probability": "avg", "*": "count"}).first()
     summary = {
-        "run_date": args.run_date.isoformat(),
+        "run_date": day.isoformat(),
         "model_name": model.name,
         "model_version": model.version,
         "model_run_id": model.run_id,
@@ -318,12 +330,13 @@ def main(argv: list[str] | None = None) -> None:
     log.info("wrote %d predictions to %s (mean probability %.3f)", summary["rows"], summary["path"],
              summary["mean_probability"])
     with phase("drift"):
-        summary["drift"] = report_drift(spark, lake, args.run_date, model, features, written, config.score.drift)
+        summary["drift"] = report_drift(spark, lake, day, model, features, written, config.score.drift)
     with phase("shadow"):  # the challengers, after the served predictions are written (jobs.scoring.shadow)
         from jobs.scoring.shadow import score_shadow
 
-        summary["shadow"] = score_shadow(spark, lake, config, features, args.run_date, model, batch_size, use_gpu)
-    write_text(lake.report("scoring", args.run_date), json.dumps(summary, indent=2))
+        summary["shadow"] = score_shadow(spark, lake, config, features, day, model, batch_size, use_gpu)
+    write_text(lake.report("scoring", day), json.dumps(summary, indent=2))
+    return summary
 
 
 def report_drift(

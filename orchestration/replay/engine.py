@@ -1,0 +1,375 @@
+"""Replay the days of the example data one after another under each retraining policy.
+
+Usage::
+
+    python -m orchestration.replay [--start 2013-02-01] [--end 2013-12-31] [--policy weekly ...]
+                                   [--home .pipeline/replay] [--sweep-size N] [--baselines N]
+
+What does not depend on the policy runs once, in a shared lake (``<home>/lake``): the raw data of
+every day landed, validated and turned into features (the validate and features jobs over a month
+at a time), and each training window's model selection (the baselines job, the sweep's candidates
+through the train job, the best on the validation days: what ``train_pipeline`` runs before
+``train_model``). Each policy has its own lake (``<home>/policies/<policy>/lake``: the shared
+zones linked in, its own predictions, monitoring and reports), its own registered model
+(``<train.model_name>-replay-<policy>``) and serves the days in order:
+
+- the champion scores the days up to the next point where the policy may retrain (a segment: up to
+  ``--segment-days``, or the end of the week under the weekly schedule) in one score job
+  (``--days``), and the monitor judges them in one monitor job (the example's outcomes land with
+  the day: ``monitoring.label_delay_days`` 0);
+- then, day by day, the same decisions as the DAGs: the day's drift event
+  (:func:`~orchestration.tasks.drift_event`), decay event (:func:`~orchestration.tasks.decay_event`)
+  and the training the policy starts (:func:`~orchestration.replay.policies.retraining`); a
+  retraining registers the window's selected candidate under the policy's model and puts it
+  through the bar and the gate (the train job's ``--promote-run``, as ``train_model`` does); a new
+  champion serves from the next day on, and the segment's later days, scored by the old one, are
+  scored again by it.
+
+Progress goes to the log and to ``<home>/progress.json`` (policy, simulated day, elapsed, expected
+end). Everything done is recorded in ``<home>/state.json`` after each step, so a replay killed
+midway goes on from its last finished day when started again with the same options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestration.replay.policies import POLICIES, Policy, retraining
+
+log = logging.getLogger("orchestration.replay")
+
+FIRST_DAY, LAST_DAY = dt.date(2013, 2, 1), dt.date(2013, 12, 31)
+SHARED_ZONES = ("raw", "validated", "quarantine", "features")
+PREPARE_CHUNK_DAYS = 31  # days per validate and features job while the shared lake is prepared
+
+
+def _days(first: dt.date, last: dt.date) -> list[dt.date]:
+    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Replace ``path`` atomically: a replay killed mid-write keeps the previous state."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
+    os.replace(tmp, path)
+
+
+@dataclass
+class Replay:
+    """One replay: its folder, its span of served days, the policies and the model selection's size."""
+
+    home: Path
+    start: dt.date = FIRST_DAY
+    end: dt.date = LAST_DAY
+    policies: tuple[str, ...] = tuple(POLICIES)
+    base_config: str | None = None
+    sweep_size: int | None = None  # None: the config's sweep.size
+    baselines: int | None = None  # None: every baseline of the config
+    segment_days: int = 14
+    state: dict[str, Any] = field(default_factory=dict)
+    began: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        from jobs.config import load_config
+
+        self.home = Path(self.home).resolve()
+        unknown = sorted(set(self.policies) - set(POLICIES))
+        if unknown:
+            raise ValueError(f"unknown policy {', '.join(unknown)}: choose from {', '.join(POLICIES)}")
+        if self.end < self.start:
+            raise ValueError(f"--end {self.end} is before --start {self.start}")
+        self.base = load_config(self.base_config)
+        found = _read(self.home / "state.json")
+        setup = self.setup()
+        if found and found.get("setup") != setup:
+            raise ValueError(f"{self.home} holds a replay with other settings ({found.get('setup')}): resume it "
+                             f"with those, or give another --home")
+        self.state = found or {"setup": setup, "prepared": [], "trained": {}, "policies": {}, "seconds": {}}
+        self.lake_root = self.home / "lake"
+        self.config_path = self._write_config(None)
+
+    def setup(self) -> dict[str, Any]:
+        return {"start": self.start.isoformat(), "end": self.end.isoformat(), "config": self.base.source,
+                "sweep_size": self.sweep_size, "baselines": self.baselines, "segment_days": self.segment_days}
+
+    # --- where things are ---------------------------------------------------------------------
+
+    @property
+    def first_training(self) -> dt.date:
+        """The first champion's window ends the day before the first served day."""
+        return self.start - dt.timedelta(days=1)
+
+    def policy_lake(self, policy: str) -> Path:
+        return self.home / "policies" / policy / "lake"
+
+    def model_name(self, policy: str) -> str:
+        return f"{self.base.train.model_name}-replay-{policy}"
+
+    def _write_config(self, policy: str | None) -> Path:
+        """The pipeline config of a policy (its own registered model), or the shared one: the base
+        config with the replay's lighter model selection, as the demo has it."""
+        raw = yaml.safe_load(Path(self.base.source).read_text())
+        if self.baselines is not None:
+            raw["baselines"] = (raw.get("baselines") or [])[: self.baselines]
+        if self.sweep_size is not None:
+            raw.setdefault("sweep", {})["size"] = self.sweep_size
+        raw.setdefault("monitoring", {})["challengers"] = 0  # the served model's figures: no shadow scoring
+        raw["train"]["experiment"] = f"{self.base.train.experiment}-replay"
+        if policy is not None:
+            raw["train"]["model_name"] = self.model_name(policy)
+        path = self.home / "configs" / f"{policy or 'shared'}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(raw, sort_keys=False))
+        return path
+
+    def _policy_lake(self, policy: str) -> Path:
+        """The policy's lake: the shared zones linked in, the validation reports too (the score
+        job reads the failed-day marks); everything it writes its own."""
+        root = self.policy_lake(policy)
+        (root / "reports").mkdir(parents=True, exist_ok=True)
+        for zone in SHARED_ZONES:
+            (self.lake_root / zone).mkdir(parents=True, exist_ok=True)
+            if not (root / zone).exists():
+                (root / zone).symlink_to(self.lake_root / zone)
+        (self.lake_root / "reports" / "validation").mkdir(parents=True, exist_ok=True)
+        if not (root / "reports" / "validation").exists():
+            (root / "reports" / "validation").symlink_to(self.lake_root / "reports" / "validation")
+        return root
+
+    # --- bookkeeping ---------------------------------------------------------------------------
+
+    def save(self) -> None:
+        _write_json(self.home / "state.json", self.state)
+
+    @contextmanager
+    def timed(self, stage: str, policy: str | None = None) -> Any:
+        """Add the block's seconds to ``stage``'s total (the policy's, or the shared one's)."""
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            seconds = self.state["seconds"] if policy is None else self.state["policies"][policy]["seconds"]
+            seconds[stage] = round(seconds.get(stage, 0.0) + time.monotonic() - began, 3)
+
+    def progress(self, policy: str, day: dt.date) -> None:
+        """One line and ``progress.json``: where the replay is and when it should end, from the
+        pace of the days served so far in this process."""
+        total = len(self.policies) * len(_days(self.start, self.end))
+        done = sum(len(self.state["policies"].get(p, {}).get("served", {})) for p in self.policies)
+        elapsed = time.monotonic() - self.began
+        served_now = done - self._served_at_start
+        rate = elapsed / served_now if served_now else None
+        left = (total - done) * rate if rate else None
+        expected = None
+        if left:
+            expected = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=left)).isoformat(timespec="seconds")
+        line = {"policy": policy, "policy_index": self.policies.index(policy) + 1, "policies": len(self.policies),
+                "day": day.isoformat(), "days_served": done, "days_total": total, "elapsed_s": round(elapsed, 1),
+                "expected_end": expected}
+        _write_json(self.home / "progress.json", line)
+        log.info("replay %s (%d/%d): served up to %s, %d/%d policy-days, %s elapsed%s", policy,
+                 line["policy_index"], len(self.policies), day, done, total, dt.timedelta(seconds=int(elapsed)),
+                 f", expected end {expected}" if expected else "")
+
+    # --- the shared part -------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Land, validate and build the features of every day a window or a served day needs, a
+        month per job, once for every policy."""
+        from jobs.datasets import land_flights
+        from jobs.features import job as features_job
+        from jobs.validation import job as validate_job
+
+        first = self.first_training - dt.timedelta(days=self.base.train.window_days - 1)
+        days = _days(first, self.end)
+        if not self.state["prepared"]:
+            with self.timed("land"):
+                land_flights.main(["--from", first.isoformat(), "--to", self.end.isoformat(),
+                                   "--lake-root", str(self.lake_root)])
+        for i in range(0, len(days), PREPARE_CHUNK_DAYS):
+            chunk = days[i:i + PREPARE_CHUNK_DAYS]
+            if chunk[-1].isoformat() in self.state["prepared"]:
+                continue
+            common = ["--run-date", chunk[-1].isoformat(), "--days", str(len(chunk)),
+                      "--config", str(self.config_path), "--lake-root", str(self.lake_root)]
+            log.info("replay: validating and building features for %s..%s", chunk[0], chunk[-1])
+            with self.timed("validate"):
+                validate_job.main(common)
+            with self.timed("features"):
+                features_job.main(common)
+            self.state["prepared"].append(chunk[-1].isoformat())
+            self.save()
+
+    def selected_candidate(self, run_date: dt.date, started_by: str) -> str:
+        """The window's candidate run, trained once for every policy: the baselines, the sweep's
+        candidates through the train job and the best of them on the validation days."""
+        from jobs.selection import baselines as baselines_job
+        from jobs.selection.sweep import best_candidate, candidate_args, candidates, open_parent
+        from jobs.training import job as train_job
+
+        key = run_date.isoformat()
+        if key in self.state["trained"]:
+            return self.state["trained"][key]["run_id"]
+        config = _config(self.config_path)
+        common = ["--run-date", key, "--config", str(self.config_path), "--lake-root", str(self.lake_root)]
+        with self.timed("baselines"):
+            baselines_job.main([*common, "--started-by", started_by])
+        with self.timed("candidates"):
+            base = {"learning_rate": config.train.learning_rate, "epochs": config.train.epochs,
+                    "hyperparameters": dict(config.train.hyperparameters)}
+            found = candidates(config.sweep, base, {})
+            parent = open_parent(config, key, found, started_by)
+            for candidate in found:
+                train_job.main([*common, "--started-by", started_by, *candidate_args(candidate, parent)])
+            best = best_candidate(config, parent)
+        self.state["trained"][key] = {"run_id": best["run_id"], "parent_run_id": parent, "candidates": len(found)}
+        self.save()
+        return best["run_id"]
+
+    # --- one policy ------------------------------------------------------------------------------
+
+    def promote(self, policy: str, plan: dict[str, str]) -> dict[str, Any]:
+        """The window's candidate registered under the policy's model, through the bar and the gate
+        (the train job's ``--promote-run``); what became of it."""
+        from jobs.lake.layout import Lake
+        from jobs.summary import read_report
+        from jobs.training import job as train_job
+
+        run_id = self.selected_candidate(dt.date.fromisoformat(plan["run_date"]), plan["started_by"])
+        with self.timed("gate", policy):
+            train_job.main(["--run-date", plan["run_date"], "--config", str(self._write_config(policy)),
+                            "--lake-root", str(self.policy_lake(policy)), "--promote-run", run_id,
+                            "--trigger", plan["trigger"], "--started-by", plan["started_by"]])
+        summary = read_report(Lake(str(self.policy_lake(policy))), "training", plan["run_date"])
+        gate = summary.get("gate") or {}
+        return {**plan, "version": summary.get("model_version"), "run_id": run_id,
+                "outcome": gate.get("gate_decision"), "reason": gate.get("gate_reason")}
+
+    def segment_end(self, policy: Policy, day: dt.date) -> dt.date:
+        """The last day the current champion surely serves if nothing else happens: the segment
+        ends at ``--segment-days``, at the end of the replay, and where the weekly schedule fires."""
+        from orchestration.tasks import scheduled_training_end
+
+        last = min(self.end, day + dt.timedelta(days=self.segment_days - 1))
+        if policy.weekly:
+            last = next((d for d in _days(day, last) if scheduled_training_end(d)), last)
+        return last
+
+    def serve(self, name: str) -> None:
+        """Serve the policy's days from where it stands to the end."""
+        from jobs.lake.layout import Lake
+        from jobs.lake.storage import delete_dir
+        from jobs.monitoring import job as monitor_job
+        from jobs.scoring import job as score_job
+        from orchestration.tasks import decay_event, drift_event
+
+        policy = POLICIES[name]
+        config_path = self._write_config(name)
+        config = _config(config_path)
+        lake = Lake(str(self._policy_lake(name)))
+        state = self.state["policies"].setdefault(
+            name, {"next": self.start.isoformat(), "champion": None, "served": {}, "trainings": [], "seconds": {}})
+        if state["champion"] is None:  # every policy starts with the same first champion: January's
+            first = self.promote(name, {"run_date": self.first_training.isoformat(), "trigger": "person",
+                                        "started_by": f"the replay: the first champion, window up to "
+                                                      f"{self.first_training}"})
+            if first["outcome"] != "promoted":
+                raise RuntimeError(
+                    f"the replay's first model (window up to {self.first_training}) did not become champion: "
+                    f"{first['outcome']}: {first['reason']}. Give the model selection more (--sweep-size, the "
+                    f"config's sweep), replay with the bar open (--baselines 0) or start on another day (--start)")
+            state["champion"] = first["version"]
+            state["trainings"].append({**first, "day": self.first_training.isoformat()})
+            self.save()
+        day = dt.date.fromisoformat(state["next"])
+        while day <= self.end:
+            last = self.segment_end(policy, day)
+            window = ["--run-date", last.isoformat(), "--days", str((last - day).days + 1),
+                      "--config", str(config_path), "--lake-root", lake.root]
+            with self.timed("score", name):
+                score_job.main(window)
+            with self.timed("monitor", name):
+                monitor_job.main(window)
+            for served in _days(day, last):
+                state["served"][served.isoformat()] = state["champion"]
+                with self.timed("decide", name):
+                    drift, _ = drift_event(lake, served.isoformat(), False)
+                    _, decay = decay_event(lake, config, served, config.train.model_name, state["champion"])
+                    plan = retraining(policy, served, drift, decay)
+                state["next"] = (served + dt.timedelta(days=1)).isoformat()
+                if plan is None:
+                    continue
+                outcome = self.promote(name, plan)
+                state["trainings"].append({**outcome, "day": served.isoformat()})
+                log.info("replay %s: %s started a retraining on %s: version %s %s (%s)", name, plan["trigger"],
+                         served, outcome["version"], outcome["outcome"], outcome["reason"])
+                if outcome["outcome"] == "promoted":
+                    state["champion"] = outcome["version"]
+                    for later in _days(served + dt.timedelta(days=1), last):  # the old champion's, never served
+                        for folder in (lake.partition(lake.predictions, later), lake.partition(lake.monitoring, later),
+                                       *(lake.partition(lake.reports(kind), later)
+                                         for kind in ("scoring", "drift", "decay"))):
+                            delete_dir(folder)
+                    break
+            self.save()
+            self.progress(name, dt.date.fromisoformat(state["next"]) - dt.timedelta(days=1))
+            day = dt.date.fromisoformat(state["next"])
+
+    def run(self) -> dict[str, Any]:
+        """Prepare the shared lake, then serve every policy's days; returns the report."""
+        from orchestration.replay.report import write_report
+
+        self.home.mkdir(parents=True, exist_ok=True)
+        self._served_at_start = sum(len(p.get("served", {})) for p in self.state["policies"].values())
+        self.save()
+        self.prepare()
+        for name in self.policies:
+            self.serve(name)
+        return write_report(self)
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _config(path: Path) -> Any:
+    from jobs.config import load_config
+
+    return load_config(path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from jobs.lake.spark import configure_logging
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--start", type=dt.date.fromisoformat, default=FIRST_DAY, help="the first served day")
+    parser.add_argument("--end", type=dt.date.fromisoformat, default=LAST_DAY, help="the last served day")
+    parser.add_argument("--policy", action="append", choices=list(POLICIES), default=None,
+                        help="a policy to replay (repeat for several; default: all of them)")
+    parser.add_argument("--home", default=None, help="the replay's folder (default: $PIPELINE_HOME/replay)")
+    parser.add_argument("--config", default=None, help="pipeline YAML (default: $PIPELINE_CONFIG or bundled)")
+    parser.add_argument("--sweep-size", type=int, default=None,
+                        help="sweep candidates per training window (default: the config's sweep.size)")
+    parser.add_argument("--baselines", type=int, default=None,
+                        help="the config's first N MLlib baselines per training window, the bar (default: all)")
+    parser.add_argument("--segment-days", type=int, default=14,
+                        help="days scored and judged in one job while the champion stays (default 14)")
+    args = parser.parse_args(argv)
+    configure_logging()
+    home = args.home or os.path.join(os.environ.get("PIPELINE_HOME", ".pipeline"), "replay")
+    replay = Replay(Path(home), args.start, args.end, tuple(args.policy or POLICIES), args.config,
+                    args.sweep_size, args.baselines, args.segment_days)
+    report = replay.run()
+    print(json.dumps({"report": report["paths"]}, indent=2))

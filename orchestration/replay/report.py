@@ -1,0 +1,142 @@
+"""The replay's figures per policy: the served model's realized quality, its retrainings and what
+they cost, written to ``<home>/report/replay.json`` and ``replay.md`` with a plot of the realized
+ROC AUC over the served days (``realized.png``, retrainings marked)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestration.replay.engine import Replay
+
+WINDOW_DAYS = 7  # the rolling window of the worst-week figures
+
+
+def served_entries(lake: Any, served: dict[str, str]) -> list[dict[str, Any]]:
+    """Each served day's monitoring entry of the version that served it, oldest first (a day
+    without one, or without outcomes, is left out)."""
+    from jobs.lake.storage import read_json
+
+    found = []
+    for day, version in sorted(served.items()):
+        record = read_json(lake.monitoring_report(dt.date.fromisoformat(day))) or {}
+        entry = next((e for e in record.get("models", []) if str(e.get("model_version")) == str(version)
+                      and e.get("role") in ("champion", "replaced")), None)
+        if entry is not None and entry.get("status") == "ok":
+            found.append({**entry, "day": day})
+    return found
+
+
+def quality(entries: list[dict[str, Any]], metric: str, lower_is_better: bool) -> dict[str, Any]:
+    """The mean of the daily realized ``metric`` (weighted by outcome rows) and the worst pooled
+    :data:`WINDOW_DAYS`-day window."""
+    from jobs.monitoring.decay import pooled
+
+    overall = pooled(entries, metric)
+    windows = [pooled(entries[i:i + WINDOW_DAYS], metric) for i in range(max(len(entries) - WINDOW_DAYS + 1, 0))]
+    windows = [(w, entries[i]["day"]) for i, w in enumerate(windows) if w is not None]
+    worst = (max if lower_is_better else min)(windows, key=lambda pair: pair[0]["value"]) if windows else None
+    return {"mean": None if overall is None else round(overall["value"], 4),
+            f"worst_{WINDOW_DAYS}_days": None if worst is None else round(worst[0]["value"], 4),
+            "worst_from": None if worst is None else worst[1]}
+
+
+def _folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def policy_figures(replay: Replay, name: str) -> dict[str, Any]:
+    from jobs.lake.layout import Lake
+    from jobs.selection.gate import LOWER_IS_BETTER
+
+    state = replay.state["policies"][name]
+    entries = served_entries(Lake(str(replay.policy_lake(name))), state["served"])
+    later = [t for t in state["trainings"] if t["day"] >= replay.start.isoformat()]  # not the first champion
+    outcomes = [t.get("outcome") for t in later]
+    return {
+        "days_served": len(state["served"]),
+        "days_judged": len(entries),
+        "roc_auc": quality(entries, "roc_auc", False),
+        "log_loss": quality(entries, "log_loss", "log_loss" in LOWER_IS_BETTER),
+        "retrainings": {"started": len(later), "promoted": outcomes.count("promoted"),
+                        "stopped_at_bar": outcomes.count("stopped_at_bar"), "rejected": outcomes.count("rejected"),
+                        "by_trigger": {k: sum(t["trigger"] == k for t in later)
+                                       for k in sorted({t["trigger"] for t in later})}},
+        "versions": len({str(v) for v in state["served"].values()}),
+        "seconds": state["seconds"],
+        "lake_bytes": _folder_bytes(replay.policy_lake(name)),
+        "daily": [{"day": e["day"], "version": str(e["model_version"]),
+                   "roc_auc": (e["metrics"].get("roc_auc") or {}).get("value"),
+                   "log_loss": (e["metrics"].get("log_loss") or {}).get("value")} for e in entries],
+        "trainings": later,
+    }
+
+
+def plot(figures: dict[str, dict[str, Any]], path: Path) -> None:
+    """The realized ROC AUC of the served model over the days per policy (7-day rolling mean),
+    a mark on each day a retraining made a new champion."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    for name, found in figures.items():
+        daily = pd.DataFrame(found["daily"])
+        if daily.empty:
+            continue
+        daily["day"] = pd.to_datetime(daily["day"])
+        series = daily.set_index("day")["roc_auc"].astype(float).rolling(WINDOW_DAYS, min_periods=1).mean()
+        (line,) = ax.plot(series.index, series.values, label=f"{name} ({found['retrainings']['promoted']} new)")
+        promoted = [pd.Timestamp(t["day"]) for t in found["trainings"] if t.get("outcome") == "promoted"]
+        marks = series.reindex(promoted, method="nearest") if promoted and len(series) else None
+        if marks is not None:
+            ax.scatter(marks.index, marks.values, color=line.get_color(), marker="v", zorder=3)
+    ax.set_ylabel(f"realized ROC AUC ({WINDOW_DAYS}-day mean)")
+    ax.set_title("the served model's realized ROC AUC per retraining policy (v: a new champion)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [f"# Replay {report['start']}..{report['end']}", "",
+             f"Measured {report['measured']} on {report['machine']}; shared work (landing, validation, "
+             f"features, model selection): {report['shared_seconds']:.0f} s.", "",
+             "| policy | days | mean ROC AUC | worst 7-day ROC AUC | mean log loss | worst 7-day log loss "
+             "| retrainings started | promoted | stopped at bar | seconds |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, f in report["policies"].items():
+        r = f["retrainings"]
+        lines.append(f"| {name} | {f['days_served']} | {f['roc_auc']['mean']} | {f['roc_auc']['worst_7_days']} "
+                     f"| {f['log_loss']['mean']} | {f['log_loss']['worst_7_days']} | {r['started']} "
+                     f"| {r['promoted']} | {r['stopped_at_bar']} | {sum(f['seconds'].values()):.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(replay: Replay) -> dict[str, Any]:
+    import platform
+
+    out = replay.home / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    figures = {name: policy_figures(replay, name) for name in replay.policies if name in replay.state["policies"]}
+    report = {
+        "start": replay.start.isoformat(), "end": replay.end.isoformat(),
+        "measured": dt.datetime.now(dt.UTC).isoformat(timespec="minutes"),
+        "machine": f"{platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cores",
+        "setup": replay.state["setup"], "shared_seconds": sum(replay.state["seconds"].values()),
+        "shared": replay.state["seconds"], "trained_windows": len(replay.state["trained"]),
+        "policies": figures,
+        "paths": {"json": str(out / "replay.json"), "markdown": str(out / "replay.md"),
+                  "plot": str(out / "realized.png")},
+    }
+    (out / "replay.json").write_text(json.dumps(report, indent=2))
+    (out / "replay.md").write_text(markdown(report))
+    plot(figures, out / "realized.png")
+    return report

@@ -1,0 +1,85 @@
+"""The replay's decisions are the DAGs': its weekly retraining fires where ``train_pipeline``'s
+timetable does (Airflow computes that side), and each policy's retraining is what
+``training_plan`` plans for the events it listens to."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("airflow")
+
+DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
+FEBRUARY = [dt.date(2013, 2, 1) + dt.timedelta(days=i) for i in range(28)]
+
+
+def _airflow_schedule_ends(first: dt.date, last: dt.date) -> list[dt.datetime]:
+    """The data interval ends of train_pipeline's scheduled runs in [first, last + 1 day], as
+    Airflow's scheduler computes them from the DAG's own timetable."""
+    import pendulum
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.timetables.base import TimeRestriction
+    from airflow.timetables.interval import CronDataIntervalTimetable
+
+    dag = DagBag(dag_folder=str(DAGS_DIR)).dags["train_pipeline"]
+    cron = dag.timetable.timetable  # AssetOrTimeSchedule: the time half
+    timetable = CronDataIntervalTimetable(cron.expression, timezone=str(cron.timezone))
+    before = first - dt.timedelta(days=31)  # a run's interval may start before ``first``
+    earliest = pendulum.datetime(before.year, before.month, before.day, tz="UTC")
+    restriction = TimeRestriction(earliest=earliest, latest=None, catchup=True)
+    ends, last_interval = [], None
+    while True:
+        info = timetable.next_dagrun_info(last_automated_data_interval=last_interval, restriction=restriction)
+        end = info.data_interval.end
+        if end.date() > last + dt.timedelta(days=1):
+            return ends
+        if end.date() > first:
+            ends.append(dt.datetime.fromtimestamp(end.timestamp(), dt.UTC))
+        last_interval = info.data_interval
+
+
+def test_the_weekly_retraining_fires_where_train_pipeline_s_timetable_does():
+    from orchestration.replay.policies import POLICIES, retraining
+    from orchestration.tasks import scheduled_training_end
+
+    expected = _airflow_schedule_ends(FEBRUARY[0], FEBRUARY[-1])
+    assert len(expected) == 4  # February 2013: four Sundays
+    assert [scheduled_training_end(day) for day in FEBRUARY if scheduled_training_end(day)] == expected
+    planned = {day: retraining(POLICIES["weekly"], day, None, None) for day in FEBRUARY}
+    fired = {day: plan for day, plan in planned.items() if plan}
+    assert [dt.datetime.combine(d + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC) for d in fired] == expected
+    for day, plan in fired.items():  # the window ends with the last whole day before the run, as the DAG's
+        assert plan == {"run_date": day.isoformat(), "trigger": "schedule",
+                        "started_by": f"the weekly schedule (window up to {day})"}
+    assert all(retraining(POLICIES["never"], day, None, None) is None for day in FEBRUARY)
+
+
+@pytest.mark.parametrize(("policy", "trigger"), [
+    ("never", None), ("weekly", None), ("drift", "drift"), ("decay", "decay"), ("default", "decay")])
+def test_each_policy_starts_the_training_run_date_and_words_of_training_plan(policy, trigger):
+    """A Wednesday with a drift and a decay event: each policy's run is ``training_plan``'s for the
+    events it listens to (decay first, as the DAG plans it), none for the others."""
+    from orchestration.replay.policies import POLICIES, retraining
+    from orchestration.tasks import training_plan
+
+    wednesday = dt.date(2013, 3, 6)
+    drift = {"run_date": "2013-03-06", "reasons": ["dep_hour PSI 0.31 >= 0.2"], "report": "drift.json"}
+    decay = {"run_date": "2013-03-06", "model_version": "4", "reasons": ["realized roc_auc 0.58"], "report": "d.json"}
+    plan = retraining(POLICIES[policy], wednesday, drift, decay)
+    if trigger is None:
+        assert plan is None
+        return
+    listened = POLICIES[policy]
+    assert plan == training_plan(None, [drift] if listened.drift else [], None, [decay] if listened.decay else [])
+    assert plan["trigger"] == trigger and plan["run_date"] == "2013-03-06"
+
+
+def test_an_unknown_policy_or_a_reversed_span_is_refused(tmp_path):
+    from orchestration.replay.engine import Replay
+
+    with pytest.raises(ValueError, match="unknown policy hourly: choose from never, weekly, drift, decay, default"):
+        Replay(tmp_path, policies=("hourly",))
+    with pytest.raises(ValueError, match="--end 2013-02-01 is before --start 2013-03-01"):
+        Replay(tmp_path, start=dt.date(2013, 3, 1), end=dt.date(2013, 2, 1))
