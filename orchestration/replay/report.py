@@ -67,6 +67,7 @@ def policy_figures(replay: Replay, name: str) -> dict[str, Any]:
                                        for k in sorted({t["trigger"] for t in later})}},
         "versions": len({str(v) for v in state["served"].values()}),
         "seconds": state["seconds"],
+        "phases": replay.state.get("phases", {}).get(name, {}),  # inside the stages: drift, model load, ...
         "lake_bytes": _folder_bytes(replay.policy_lake(name)),
         "daily": [{"day": e["day"], "version": str(e["model_version"]),
                    "roc_auc": (e["metrics"].get("roc_auc") or {}).get("value"),
@@ -131,7 +132,8 @@ def write_report(replay: Replay) -> dict[str, Any]:
         "measured": dt.datetime.now(dt.UTC).isoformat(timespec="minutes"),
         "machine": f"{platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cores",
         "setup": replay.state["setup"], "shared_seconds": sum(replay.state["seconds"].values()),
-        "shared": replay.state["seconds"], "trained_windows": len(replay.state["trained"]),
+        "shared": replay.state["seconds"], "shared_phases": replay.state.get("phases", {}).get("shared", {}),
+        "trained_windows": len(replay.state["trained"]),
         "policies": figures,
         "paths": {"json": str(out / "replay.json"), "markdown": str(out / "replay.md"),
                   "plot": str(out / "realized.png")},
