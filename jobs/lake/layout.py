@@ -24,6 +24,7 @@ import datetime as dt
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT_ENV = "LAKE_ROOT"  # where the lake is; default: $PIPELINE_HOME/lake
 PARTITION = "date"  # the partition column of every dated zone; a source column may not use the name
@@ -63,6 +64,12 @@ def partition_day(name: str) -> dt.date | None:
         return dt.date.fromisoformat(name.removeprefix(prefix))
     except ValueError:
         return None
+
+
+def partition_value(value: Any) -> dt.date:
+    """A ``date`` column's value read from partition folders as a date: Spark infers the folders'
+    type, a date or (where inference is off) a string."""
+    return value if isinstance(value, dt.date) else dt.date.fromisoformat(str(value))
 
 
 def shadow_version(name: str) -> str | None:

@@ -70,18 +70,32 @@ def bucket_counts(
 ) -> dict[str, list[int]]:
     """Rows per bin of every numeric column in ``edges`` and categorical column in ``vocab``, in one
     Spark job: numeric bins 0..len(edges)+1 (the last: null), categorical 0 (unknown) .. len(vocab)."""
+    return bucket_counts_by(df, edges, vocab, None).get(None) or _empty_counts(edges, vocab)
+
+
+def _empty_counts(edges: dict[str, list[float]], vocab: dict[str, list[str]]) -> dict[str, list[int]]:
+    return {c: [0] * (len(e) + 2) for c, e in edges.items()} | {c: [0] * (len(v) + 1) for c, v in vocab.items()}
+
+
+def bucket_counts_by(
+    df: DataFrame, edges: dict[str, list[float]], vocab: dict[str, list[str]], key: str | None
+) -> dict[Any, dict[str, list[int]]]:
+    """:func:`bucket_counts` for each value of the column ``key`` (None: the whole frame, under
+    None), still in one Spark job; a value without rows is absent."""
     from pyspark.sql import functions as F
 
     pairs = [F.struct(F.lit(c).alias("feature"), _numeric_bucket(c, e).cast("int").alias("bin"))
              for c, e in edges.items()]
     pairs += [F.struct(F.lit(c).alias("feature"), _category_bucket(c, v).cast("int").alias("bin"))
               for c, v in vocab.items()]
-    counts = {c: [0] * (len(e) + 2) for c, e in edges.items()} | {c: [0] * (len(v) + 1) for c, v in vocab.items()}
     if not pairs:
-        return counts
-    rows = df.select(F.explode(F.array(*pairs)).alias("p")).groupBy("p.feature", "p.bin").count().collect()
+        return {}
+    keys = [F.col(key).alias("key")] if key else [F.lit(None).alias("key")]
+    rows = (df.select(*keys, F.explode(F.array(*pairs)).alias("p"))
+            .groupBy("key", "p.feature", "p.bin").count().collect())
+    counts: dict[Any, dict[str, list[int]]] = {}
     for row in rows:
-        counts[row["feature"]][row["bin"]] = int(row["count"])
+        counts.setdefault(row["key"], _empty_counts(edges, vocab))[row["feature"]][row["bin"]] = int(row["count"])
     return counts
 
 
@@ -140,6 +154,29 @@ def measure(
         {c: b["vocab"] for c, b in baseline["categorical"].items()},
     )
     counts |= bucket_counts(predictions, {PREDICTION: baseline[PREDICTION]["edges"]}, {})
+    return judge(baseline, counts, spec)
+
+
+def measure_days(
+    baseline: dict[str, Any], features: DataFrame, predictions: DataFrame, spec: DriftSpec, days: list[Any],
+    key: str = "date",
+) -> dict[Any, dict[str, Any]]:
+    """:func:`measure` for each of ``days`` (the values of the column ``key`` in both frames) in
+    two Spark jobs, whatever the number of days; a day without rows is judged on none."""
+    from jobs.lake.layout import partition_value
+
+    edges = {c: b["edges"] for c, b in baseline["numeric"].items()}
+    vocab = {c: b["vocab"] for c, b in baseline["categorical"].items()}
+    inputs = {partition_value(k): v for k, v in bucket_counts_by(features, edges, vocab, key).items()}
+    outputs = {partition_value(k): v for k, v in
+               bucket_counts_by(predictions, {PREDICTION: baseline[PREDICTION]["edges"]}, {}, key).items()}
+    empty = _empty_counts(edges, vocab) | _empty_counts({PREDICTION: baseline[PREDICTION]["edges"]}, {})
+    return {day: judge(baseline, {**empty, **inputs.get(day, {}), **outputs.get(day, {})}, spec) for day in days}
+
+
+def judge(baseline: dict[str, Any], counts: dict[str, list[int]], spec: DriftSpec) -> dict[str, Any]:
+    """The drift report of a day from its rows per bin (:func:`bucket_counts`, the predictions'
+    under ``probability``)."""
     rows = sum(counts[PREDICTION])
     features_out: dict[str, dict[str, Any]] = {}
     reasons = []

@@ -15,8 +15,9 @@ by :func:`jobs.model.tabular.log_pyfunc`), raw for any other pyfunc. Predictions
 name, version and run id, the run date and the scoring time. Then measures the day's drift
 against the model's training window (:mod:`jobs.scoring.drift`) into ``reports/drift/date=<run-date>/``,
 and scores the day in shadow with the challengers (:mod:`jobs.scoring.shadow`) into ``shadow/``.
-With ``--days N`` the job does that for each of the N days ending with the run date, the model
-resolved and loaded once (a backfill, or the replay's days that one version serves: :mod:`jobs.replay`).
+With ``--days N`` the job does that for each of the N days ending with the run date, in one pass:
+the model resolved and loaded once, the Spark jobs grouped by day (a backfill, or the replay's days
+that one version serves: :mod:`orchestration.replay`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import numpy as np
 
 from jobs.config import FeatureSpec, WindowArgs, job_parser, parse_bool, parse_job_args
 from jobs.errors import run_job
-from jobs.lake.layout import DRIFT_PLOT, DRIFT_REPORT, PARTITION
+from jobs.lake.layout import DRIFT_PLOT, DRIFT_REPORT, PARTITION, partition_value
 from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, path_exists, require_cuda
 from jobs.lake.storage import write_bytes, write_text
 from jobs.timings import phase, preload
@@ -200,11 +201,11 @@ def worker_device(use_gpu: bool) -> str:
 
 
 def score_features(
-    features: DataFrame, spec: FeatureSpec, model: ModelRef, load_uri: str, batch_size: int, run_date: dt.date,
+    features: DataFrame, spec: FeatureSpec, model: ModelRef, load_uri: str, batch_size: int, run_date: dt.date | None,
     use_gpu: bool = False, preprocessor: dict[str, Any] | None = None,
 ) -> DataFrame:
-    """Prediction rows: the id columns, ``probability``, the model's identity, the run date, the
-    scoring time and the partition ``date``.
+    """Prediction rows: the id columns, ``probability``, the model's identity, the run date (None:
+    each row's partition ``date``, for features of several days), the scoring time and the partition.
 
     With the model's ``preprocessor`` (:func:`model_preprocessor`), Spark encodes the inputs and the
     Python workers only run the net; without, the workers get the raw feature columns and call the
@@ -223,8 +224,9 @@ def score_features(
     return features.select(*prediction_columns(spec, model, predict(*inputs), run_date))
 
 
-def prediction_columns(spec: FeatureSpec, model: ModelRef, probability: Any, run_date: dt.date) -> list[Any]:
-    """A prediction row's columns around the ``probability`` column expression."""
+def prediction_columns(spec: FeatureSpec, model: ModelRef, probability: Any, run_date: dt.date | None) -> list[Any]:
+    """A prediction row's columns around the ``probability`` column expression (``run_date`` None:
+    the row's partition date)."""
     from pyspark.sql import functions as F
 
     return [
@@ -233,7 +235,7 @@ def prediction_columns(spec: FeatureSpec, model: ModelRef, probability: Any, run
         F.lit(model.name).alias("model_name"),
         F.lit(model.version).alias("model_version"),
         F.lit(model.run_id).alias("model_run_id"),
-        F.lit(run_date).alias("run_date"),
+        (F.lit(run_date) if run_date is not None else F.col(PARTITION).cast("date")).alias("run_date"),
         F.current_timestamp().alias("scored_at"),
         PARTITION,
     ]
@@ -296,75 +298,93 @@ def main(argv: list[str] | None = None) -> None:
     batch_size = config.score.gpu_batch_size if use_gpu else config.score.batch_size
     if use_gpu:  # one Arrow batch per model call, not Arrow's default of 10,000 rows
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(batch_size))
-    for day in args.window:
-        log.info("scoring %s with %s version %s (run %s) on %s, %s, in batches of %d", day, model.name,
-                 model.version, model.run_id, "GPUs" if use_gpu else "the CPU",
-                 "inputs encoded by Spark" if preprocessor else "raw inputs to the pyfunc", batch_size)
-        score_day(spark, lake, config, day, model, load_uri, preprocessor, batch_size, use_gpu)
+    days = args.window
+    log.info("scoring %s with %s version %s (run %s) on %s, %s, in batches of %d",
+             days[0] if len(days) == 1 else f"{len(days)} days, {days[0]}..{days[-1]},", model.name,
+             model.version, model.run_id, "GPUs" if use_gpu else "the CPU",
+             "inputs encoded by Spark" if preprocessor else "raw inputs to the pyfunc", batch_size)
+    score_days(spark, lake, config, days, model, load_uri, preprocessor, batch_size, use_gpu)
 
 
-def score_day(spark: SparkSession, lake: Lake, config: PipelineConfig, day: dt.date, model: ModelRef, load_uri: str,
-              preprocessor: dict[str, Any] | None, batch_size: int, use_gpu: bool) -> dict[str, Any]:
-    """Score one day's features, write its predictions, drift report, shadow predictions and
-    ``reports/scoring/date=D/summary.json``; returns that summary."""
-    source = lake.partition(lake.features, day)
-    features = spark.read.option("basePath", lake.features).parquet(source)
-    predictions = score_features(features, config.features, model, load_uri, batch_size, day,
+def score_days(spark: SparkSession, lake: Lake, config: PipelineConfig, days: list[dt.date], model: ModelRef,
+               load_uri: str, preprocessor: dict[str, Any] | None, batch_size: int,
+               use_gpu: bool) -> list[dict[str, Any]]:
+    """Score the days' features in one pass, write their predictions (each day's partition replaced,
+    no other), then each day's drift report, shadow predictions and
+    ``reports/scoring/date=D/summary.json``; returns the summaries, oldest day first.
+
+    A day is what it would be scored alone: the Spark jobs (the scoring, the counts, the drift's
+    bins) are grouped by day, not run once per day."""
+    sources = [lake.partition(lake.features, day) for day in days]
+    features = spark.read.option("basePath", lake.features).parquet(*sources)
+    one_day = days[0] if len(days) == 1 else None  # several: each row's run date is its partition's
+    predictions = score_features(features, config.features, model, load_uri, batch_size, one_day,
                                  use_gpu, preprocessor)
-    # one writer of the day's predictions; staging a killed score job left is removed first
-    with zone_writer(spark, lake, "predictions", lake.predictions, [day], f"score-{day}"):
+    # one writer of the days' predictions; staging a killed score job left is removed first
+    with zone_writer(spark, lake, "predictions", lake.predictions, days, f"score-{days[-1]}"):
         predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(lake.predictions)
 
-    target = lake.partition(lake.predictions, day)
-    written = spark.read.parquet(target)
-    stats = written.agg({"probability": "avg", "*": "count"}).first()
-    summary = {
-        "run_date": day.isoformat(),
-        "model_name": model.name,
-        "model_version": model.version,
-        "model_run_id": model.run_id,
-        "rows": int(stats["count(1)"]),
-        "mean_probability": float(stats["avg(probability)"] or 0.0),
-        "path": target,
-    }
-    log.info("wrote %d predictions to %s (mean probability %.3f)", summary["rows"], summary["path"],
-             summary["mean_probability"])
+    targets = [lake.partition(lake.predictions, day) for day in days]
+    written = spark.read.option("basePath", lake.predictions).parquet(*targets)
+    stats = {partition_value(row[PARTITION]): row for row in
+             written.groupBy(PARTITION).agg({"probability": "avg", "*": "count"}).collect()}
+    summaries = []
+    for day, target in zip(days, targets, strict=True):
+        row = stats.get(day)
+        summary = {
+            "run_date": day.isoformat(),
+            "model_name": model.name,
+            "model_version": model.version,
+            "model_run_id": model.run_id,
+            "rows": int(row["count(1)"]) if row else 0,
+            "mean_probability": float((row["avg(probability)"] if row else None) or 0.0),
+            "path": target,
+        }
+        log.info("wrote %d predictions to %s (mean probability %.3f)", summary["rows"], summary["path"],
+                 summary["mean_probability"])
+        summaries.append(summary)
     with phase("drift"):
-        summary["drift"] = report_drift(spark, lake, day, model, features, written, config.score.drift)
+        drifts = report_drift(spark, lake, days, model, features, written, config.score.drift)
     with phase("shadow"):  # the challengers, after the served predictions are written (jobs.scoring.shadow)
         from jobs.scoring.shadow import score_shadow
 
-        summary["shadow"] = score_shadow(spark, lake, config, features, day, model, batch_size, use_gpu)
-    write_text(lake.report("scoring", day), json.dumps(summary, indent=2))
-    return summary
+        shadows = score_shadow(spark, lake, config, features, days, model, batch_size, use_gpu)
+    for summary, day in zip(summaries, days, strict=True):
+        summary["drift"], summary["shadow"] = drifts.get(day), shadows.get(day, [])
+        write_text(lake.report("scoring", day), json.dumps(summary, indent=2))
+    return summaries
 
 
 def report_drift(
-    spark: SparkSession, lake: Lake, run_date: dt.date, model: ModelRef, features: DataFrame,
+    spark: SparkSession, lake: Lake, days: list[dt.date], model: ModelRef, features: DataFrame,
     predictions: DataFrame, spec: DriftSpec,
-) -> dict[str, Any] | None:
-    """Measure the day's drift against the model's baseline; write ``reports/drift/date=D/``
-    (``drift.json``, ``drift.png``). Returns the headline (drifted, reasons), None without a baseline."""
+) -> dict[dt.date, dict[str, Any]]:
+    """Measure each day's drift against the model's baseline (one Spark job for the days' inputs,
+    one for their predictions); write ``reports/drift/date=D/`` (``drift.json``, ``drift.png``).
+    Returns each day's headline (drifted, reasons); nothing without a baseline."""
     import io
 
-    from jobs.scoring.drift import drift_figure, headline, load_baseline, measure
+    from jobs.scoring.drift import drift_figure, headline, load_baseline, measure_days
 
     baseline = load_baseline(model.run_id)
     if baseline is None:
         log.warning("no drift baseline with %s version %s (run %s): drift not measured", model.name,
                     model.version, model.run_id)
-        return None
-    report = {"run_date": run_date.isoformat(), "model_name": model.name, "model_version": model.version,
-              "model_run_id": model.run_id, **measure(baseline, features, predictions, spec)}
-    path = lake.report("drift", run_date, DRIFT_REPORT)
-    write_text(path, json.dumps(report, indent=2))
-    image = io.BytesIO()
-    drift_figure(report).savefig(image, format="png")
-    write_bytes(lake.report("drift", run_date, DRIFT_PLOT), image.getvalue())
-    line = headline(report)
-    log.info("drift against the training window: %s (report: %s)", line, path)
-    return {"drifted": report["drifted"], "status": report["status"], "reasons": report["reasons"], "headline": line,
-            "report": path}
+        return {}
+    done = {}
+    for day, measured in measure_days(baseline, features, predictions, spec, days).items():
+        report = {"run_date": day.isoformat(), "model_name": model.name, "model_version": model.version,
+                  "model_run_id": model.run_id, **measured}
+        path = lake.report("drift", day, DRIFT_REPORT)
+        write_text(path, json.dumps(report, indent=2))
+        image = io.BytesIO()
+        drift_figure(report).savefig(image, format="png")
+        write_bytes(lake.report("drift", day, DRIFT_PLOT), image.getvalue())
+        line = headline(report)
+        log.info("drift of %s against the training window: %s (report: %s)", day, line, path)
+        done[day] = {"drifted": report["drifted"], "status": report["status"], "reasons": report["reasons"],
+                     "headline": line, "report": path}
+    return done
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@
 After the score job has written the champion's predictions (``predictions/date=D/``, untouched
 here), :func:`score_shadow` scores the same features with every challenger that
 :func:`jobs.monitoring.challengers.challenger_versions` picks (up to ``monitoring.challengers``) and
-writes each one's rows, shaped as the served ones, to ``shadow/version=V/date=D/``: that day's
-partition of that version replaced, nothing else (a re-run writes the same rows again). The
+writes each one's rows, shaped as the served ones, to ``shadow/version=V/date=D/``: those days'
+partitions of that version replaced, nothing else (a re-run writes the same rows again). The
 monitor compares them with the champion on the outcomes. A challenger that fails to load or score
 is logged and skipped: shadow scoring never fails the served scoring.
 """
@@ -25,12 +25,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("jobs.scoring.shadow")
 
 
-def score_shadow(spark: SparkSession, lake: Lake, config: PipelineConfig, features: DataFrame, run_date: dt.date,
-                 served: ModelRef, batch_size: int, use_gpu: bool = False) -> list[dict[str, Any]]:
-    """Score ``features`` (the day's, as the served scoring read them) with each challenger that is
-    not ``served``, into its shadow zone; one ``{"model_version", "rows", "path"}`` (or ``"error"``)
-    per challenger."""
-    from jobs.lake.layout import PARTITION
+def score_shadow(spark: SparkSession, lake: Lake, config: PipelineConfig, features: DataFrame, days: list[dt.date],
+                 served: ModelRef, batch_size: int, use_gpu: bool = False) -> dict[dt.date, list[dict[str, Any]]]:
+    """Score ``features`` (the days', as the served scoring read them) with each challenger that is
+    not ``served``, into its shadow zone, all days in one pass per challenger; per day, one
+    ``{"model_version", "rows", "path"}`` (or ``"error"``) per challenger."""
+    from jobs.lake.layout import PARTITION, partition_value
     from jobs.monitoring.challengers import challenger_versions
     from jobs.scoring.job import model_preprocessor, score_features
     from jobs.tracking import client
@@ -39,24 +39,31 @@ def score_shadow(spark: SparkSession, lake: Lake, config: PipelineConfig, featur
     mlflow_client = client()
     chosen = challenger_versions(mlflow_client, served.name, config.monitoring.challengers,
                                  config.train.promotion_margin)
-    done = []
+    done: dict[dt.date, list[dict[str, Any]]] = {day: [] for day in days}
+    one_day = days[0] if len(days) == 1 else None
     for ref in chosen:
         if ref.version == served.version:
             continue
         target = lake.shadow_predictions(ref.version)
         try:
             load_uri = mlflow_client.get_model_version_download_uri(ref.name, ref.version)
-            predictions = score_features(features, config.features, ref, load_uri, batch_size, run_date, use_gpu,
+            predictions = score_features(features, config.features, ref, load_uri, batch_size, one_day, use_gpu,
                                          model_preprocessor(load_uri))
-            # one writer of the version's day; staging a killed score job left there is removed first
-            with zone_writer(spark, lake, f"shadow-{ref.version}", target, [run_date], f"shadow-{run_date}"):
+            # one writer of the version's days; staging a killed score job left there is removed first
+            with zone_writer(spark, lake, f"shadow-{ref.version}", target, days, f"shadow-{days[-1]}"):
                 predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(target)
-            rows = spark.read.parquet(lake.partition(target, run_date)).count()
+            written = spark.read.option("basePath", target).parquet(*[lake.partition(target, d) for d in days])
+            counts = written.groupBy(PARTITION).count().collect()
+            rows = {partition_value(r[PARTITION]): int(r["count"]) for r in counts}
         except Exception as err:  # a broken challenger must not fail the served scoring
             log.exception("shadow scoring of %s version %s failed; the served predictions stand", ref.name,
                           ref.version)
-            done.append({"model_version": ref.version, "error": f"{type(err).__name__}: {err}"})
+            for day in days:
+                done[day].append({"model_version": ref.version, "error": f"{type(err).__name__}: {err}"})
             continue
-        log.info("shadow: %s version %s scored %d rows into %s", ref.name, ref.version, rows, target)
-        done.append({"model_version": ref.version, "rows": int(rows), "path": lake.partition(target, run_date)})
+        for day in days:
+            log.info("shadow: %s version %s scored %d rows of %s into %s", ref.name, ref.version, rows.get(day, 0),
+                     day, target)
+            done[day].append({"model_version": ref.version, "rows": rows.get(day, 0),
+                              "path": lake.partition(target, day)})
     return done

@@ -224,6 +224,57 @@ def test_rescoring_a_day_replaces_its_partition_and_leaves_other_days(
     assert served.equals(after)  # refused before anything was written
 
 
+def test_days_scored_in_one_pass_equal_each_day_scored_alone(scored_model, spark, lake, config, tmp_path,
+                                                             monkeypatch):
+    """``--days 3``: one Spark pass over three days writes, per day, the predictions, the drift
+    report and the summary that three one-day runs write (the replay and backfills rely on it)."""
+    import mlflow
+    import pandas as pd
+
+    from jobs.features.job import build_features, read_inputs, write_features
+    from jobs.model.tabular import log_pyfunc
+    from jobs.scoring.drift import BASELINE_ARTIFACT, build_baseline
+    from jobs.scoring.job import main
+
+    days = [DAY, DAY + dt.timedelta(days=1), DAY + dt.timedelta(days=2)]
+    together, alone = tmp_path / "together", tmp_path / "alone"
+    write_features(build_features(read_inputs(spark, lake, config, days), config), str(together / "features"))
+    alone.mkdir()
+    (alone / "features").symlink_to(together / "features")
+    frame, pre = scored_model["frame"], scored_model["pre"]
+    with mlflow.start_run() as run:  # a model with a drift baseline, so the days' drift is measured too
+        info = log_pyfunc(scored_model["net"], pre, {"embedding_dim": 4, "hidden_units": [8]}, frame.head(5))
+        probabilities = mlflow.pyfunc.load_model(info.model_uri).predict(frame[config.features.inputs])
+        mlflow.log_dict(build_baseline(scored_model["features"], pre, probabilities), BASELINE_ARTIFACT)
+    name = config.train.model_name
+    version = mlflow.register_model(info.model_uri, name).version
+    mlflow.MlflowClient().set_registered_model_alias(name, "champion", version)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow.get_tracking_uri())
+
+    main(["--run-date", days[-1].isoformat(), "--days", "3", "--lake-root", str(together)])
+    for day in days:
+        main(["--run-date", day.isoformat(), "--lake-root", str(alone)])
+
+    ids = ["carrier", "flight", "origin", "sched_dep_time"]
+    for day in days:
+        one, other = (pd.read_parquet(root / "predictions" / partition_name(day)).drop(columns="scored_at")
+                      .sort_values(ids).reset_index(drop=True) for root in (together, alone))
+        assert len(one) > 100 and set(one["run_date"]) == {day} and set(one["model_run_id"]) == {run.info.run_id}
+        pd.testing.assert_frame_equal(one, other)
+        drift = [json.loads((root / "reports" / "drift" / partition_name(day) / "drift.json").read_text())
+                 for root in (together, alone)]
+        assert drift[0] == drift[1] and drift[0]["rows"] == len(one)
+        summaries = [json.loads((root / "reports" / "scoring" / partition_name(day) / "summary.json").read_text())
+                     for root in (together, alone)]
+        for summary in summaries:
+            summary.pop("path")
+            summary["drift"].pop("report")
+        assert summaries[0] == summaries[1] and summaries[0]["rows"] == len(one)
+    assert len({json.dumps(d["features"]) for d in (
+        json.loads((together / "reports" / "drift" / partition_name(day) / "drift.json").read_text())
+        for day in days)}) == 3  # each day judged on its own rows, not the three days pooled
+
+
 def test_scoring_without_a_champion_says_how_to_get_one(tmp_path, monkeypatch):
     from jobs.tracking import NoModelError, champion_version
 

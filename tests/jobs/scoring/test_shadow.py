@@ -78,8 +78,8 @@ def test_challengers_are_scored_in_shadow_and_the_served_predictions_stay_byte_f
     killed = Path(scoring.shadow_predictions(str(challenger))) / ".spark-staging-5e4d" / partition_name(DAY)
     killed.mkdir(parents=True)  # what a score job killed mid-write of the shadow rows leaves
     (killed / "part-00000.parquet").write_bytes(b"half a file")
-    again = score_shadow(spark, scoring, config, day_features, DAY, ref, config.score.batch_size)
-    assert [a["rows"] for a in again] == [len(day_rows)]
+    again = score_shadow(spark, scoring, config, day_features, [DAY], ref, config.score.batch_size)
+    assert [a["rows"] for a in again[DAY]] == [len(day_rows)]
     assert _files(Path(scoring.predictions)) == before
     assert len(pd.read_parquet(shadow_dir)) == len(day_rows)
     assert _files(Path(scoring.partition(scoring.shadow_predictions(str(challenger)), OTHER))) == other_shadow
@@ -108,8 +108,8 @@ def test_a_challenger_that_fails_to_score_never_fails_the_served_scoring(spark, 
     client.set_model_version_tag(name, version, "gate_decision", "awaiting_approval")
     scoring = Lake(str(tmp_path / "lake"))
     features = spark.createDataFrame([{c: None for c in ["x"]}], "x string")
-    done = score_shadow(spark, scoring, config, features, DAY, ModelRef(name, "99", ""), 100)
+    done = score_shadow(spark, scoring, config, features, [DAY], ModelRef(name, "99", ""), 100)[DAY]
     assert [d["model_version"] for d in done] == [str(version)] and "error" in done[0]
     assert not Path(scoring.shadow).exists()
     # the version being served is never scored in shadow too
-    assert score_shadow(spark, scoring, config, features, DAY, ModelRef(name, str(version), ""), 100) == []
+    assert score_shadow(spark, scoring, config, features, [DAY], ModelRef(name, str(version), ""), 100) == {DAY: []}
