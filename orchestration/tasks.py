@@ -25,6 +25,7 @@ without Airflow; the tasks wrap them.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -64,6 +65,25 @@ def scheduled_training_end(day: dt.date, schedule: str = TRAINING_SCHEDULE) -> d
 
     end = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
     return end if croniter.match(schedule, end.replace(tzinfo=None)) else None
+
+
+RAW_WAIT_ENV = "PIPELINE_RAW_WAIT_HOURS"  # overrides wait_for_raw's wait_hours where the task runs
+
+
+def raw_wait_hours(default: float) -> float:
+    """How long ``wait_for_raw`` waits after a day ends: ``$PIPELINE_RAW_WAIT_HOURS`` where set (0:
+    a scheduled run of a day without raw data skips at once, as on a deployment that only
+    backfills history), else ``default``."""
+    value = os.environ.get(RAW_WAIT_ENV, "").strip()
+    if not value:
+        return default
+    try:
+        hours = float(value)
+    except ValueError:
+        hours = -1.0
+    if not hours >= 0:
+        raise ValueError(f"{RAW_WAIT_ENV}={value!r} is not a number of hours >= 0 (unset it for {default} h)")
+    return hours
 
 
 def raw_deadline(day: dt.date, wait_hours: float) -> dt.datetime:
@@ -199,7 +219,8 @@ def approval_request(summary: dict[str, Any], evidence: dict[str, Any] | None = 
 
 def wait_for_raw(*, wait_hours: float = 6.0) -> Any:
     """A sensor that waits for the run day's raw feed partition; past ``wait_hours`` after the day
-    ended it skips the run (nothing to ingest, nothing downstream) instead of failing it."""
+    ended (:func:`raw_wait_hours`: ``$PIPELINE_RAW_WAIT_HOURS`` overrides it) it skips the run
+    (nothing to ingest, nothing downstream) instead of failing it."""
 
     @task.sensor(task_id="wait_for_raw", poke_interval=300, timeout=(wait_hours + 24) * 3600,
                  mode="reschedule", soft_fail=True)
@@ -214,7 +235,7 @@ def wait_for_raw(*, wait_hours: float = 6.0) -> Any:
         if is_dir(folder):
             print(f"raw {feed} for {day} is in: {folder}")
             return True
-        deadline = raw_deadline(day, wait_hours)
+        deadline = raw_deadline(day, raw_wait_hours(wait_hours))
         if dt.datetime.now(dt.UTC) > deadline:
             raise AirflowSkipException(
                 f"no raw {feed} for {day} ({folder}), and it was due by {deadline:%Y-%m-%d %H:%M} UTC: "

@@ -81,6 +81,9 @@ def backfill_env(lake, spark, config_patch, tmp_path_factory):
         replace={"evaluation": {"threshold": 0.5}, "sweep": {"size": 1}},
     )
     env = {
+        # the schedules are on: the scheduled ingest run of yesterday (no raw data) skips at once,
+        # whatever the hour the suite runs (by default it waits until 06:00 UTC)
+        "PIPELINE_RAW_WAIT_HOURS": "0",
         "LAKE_ROOT": own.root,
         "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts"),
         "PIPELINE_CONFIG": str(config_path),

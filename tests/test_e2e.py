@@ -251,7 +251,7 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     assert comparison["champion_version"] == str(version.version) and comparison["metric"] == "roc_auc"
     difference = comparison["difference"]
     assert difference["low"] <= difference["value"] <= difference["high"] and difference["value"] < 0, difference
-    assert comparison["pooled"]["days"] == 1 and comparison["pooled"]["beats"] is False
+    assert comparison["pooled"]["days"] == [SCORE_DATE.isoformat()] and comparison["pooled"]["beats"] is False
     assert _asset_events("scoring_drift") == []
     drift = json.loads(Path(lake.report("drift", SCORE_DATE, DRIFT_REPORT)).read_text())
     assert drift["model_version"] == str(version.version) and not drift["drifted"]

@@ -233,6 +233,7 @@ class Replay:
             return self.state["trained"][key]["run_id"]
         config = _config(self.config_path)
         common = ["--run-date", key, "--config", str(self.config_path), "--lake-root", str(self.lake_root)]
+        began = time.monotonic()
         with self.timed("baselines"):
             baselines_job.main([*common, "--started-by", started_by])
         with self.timed("candidates"):
@@ -243,7 +244,8 @@ class Replay:
             for candidate in found:
                 train_job.main([*common, "--started-by", started_by, *candidate_args(candidate, parent)])
             best = best_candidate(config, parent)
-        self.state["trained"][key] = {"run_id": best["run_id"], "parent_run_id": parent, "candidates": len(found)}
+        self.state["trained"][key] = {"run_id": best["run_id"], "parent_run_id": parent, "candidates": len(found),
+                                      "seconds": round(time.monotonic() - began, 3)}
         self.save()
         return best["run_id"]
 
@@ -289,7 +291,8 @@ class Replay:
         config = _config(config_path)
         lake = Lake(str(self._policy_lake(name)))
         state = self.state["policies"].setdefault(
-            name, {"next": self.start.isoformat(), "champion": None, "served": {}, "trainings": [], "seconds": {}})
+            name, {"next": self.start.isoformat(), "champion": None, "served": {}, "trainings": [], "seconds": {},
+                   "segments": []})
         if state["champion"] is None:  # every policy starts with the same first champion: January's
             first = self.promote(name, {"run_date": self.first_training.isoformat(), "trigger": "person",
                                         "started_by": f"the replay: the first champion, window up to "
@@ -307,16 +310,20 @@ class Replay:
             last = self.segment_end(policy, day)
             window = ["--run-date", last.isoformat(), "--days", str((last - day).days + 1),
                       "--config", str(config_path), "--lake-root", lake.root]
+            began = time.monotonic()
             with self.timed("score", name):
                 score_job.main(window)
             with self.timed("monitor", name):
                 monitor_job.main(window)
+            served_s, decided = time.monotonic() - began, 0.0
             for served in _days(day, last):
                 state["served"][served.isoformat()] = state["champion"]
+                deciding = time.monotonic()
                 with self.timed("decide", name):
                     drift, _ = drift_event(lake, served.isoformat(), False)
                     _, decay = decay_event(lake, config, served, config.train.model_name, state["champion"])
                     plan = retraining(policy, served, drift, decay)
+                decided += time.monotonic() - deciding
                 state["next"] = (served + dt.timedelta(days=1)).isoformat()
                 if plan is None:
                     continue
@@ -332,6 +339,10 @@ class Replay:
                                          for kind in ("scoring", "drift", "decay"))):
                             delete_dir(folder)
                     break
+            # the soak's figure: what serving a day costs as the lake, the registry and the runs grow
+            state["segments"].append({"first": day.isoformat(), "last": last.isoformat(),
+                                      "days": (last - day).days + 1, "scored_s": round(served_s, 3),
+                                      "decided_s": round(decided, 3)})
             self.save()
             self.progress(name, dt.date.fromisoformat(state["next"]) - dt.timedelta(days=1))
             day = dt.date.fromisoformat(state["next"])

@@ -1,6 +1,7 @@
 """The replay's figures per policy: the served model's realized quality, its retrainings and what
-they cost, written to ``<home>/report/replay.json`` and ``replay.md`` with a plot of the realized
-ROC AUC over the served days (``realized.png``, retrainings marked)."""
+they cost, written to ``<home>/report/replay.json`` and ``replay.md`` with plots: the realized
+ROC AUC over the served days (``realized.png``, retrainings marked), the cost of a served day over
+the days (``soak.png``) and quality against compute (``quality_vs_compute.png``)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,7 @@ def policy_figures(replay: Replay, name: str) -> dict[str, Any]:
     entries = served_entries(Lake(str(replay.policy_lake(name))), state["served"])
     later = [t for t in state["trainings"] if t["day"] >= replay.start.isoformat()]  # not the first champion
     outcomes = [t.get("outcome") for t in later]
+    windows = {t["run_date"] for t in state["trainings"]}
     return {
         "days_served": len(state["served"]),
         "days_judged": len(entries),
@@ -67,6 +69,11 @@ def policy_figures(replay: Replay, name: str) -> dict[str, Any]:
                                        for k in sorted({t["trigger"] for t in later})}},
         "versions": len({str(v) for v in state["served"].values()}),
         "seconds": state["seconds"],
+        # the policy's own seconds and the model selection of every window it trained on (shared
+        # with the policies that trained on the same window, counted for each)
+        "compute_seconds": round(sum(state["seconds"].values()) + sum(
+            replay.state["trained"].get(w, {}).get("seconds", 0.0) for w in windows), 1),
+        "segments": state.get("segments", []),
         "phases": replay.state.get("phases", {}).get(name, {}),  # inside the stages: drift, model load, ...
         "lake_bytes": _folder_bytes(replay.policy_lake(name)),
         "daily": [{"day": e["day"], "version": str(e["model_version"]),
@@ -106,18 +113,73 @@ def plot(figures: dict[str, dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def soak_plot(figures: dict[str, dict[str, Any]], path: Path) -> None:
+    """Seconds per served day (the score and monitor jobs of a segment over its days, and the
+    day's decisions) over the simulated days, per policy: flat is the goal; a rise is a cost that
+    grows with the lake, the registry or the runs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    fig, ax = plt.subplots(figsize=(11, 4))
+    for name, found in figures.items():
+        segments = pd.DataFrame(found["segments"])
+        if segments.empty:
+            continue
+        per_day = (segments["scored_s"] + segments["decided_s"]) / segments["days"]
+        ax.plot(pd.to_datetime(segments["last"]), per_day, marker=".", label=name)
+    ax.set_ylabel("seconds per served day")
+    ax.set_ylim(bottom=0)
+    ax.set_title("soak: the cost of serving a day as the simulated days go by (score, monitor, decide)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def cost_plot(figures: dict[str, dict[str, Any]], path: Path) -> None:
+    """Each policy's mean realized ROC AUC against its compute seconds (its own stages and the
+    model selection of the windows it trained on)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for name, found in figures.items():
+        if found["roc_auc"]["mean"] is None:
+            continue
+        ax.scatter(found["compute_seconds"] / 60, found["roc_auc"]["mean"])
+        ax.annotate(f"{name} ({found['retrainings']['promoted']} new)",
+                    (found["compute_seconds"] / 60, found["roc_auc"]["mean"]),
+                    textcoords="offset points", xytext=(5, 4), fontsize=8)
+    ax.set_xlabel("compute (minutes: the policy's jobs and its windows' model selection)")
+    ax.set_ylabel("mean realized ROC AUC")
+    ax.set_title("quality against compute, per retraining policy")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = [f"# Replay {report['start']}..{report['end']}", "",
              f"Measured {report['measured']} on {report['machine']}; shared work (landing, validation, "
              f"features, model selection): {report['shared_seconds']:.0f} s.", "",
              "| policy | days | mean ROC AUC | worst 7-day ROC AUC | mean log loss | worst 7-day log loss "
-             "| retrainings started | promoted | stopped at bar | seconds |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| retrainings started | promoted | stopped at bar | seconds | compute s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, f in report["policies"].items():
         r = f["retrainings"]
         lines.append(f"| {name} | {f['days_served']} | {f['roc_auc']['mean']} | {f['roc_auc']['worst_7_days']} "
                      f"| {f['log_loss']['mean']} | {f['log_loss']['worst_7_days']} | {r['started']} "
-                     f"| {r['promoted']} | {r['stopped_at_bar']} | {sum(f['seconds'].values()):.0f} |")
+                     f"| {r['promoted']} | {r['stopped_at_bar']} | {sum(f['seconds'].values()):.0f} "
+                     f"| {f['compute_seconds']:.0f} |")
+    lines += ["", "seconds: the policy's own jobs (score, monitor, decide, gate); compute s: those and the model "
+              "selection of every window it trained on (a window shared by policies counts for each)."]
     return "\n".join(lines) + "\n"
 
 
@@ -136,9 +198,12 @@ def write_report(replay: Replay) -> dict[str, Any]:
         "trained_windows": len(replay.state["trained"]),
         "policies": figures,
         "paths": {"json": str(out / "replay.json"), "markdown": str(out / "replay.md"),
-                  "plot": str(out / "realized.png")},
+                  "plot": str(out / "realized.png"), "soak": str(out / "soak.png"),
+                  "cost": str(out / "quality_vs_compute.png")},
     }
     (out / "replay.json").write_text(json.dumps(report, indent=2))
     (out / "replay.md").write_text(markdown(report))
     plot(figures, out / "realized.png")
+    soak_plot(figures, out / "soak.png")
+    cost_plot(figures, out / "quality_vs_compute.png")
     return report

@@ -44,7 +44,7 @@ def test_broken_config_names_the_file(tmp_path):
 
 @pytest.mark.parametrize(("job", "argv", "refused"), [
     ("jobs.training.job", ["--days", "train"], "--days"),  # training's window is the config's
-    ("jobs.scoring.job", ["--days", "3"], "--days"),  # one day per run
+    ("jobs.monitoring.job", ["--model-version", "3"], "--model-version"),  # it judges every version that scored
     ("jobs.scoring.job", ["--num-processes", "2"], "--num-processes"),  # an option of another job
     ("jobs.features.job", ["--run-id", "x"], "--run-id"),
     ("jobs.validation.job", ["--use-gpu", "true"], "--use-gpu"),

@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import pytest
+
 from orchestration.tasks import ingest_hint, missing_feature_days, raw_deadline, scoring_days, training_plan  # noqa: E402
 
 
@@ -47,8 +49,18 @@ def test_a_person_s_training_run_date_wins():
     assert training_plan("2013-01-28", [{"run_date": "2013-01-09"}], None)["run_date"] == "2013-01-28"
 
 
-def test_raw_data_is_waited_for_until_hours_after_the_day_ended():
+def test_raw_data_is_waited_for_until_hours_after_the_day_ended(monkeypatch):
+    from orchestration.tasks import RAW_WAIT_ENV, raw_wait_hours
+
     assert raw_deadline(dt.date(2013, 1, 8), 6) == dt.datetime(2013, 1, 9, 6, tzinfo=dt.UTC)
+    monkeypatch.delenv(RAW_WAIT_ENV, raising=False)
+    assert raw_wait_hours(6.0) == 6.0
+    monkeypatch.setenv(RAW_WAIT_ENV, "0")  # a deployment that only backfills: skip a day without raw at once
+    assert raw_wait_hours(6.0) == 0.0
+    for bad in ("soon", "-1", "nan"):
+        monkeypatch.setenv(RAW_WAIT_ENV, bad)
+        with pytest.raises(ValueError, match=f"{RAW_WAIT_ENV}=.* is not a number of hours"):
+            raw_wait_hours(6.0)
 
 
 def test_missing_feature_days_are_named_with_what_to_trigger(tmp_path):
