@@ -159,12 +159,14 @@ def measure(
 
 def measure_days(
     baseline: dict[str, Any], features: DataFrame, predictions: DataFrame, spec: DriftSpec, days: list[Any],
-    key: str = "date",
+    key: str | None = None,
 ) -> dict[Any, dict[str, Any]]:
-    """:func:`measure` for each of ``days`` (the values of the column ``key`` in both frames) in
+    """:func:`measure` for each of ``days`` (the values of the column ``key`` in both frames, by
+    default the lake's partition column) in
     two Spark jobs, whatever the number of days; a day without rows is judged on none."""
-    from jobs.lake.layout import partition_value
+    from jobs.lake.layout import PARTITION, partition_value
 
+    key = key or PARTITION
     edges = {c: b["edges"] for c, b in baseline["numeric"].items()}
     vocab = {c: b["vocab"] for c, b in baseline["categorical"].items()}
     inputs = {partition_value(k): v for k, v in bucket_counts_by(features, edges, vocab, key).items()}

@@ -228,6 +228,7 @@ def prediction_columns(spec: FeatureSpec, model: ModelRef, probability: Any, run
     """A prediction row's columns around the ``probability`` column expression (``run_date`` None:
     the row's partition date)."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import DateType
 
     return [
         *dict.fromkeys(spec.id_columns),
@@ -235,7 +236,7 @@ def prediction_columns(spec: FeatureSpec, model: ModelRef, probability: Any, run
         F.lit(model.name).alias("model_name"),
         F.lit(model.version).alias("model_version"),
         F.lit(model.run_id).alias("model_run_id"),
-        (F.lit(run_date) if run_date is not None else F.col(PARTITION).cast("date")).alias("run_date"),
+        (F.lit(run_date) if run_date is not None else F.col(PARTITION).cast(DateType())).alias("run_date"),
         F.current_timestamp().alias("scored_at"),
         PARTITION,
     ]
