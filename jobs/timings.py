@@ -48,6 +48,14 @@ def phase(name: str) -> Iterator[None]:
         _phases[name] = _phases.get(name, 0.0) + time.perf_counter() - started
 
 
+def take_phases() -> dict[str, float]:
+    """The seconds per phase counted in this process so far, and start counting afresh (a caller
+    that runs several jobs in one process, such as the replay, sums them per job)."""
+    taken = dict(_phases)
+    _phases.clear()
+    return taken
+
+
 def breakdown(main_started: float, main_ended: float, started: float | None) -> dict[str, Any]:
     """The job's timings: wall-clock marks and seconds per phase, ``work`` being the rest of main."""
     seconds = {"python start + imports": main_started - started if started else None, **_phases}

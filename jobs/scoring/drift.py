@@ -148,13 +148,17 @@ def measure(
     baseline: dict[str, Any], features: DataFrame, predictions: DataFrame, spec: DriftSpec
 ) -> dict[str, Any]:
     """Compare a day's ``features`` and ``predictions`` (a ``probability`` column) with ``baseline``."""
-    counts = bucket_counts(
-        features,
-        {c: b["edges"] for c, b in baseline["numeric"].items()},
-        {c: b["vocab"] for c, b in baseline["categorical"].items()},
-    )
-    counts |= bucket_counts(predictions, {PREDICTION: baseline[PREDICTION]["edges"]}, {})
+    edges, vocab, prediction_edges = _bins(baseline)
+    counts = bucket_counts(features, edges, vocab) | bucket_counts(predictions, prediction_edges, {})
     return judge(baseline, counts, spec)
+
+
+def _bins(baseline: dict[str, Any]) -> tuple[dict[str, list[float]], dict[str, list[str]], dict[str, list[float]]]:
+    """A baseline's bins: the numeric features' edges, the categorical features' vocabularies and
+    the predictions' edges (under ``probability``)."""
+    return ({c: b["edges"] for c, b in baseline["numeric"].items()},
+            {c: b["vocab"] for c, b in baseline["categorical"].items()},
+            {PREDICTION: baseline[PREDICTION]["edges"]})
 
 
 def measure_days(
@@ -167,12 +171,10 @@ def measure_days(
     from jobs.lake.layout import PARTITION, partition_value
 
     key = key or PARTITION
-    edges = {c: b["edges"] for c, b in baseline["numeric"].items()}
-    vocab = {c: b["vocab"] for c, b in baseline["categorical"].items()}
+    edges, vocab, prediction_edges = _bins(baseline)
     inputs = {partition_value(k): v for k, v in bucket_counts_by(features, edges, vocab, key).items()}
-    outputs = {partition_value(k): v for k, v in
-               bucket_counts_by(predictions, {PREDICTION: baseline[PREDICTION]["edges"]}, {}, key).items()}
-    empty = _empty_counts(edges, vocab) | _empty_counts({PREDICTION: baseline[PREDICTION]["edges"]}, {})
+    outputs = {partition_value(k): v for k, v in bucket_counts_by(predictions, prediction_edges, {}, key).items()}
+    empty = _empty_counts(edges, vocab) | _empty_counts(prediction_edges, {})
     return {day: judge(baseline, {**empty, **inputs.get(day, {}), **outputs.get(day, {})}, spec) for day in days}
 
 

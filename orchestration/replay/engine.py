@@ -159,7 +159,7 @@ class Replay:
         the phases the jobs in it marked (:func:`jobs.timings.phase`: ``score/drift``, ...)."""
         from jobs import timings
 
-        timings._phases.clear()
+        timings.take_phases()  # what ran before the block is not its
         began = time.monotonic()
         try:
             yield
@@ -167,10 +167,9 @@ class Replay:
             seconds = self.state["seconds"] if policy is None else self.state["policies"][policy]["seconds"]
             seconds[stage] = round(seconds.get(stage, 0.0) + time.monotonic() - began, 3)
             phases = self.state.setdefault("phases", {}).setdefault(policy or "shared", {})
-            for name, spent in timings._phases.items():
+            for name, spent in timings.take_phases().items():
                 key = f"{stage}/{name.split(' 20')[0]}"  # "monitor 2013-02-01" counts as monitor/monitor
                 phases[key] = round(phases.get(key, 0.0) + spent, 3)
-            timings._phases.clear()
 
     def progress(self, policy: str, day: dt.date) -> None:
         """One line and ``progress.json``: where the replay is and when it should end, from the

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,86 +85,78 @@ def policy_figures(replay: Replay, name: str) -> dict[str, Any]:
     }
 
 
-def plot(figures: dict[str, dict[str, Any]], path: Path) -> None:
-    """The realized ROC AUC of the served model over the days per policy (7-day rolling mean),
-    a mark on each day a retraining made a new champion."""
+@contextmanager
+def _figure(path: Path, size: tuple[float, float], title: str) -> Iterator[Any]:
+    """One of the report's plots: yields its axes, then titles, grids and writes it to ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import pandas as pd
 
-    fig, ax = plt.subplots(figsize=(11, 4.5))
-    for name, found in figures.items():
-        daily = pd.DataFrame(found["daily"])
-        if daily.empty:
-            continue
-        daily["day"] = pd.to_datetime(daily["day"])
-        series = daily.set_index("day")["roc_auc"].astype(float).rolling(WINDOW_DAYS, min_periods=1).mean()
-        (line,) = ax.plot(series.index, series.values, label=f"{name} ({found['retrainings']['promoted']} new)")
-        promoted = [pd.Timestamp(t["day"]) for t in found["trainings"] if t.get("outcome") == "promoted"]
-        marks = series.reindex(promoted, method="nearest") if promoted and len(series) else None
-        if marks is not None:
-            ax.scatter(marks.index, marks.values, color=line.get_color(), marker="v", zorder=3)
-    ax.set_ylabel(f"realized ROC AUC ({WINDOW_DAYS}-day mean)")
-    ax.set_title("the served model's realized ROC AUC per retraining policy (v: a new champion)")
+    fig, ax = plt.subplots(figsize=size)
+    yield ax
+    ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot(figures: dict[str, dict[str, Any]], path: Path) -> None:
+    """The realized ROC AUC of the served model over the days per policy (7-day rolling mean),
+    a mark on each day a retraining made a new champion."""
+    import pandas as pd
+
+    title = "the served model's realized ROC AUC per retraining policy (v: a new champion)"
+    with _figure(path, (11, 4.5), title) as ax:
+        for name, found in figures.items():
+            daily = pd.DataFrame(found["daily"])
+            if daily.empty:
+                continue
+            daily["day"] = pd.to_datetime(daily["day"])
+            series = daily.set_index("day")["roc_auc"].astype(float).rolling(WINDOW_DAYS, min_periods=1).mean()
+            (line,) = ax.plot(series.index, series.values,
+                              label=f"{name} ({found['retrainings']['promoted']} new)")
+            promoted = [pd.Timestamp(t["day"]) for t in found["trainings"] if t.get("outcome") == "promoted"]
+            marks = series.reindex(promoted, method="nearest") if promoted and len(series) else None
+            if marks is not None:
+                ax.scatter(marks.index, marks.values, color=line.get_color(), marker="v", zorder=3)
+        ax.set_ylabel(f"realized ROC AUC ({WINDOW_DAYS}-day mean)")
+        ax.legend(loc="lower left", fontsize=8)
 
 
 def soak_plot(figures: dict[str, dict[str, Any]], path: Path) -> None:
     """Seconds per served day (the score and monitor jobs of a segment over its days, and the
     day's decisions) over the simulated days, per policy: flat is the goal; a rise is a cost that
     grows with the lake, the registry or the runs."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import pandas as pd
 
-    fig, ax = plt.subplots(figsize=(11, 4))
-    for name, found in figures.items():
-        segments = pd.DataFrame(found["segments"])
-        if segments.empty:
-            continue
-        per_day = (segments["scored_s"] + segments["decided_s"]) / segments["days"]
-        ax.plot(pd.to_datetime(segments["last"]), per_day, marker=".", label=name)
-    ax.set_ylabel("seconds per served day")
-    ax.set_ylim(bottom=0)
-    ax.set_title("soak: the cost of serving a day as the simulated days go by (score, monitor, decide)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with _figure(path, (11, 4), "soak: the cost of serving a day as the simulated days go by "
+                 "(score, monitor, decide)") as ax:
+        for name, found in figures.items():
+            segments = pd.DataFrame(found["segments"])
+            if segments.empty:
+                continue
+            per_day = (segments["scored_s"] + segments["decided_s"]) / segments["days"]
+            ax.plot(pd.to_datetime(segments["last"]), per_day, marker=".", label=name)
+        ax.set_ylabel("seconds per served day")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8)
 
 
 def cost_plot(figures: dict[str, dict[str, Any]], path: Path) -> None:
     """Each policy's mean realized ROC AUC against its compute seconds (its own stages and the
     model selection of the windows it trained on)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for name, found in figures.items():
-        if found["roc_auc"]["mean"] is None:
-            continue
-        ax.scatter(found["compute_seconds"] / 60, found["roc_auc"]["mean"])
-        ax.annotate(f"{name} ({found['retrainings']['promoted']} new)",
-                    (found["compute_seconds"] / 60, found["roc_auc"]["mean"]),
-                    textcoords="offset points", xytext=(5, 4), fontsize=8)
-    ax.set_xlabel("compute (minutes: the policy's jobs and its windows' model selection)")
-    ax.set_ylabel("mean realized ROC AUC")
-    ax.set_title("quality against compute, per retraining policy")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with _figure(path, (6, 4.5), "quality against compute, per retraining policy") as ax:
+        for name, found in figures.items():
+            if found["roc_auc"]["mean"] is None:
+                continue
+            point = (found["compute_seconds"] / 60, found["roc_auc"]["mean"])
+            ax.scatter(*point)
+            ax.annotate(f"{name} ({found['retrainings']['promoted']} new)", point,
+                        textcoords="offset points", xytext=(5, 4), fontsize=8)
+        ax.set_xlabel("compute (minutes: the policy's jobs and its windows' model selection)")
+        ax.set_ylabel("mean realized ROC AUC")
 
 
 def markdown(report: dict[str, Any]) -> str:
