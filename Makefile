@@ -18,7 +18,8 @@ help:
 	@echo "make replay     2013 served day by day under each retraining policy (POLICY=weekly for one; START=,"
 	@echo "                END=, REPLAY_ARGS=...): report and plot in .pipeline/replay/report/ (docs/replay.md)"
 	@echo "make airflow    the deployed stack until Ctrl-C: Airflow (UI on :8080) and MLflow (UI on :5000) on"
-	@echo "                PostgreSQL; make airflow SPARK=1 adds a Spark standalone cluster for the tasks"
+	@echo "                PostgreSQL; make airflow SPARK=1 adds a Spark standalone cluster for the tasks,"
+	@echo "                CONNECT=1 a shared Spark Connect server for the nightly jobs"
 	@echo "make ui-screenshot  run tests/test_stack.py and copy its Airflow UI screenshot to docs/airflow-ui.png"
 	@echo "make health-screenshot  the Model health page of a synthetic 60-day lake in headless Chromium: docs/model-health.png"
 	@echo "make health-screenshot-stack  run tests/test_backfill.py and copy its Model health screenshot to docs/model-health-stack.png"
@@ -66,7 +67,7 @@ bench: install
 	$(ENV) $(VENV)/bin/python -m benchmarks.bench --out $(BENCH_OUT) $(if $(SMOKE),--smoke)
 
 airflow: install system-packages
-	$(ENV) bash scripts/stack.sh $(if $(SPARK),--spark)
+	$(ENV) bash scripts/stack.sh $(if $(SPARK),--spark) $(if $(CONNECT),--connect)
 
 # By hand, not in CI: the README's picture of the UI, from a fresh run of the stack test.
 UI_TEST_HOME := $(CURDIR)/.pipeline/ui-screenshot

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jobs.lake.spark import REMOTE_ENV
 from tests.airflow_server import AirflowServer, _free_port, _stop, _tail, descendants, running_airflow
 
 LOOPBACK = "127.0.0.1"
@@ -362,6 +363,46 @@ def running_spark_cluster(work: Path, worker_opts: str = "", *, cores: int = 2, 
         _stop(cluster.processes, grace=30)
 
 
+@dataclass
+class ConnectServer:
+    """A shared Spark Connect server (``url``: ``sc://127.0.0.1:port``) and its log."""
+
+    url: str
+    port: int
+    log: Path
+    process: subprocess.Popen = field(repr=False)
+
+    def ready(self, timeout: float = 120) -> ConnectServer:
+        from jobs.lake.connect_server import wait_ready
+
+        wait_ready(self.port, self.process, timeout=timeout, log=self.log)
+        return self
+
+
+@contextlib.contextmanager
+def running_connect_server(work: Path, env: dict[str, str], *, master: str = "local[2]",
+                           port: int | None = None) -> Iterator[ConnectServer]:
+    """A Spark Connect server as ``python -m jobs.lake.connect_server`` runs one, launched (not yet
+    ready: call ``ready()``) with the tasks' environment ``env``, which its Python workers (scoring's
+    model) need: the MLflow server's address above all."""
+    from jobs.lake.connect_server import command
+
+    work = Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    port = port or _free_port()
+    log = work / "connect-server.log"
+    environment = {**spark_cluster_env(work), **env}
+    argv = command(port, master)
+    argv[0] = str(Path(environment["SPARK_HOME"]) / "bin" / argv[0])  # pyspark's own, whatever PATH holds
+    with log.open("ab") as out:
+        process = subprocess.Popen(argv, env=environment, stdout=out,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        yield ConnectServer(url=f"sc://{LOOPBACK}:{port}", port=port, log=log, process=process)
+    finally:
+        _stop([process], grace=30)
+
+
 # --- the whole stack --------------------------------------------------------------------------
 
 
@@ -375,6 +416,7 @@ class Stack:
     airflow: AirflowServer
     task_env: dict[str, str]
     database_urls: dict[str, str] = field(default_factory=dict, repr=False)  # database name -> SQLAlchemy URL
+    connect: ConnectServer | None = None
 
     def secrets(self) -> dict[str, str]:
         """What must never appear in a task log, an XCom, an MLflow param or tag, a report or a page:
@@ -394,6 +436,7 @@ class Stack:
         """Every process of the stack now (psutil), children included: to check that none outlives it."""
         roots = [self.postgres.process, self.mlflow.process, *self.airflow.processes.values()]
         roots += self.spark.processes if self.spark else []
+        roots += [self.connect.process] if self.connect else []
         return descendants(roots)
 
 
@@ -412,13 +455,17 @@ def running_stack(
     spark_memory: str = "3g",
     api_workers: int = 1,
     airflow_settings: dict[str, str] | None = None,
+    connect: bool = False,
 ) -> Iterator[Stack]:
     """Start PostgreSQL, the MLflow server (its store: database ``mlflow``), the Spark cluster (when
     ``spark``) and Airflow on database ``airflow`` with its four processes; stop all on exit.
 
     Airflow's tasks get ``env`` and the stack's addresses: ``MLFLOW_TRACKING_URI`` and
     ``MLFLOW_UI_URL`` are the MLflow server, and the ``spark_default`` connection is the standalone
-    master when there is one (``env``'s own connection otherwise). Folders go under ``home``
+    master when there is one (``env``'s own connection otherwise). With ``connect``, a shared Spark
+    Connect server (:mod:`jobs.lake.connect_server`, ``local[2]``) runs beside them and the tasks get
+    ``PIPELINE_SPARK_REMOTE``: the nightly jobs (validate, features, score, monitor) run their
+    sessions there, training keeps its own driver on the cluster. Folders go under ``home``
     (Airflow's ``home/airflow``); ``keep`` keeps the database for the next start.
     """
     home = Path(home)
@@ -440,6 +487,9 @@ def running_stack(
                                       ui_port=spark_ui_port, wait=False)
             )
             task_env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": cluster.url})
+        server = parts.enter_context(running_connect_server(home / "connect", task_env)) if connect else None
+        if server:
+            task_env[REMOTE_ENV] = server.url
         airflow = parts.enter_context(
             running_airflow(home, task_env, settings=airflow_settings, database_url=airflow_db, triggerer=True,
                             port=airflow_port, api_workers=api_workers)
@@ -447,8 +497,10 @@ def running_stack(
         mlflow.ready()
         if cluster:
             cluster.ready()
+        if server:
+            server.ready()
         yield Stack(postgres=postgres, mlflow=mlflow, spark=cluster, airflow=airflow, task_env=task_env,
-                    database_urls={"mlflow": mlflow_db, "airflow": airflow_db})
+                    database_urls={"mlflow": mlflow_db, "airflow": airflow_db}, connect=server)
 
 
 # --- make airflow -----------------------------------------------------------------------------
@@ -481,6 +533,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spark", action="store_true",
                         help="also start a Spark standalone master (port 7077, UI 8081) and worker, and submit "
                              "the tasks' jobs there instead of local[2]")
+    parser.add_argument("--connect", action="store_true",
+                        help="also start a shared Spark Connect server (local[2]) for the nightly jobs' sessions "
+                             "(PIPELINE_SPARK_REMOTE); training keeps a driver of its own")
     args = parser.parse_args(argv)
     home = Path(os.environ["PIPELINE_HOME"])  # scripts/env.sh sets it
     sizing = machine_sizing()
@@ -494,14 +549,17 @@ def main(argv: list[str] | None = None) -> int:
     # has it ignored); the servers run in sessions of their own and get neither.
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
-    logs = ["airflow/*.out", "mlflow/mlflow-server.log", "postgres/postgres.log", *(["spark/cluster.log"] * args.spark)]
-    print(f"==> starting PostgreSQL, MLflow, {'Spark, ' if args.spark else ''}Airflow under {home} "
+    logs = ["airflow/*.out", "mlflow/mlflow-server.log", "postgres/postgres.log", *(["spark/cluster.log"] * args.spark),
+            *(["connect/connect-server.log"] * args.connect)]
+    print(f"==> starting PostgreSQL, MLflow, {'Spark, ' if args.spark else ''}"
+          f"{'Spark Connect, ' if args.connect else ''}Airflow under {home} "
           f"(logs: {', '.join(logs)})", flush=True)
     try:
         with running_stack(home, dict(os.environ), spark=args.spark, keep=True, airflow_port=args.airflow_port,
                            mlflow_port=args.mlflow_port, spark_port=7077, spark_ui_port=8081,
                            spark_cores=sizing["spark_cores"], spark_memory=sizing["spark_memory"],
-                           api_workers=sizing["api_workers"], airflow_settings=settings) as stack:
+                           api_workers=sizing["api_workers"], airflow_settings=settings,
+                           connect=args.connect) as stack:
             lines = [
                 f"Airflow UI    {stack.airflow.url}  (user admin, password in "
                 f"{stack.airflow.home / 'simple_auth_manager_passwords.json.generated'})",
@@ -509,6 +567,8 @@ def main(argv: list[str] | None = None) -> int:
             ]
             if stack.spark:
                 lines.append(f"Spark master  {stack.spark.url}, its UI {stack.spark.ui_url}")
+            if stack.connect:
+                lines.append(f"Spark Connect {stack.connect.url} (the nightly jobs' sessions)")
             print("==> ready\n" + "\n".join(f"  {line}" for line in lines) + "\nCtrl-C stops everything.",
                   flush=True)
             try:

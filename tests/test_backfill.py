@@ -1,9 +1,11 @@
 """The pipeline as the deployed stack operates it (``tests/stack.py``: PostgreSQL behind Airflow and
 an MLflow server, Airflow's API server, scheduler, DAG processor and triggerer, a Spark standalone
-cluster, all real processes on loopback, not ``dag.test()``): backfills of the ingest DAG created
-through the REST API the way a person would (``POST /api/v2/backfills``), scoring started by the
-``features`` Asset for every ingested day, the monitor judging every scored day on its outcomes,
-and both retraining triggers firing by themselves. Every task is a real spark-submit.
+cluster and a shared Spark Connect server, all real processes on loopback, not ``dag.test()``):
+backfills of the ingest DAG created through the REST API the way a person would (``POST
+/api/v2/backfills``), scoring started by the ``features`` Asset for every ingested day, the monitor
+judging every scored day on its outcomes, and both retraining triggers firing by themselves. Every
+task is a real spark-submit; the nightly jobs' sessions are the Connect server's, training's driver
+its own on the standalone cluster.
 
 Two backfills, one after the other, on one stack:
 
@@ -162,11 +164,16 @@ def test_backfilled_days_are_scored_and_decay_then_drift_start_one_retraining_ea
                                                                                       monkeypatch):
     env, lake = backfill_env
     # The schedules on, as deployed: without them the scheduler starts no Asset-triggered run either.
-    with running_stack(tmp_path, env, airflow_settings={"AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True"}) as stack:
+    # The nightly jobs on a shared Spark Connect server, as docs/deployment.md suggests for a stack
+    # that runs every night; training on the standalone cluster (tests/test_stack.py runs every
+    # job there).
+    with running_stack(tmp_path, env, airflow_settings={"AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True"},
+                       connect=True) as stack:
         monkeypatch.setenv("MLFLOW_TRACKING_URI", stack.mlflow.url)
         champion = _train_champion(lake)
         assert champion.version == "1"
         _check(stack.airflow, lake)
+        _check_connect(stack)
         pages = _see_the_model_health_page(stack.airflow, tmp_path)
         _secrets_stay_secret(stack, lake, pages)
 
@@ -249,6 +256,22 @@ def _check(airflow, lake) -> None:
     (run,) = mlflow_client.search_runs([experiment.experiment_id], filter_string=f"tags.{MONITORING_OF} = '{name}/2'")
     steps = {m.step for m in mlflow_client.get_metric_history(run.info.run_id, "roc_auc")}
     assert steps == {day_step(DECAY_DAY), day_step(DRIFT_DAY)}, steps
+
+
+def _check_connect(stack) -> None:
+    """The nightly jobs' sessions were the Connect server's (no SparkContext started in their task),
+    training's its own, on the standalone cluster."""
+    logs: dict[str, list[Path]] = {}
+    for path in Path(stack.airflow.home / "logs").rglob("attempt=*.log"):
+        (task,) = [part.removeprefix("task_id=") for part in path.parts if part.startswith("task_id=")]
+        logs.setdefault(task, []).append(path)
+    nightly = [p for task in ("validate_raw", "build_features", "score_batch", "monitor_day") for p in logs[task]]
+    for path in nightly:
+        text = path.read_text(errors="replace")
+        assert "jobs.timings: timings:" in text and "Running Spark version" not in text, path
+    assert "Running Spark version" in stack.connect.log.read_text()
+    for path in logs["train_model"]:
+        assert f"Connecting to master {stack.spark.url}" in path.read_text(errors="replace"), path
 
 
 def _check_decay(lake) -> None:
