@@ -39,7 +39,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.lake.layout import DECAY_REPORT, DRIFT_REPORT, partition_day, partition_name
+from jobs.lake.layout import DECAY_REPORT, DRIFT_REPORT, PARTITION, partition_day, partition_name
 from tests.browser import SCREENSHOTS, Page, chromium
 from tests.stack import running_stack
 
@@ -161,8 +161,8 @@ def _rescored(lake, day: dt.date, trainings: int):
 
 
 def test_backfilled_days_are_scored_and_decay_then_drift_start_one_retraining_each(backfill_env, tmp_path,
-                                                                                      monkeypatch):
-    env, lake = backfill_env
+                                                                                      monkeypatch, spark, lake, config):
+    session_lake, (env, lake) = lake, backfill_env
     # The schedules on, as deployed: without them the scheduler starts no Asset-triggered run either.
     # The nightly jobs on a shared Spark Connect server, as docs/deployment.md suggests for a stack
     # that runs every night; training on the standalone cluster (tests/test_stack.py runs every
@@ -173,7 +173,7 @@ def test_backfilled_days_are_scored_and_decay_then_drift_start_one_retraining_ea
         champion = _train_champion(lake)
         assert champion.version == "1"
         _check(stack.airflow, lake)
-        _check_connect(stack)
+        _check_connect(stack, spark, session_lake, lake, config)
         pages = _see_the_model_health_page(stack.airflow, tmp_path)
         _secrets_stay_secret(stack, lake, pages)
 
@@ -258,9 +258,14 @@ def _check(airflow, lake) -> None:
     assert steps == {day_step(DECAY_DAY), day_step(DRIFT_DAY)}, steps
 
 
-def _check_connect(stack) -> None:
+def _check_connect(stack, spark, session_lake, lake, config) -> None:
     """The nightly jobs' sessions were the Connect server's (no SparkContext started in their task),
-    training's its own, on the standalone cluster."""
+    training's its own, on the standalone cluster; and what the Connect sessions wrote is what a
+    classic session writes: the day the backfill left as it was, validated and featurized again
+    on the server, against the session lake's partition (a classic validation) and features built
+    here."""
+    from jobs.features.job import build_features, read_inputs
+
     logs: dict[str, list[Path]] = {}
     for path in Path(stack.airflow.home / "logs").rglob("attempt=*.log"):
         (task,) = [part.removeprefix("task_id=") for part in path.parts if part.startswith("task_id=")]
@@ -272,6 +277,23 @@ def _check_connect(stack) -> None:
     assert "Running Spark version" in stack.connect.log.read_text()
     for path in logs["train_model"]:
         assert f"Connecting to master {stack.spark.url}" in path.read_text(errors="replace"), path
+
+    day = partition_name(DAYS[0])
+    written, copied = ({p.name for p in Path(zone.validated("flights"), day).glob("part-*")}
+                       for zone in (lake, session_lake))
+    assert written and not written & copied  # the backfill wrote the day again (its copy was replaced)
+    flights = list(config.tables["flights"].columns)
+    assert _rows(f"{lake.validated('flights')}/{day}", flights) == \
+        _rows(f"{session_lake.validated('flights')}/{day}", flights)
+    classic = build_features(read_inputs(spark, session_lake, config, [DAYS[0]]), config).toPandas()
+    columns = [c for c in classic.columns if c != PARTITION]
+    assert len(classic) > 100
+    assert _rows(f"{lake.features}/{day}", columns) == sorted(map(tuple, classic[columns].astype(str).to_numpy()))
+
+
+def _rows(folder: str, columns: list[str]) -> list[tuple]:
+    table = pq.read_table(folder).to_pandas()[columns]
+    return sorted(map(tuple, table.astype(str).to_numpy()))
 
 
 def _check_decay(lake) -> None:

@@ -7,6 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -33,6 +35,7 @@ def test_airflow_resolves_the_spark_master_from_the_environment():
     assert SparkSubmitHook(conn_id="spark_default")._resolve_connection()["master"] == "local[2]"
 
 
+@pytest.mark.e2e  # a Spark driver in a fresh interpreter of its own: about 10 s
 def test_the_spark_ui_listens_on_loopback_only(tmp_path):
     """A job's Spark UI under the local environment accepts no connection from other machines."""
     import socket

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # DAG runs whose tasks are real spark-submits
+
 REPO = Path(__file__).resolve().parents[1]
 
 DATA_ERROR = """

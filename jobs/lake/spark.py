@@ -36,6 +36,10 @@ SESSION_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Off: pyspark would otherwise record the Python call site of every column function in the JVM
+    # (three py4j round trips each, for error messages' DataFrame context); a day's validation
+    # builds about a thousand of them, and spends a tenth of its time on this.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 

@@ -3,8 +3,9 @@ and the outcome validation must reach. Cases are recipes over the real bytes (no
 so they stay in step with what `jobs.datasets.land_flights` writes.
 
 An outcome is either a hard failure (``check``: the batch check that fails the run, ``says``:
-text the message must contain) or row-level (``quarantined``: the rows held back, ``rules``:
-rows per rule that must be among the rules they broke).
+text the message must contain, ``{previous}`` standing for the day before the broken one) or
+row-level (``quarantined``: the rows held back, ``rules``: rows per rule that must be among the
+rules they broke).
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+Mutation = Callable[[bytes, bytes], bytes]  # (the day's file, the previous day's file) -> the bad file
+
 
 @dataclass(frozen=True)
 class Case:
     name: str
-    mutate: Callable[[bytes, bytes], bytes]  # (the day's file, the previous day's file) -> the bad file
+    mutate: Mutation
     check: str | None = None
     says: str = ""
     quarantined: int = 0
@@ -85,7 +88,7 @@ CASES = [
          quarantined=4, rules={"flight_key_unique": 4}),
     Case("unknown_carrier", edit(set_rows("carrier", "ZZ", [5])), quarantined=1, rules={"carrier_known": 1}),
     Case("another_days_rows", lambda _d, previous: previous,
-         check="rows_dated_partition_day", says="are dated ['2013-01-08']"),
+         check="rows_dated_partition_day", says="are dated ['{previous}']"),
     Case("non_utf8_byte", non_utf8_byte, quarantined=1, rules={"valid_utf8": 1}),
     Case("high_quarantine_rate", edit(set_rows("distance", "0", slice(0, 90))),
          check="quarantine_rate", says="above the limit of 5.0%"),

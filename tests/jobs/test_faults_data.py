@@ -31,7 +31,15 @@ from jobs.lake.layout import Lake, partition_name
 from jobs.validation.job import validate
 from jobs.validation.rules import Between, TableSuite, not_null
 from tests.jobs.bad_inputs import CASES, Case, edit
-from tests.jobs.validation.test_validate import DAY, FLIGHT_SUITES, RUN_ID, bad_lake, raw_digest, zone_rows
+from tests.jobs.validation.test_validate import (
+    DAY,
+    FLIGHT_SUITES,
+    RUN_ID,
+    bad_lake,
+    broken_days,
+    raw_digest,
+    zone_rows,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,8 +60,8 @@ def with_validated_zone(lake: Lake, copy: Lake) -> Lake:
     return copy
 
 
-def flights_counts(report):
-    return next(t for t in report.tables if t.table == "flights").partitions[DAY.isoformat()]
+def flights_counts(report, day: dt.date = DAY):
+    return next(t for t in report.tables if t.table == "flights").partitions[day.isoformat()]
 
 
 def run_case(spark, lake, config, tmp_path, mutate) -> tuple[Lake, object]:
@@ -76,38 +84,56 @@ ROW_FAULTS = {
 }
 
 
+UNPARSEABLE = next(c for c in CASES if c.name == "unparseable_values")  # dep_time "5:17" in records 4 and 5
+# Each fault breaks a day of its own and one run validates them all (the unparseable values too,
+# for the test of where quarantined rows came from).
+FAULT_DAYS = {name: DAY - dt.timedelta(days=n) for n, name in enumerate([*ROW_FAULTS, UNPARSEABLE.name])}
+
+
+@pytest.fixture(scope="module")
+def row_fault_run(spark, lake, config_without_gx, tmp_path_factory):
+    """(the lake with every row fault on its day, the report of the one run over those days)."""
+    mutations = {FAULT_DAYS[name]: mutate for name, (mutate, _) in ROW_FAULTS.items()}
+    mutations[FAULT_DAYS[UNPARSEABLE.name]] = UNPARSEABLE.mutate
+    bad = broken_days(lake, tmp_path_factory.mktemp("row-faults"), mutations)
+    before = raw_digest(bad)
+    days = sorted(mutations)
+    report = validate(spark, bad, config_without_gx, days, days[-1], RUN_ID, suites=FLIGHT_SUITES)
+    assert raw_digest(bad) == before  # raw data is only read
+    return bad, report
+
+
 @pytest.mark.parametrize("fault", list(ROW_FAULTS))
-def test_a_bad_row_is_quarantined_with_its_reason_and_rows_are_counted_in_records(
-    spark, lake, config_without_gx, tmp_path, fault
-):
-    mutate, expected = ROW_FAULTS[fault]
-    bad, report = run_case(spark, lake, config_without_gx, tmp_path, mutate)
+def test_a_bad_row_is_quarantined_with_its_reason_and_rows_are_counted_in_records(row_fault_run, fault):
+    bad, report = row_fault_run
+    day, expected = FAULT_DAYS[fault], ROW_FAULTS[fault][1]
     assert report.success and report.written, report.summary()
-    counts = flights_counts(report)
-    raw = Path(bad.raw_file("flights", DAY))
+    counts = flights_counts(report, day)
+    raw = Path(bad.raw_file("flights", day))
     records = len(pd.read_csv(raw, dtype=str, keep_default_na=False))
     assert counts.rows_in == records == counts.validated + counts.quarantined
     assert (counts.written_validated, counts.written_quarantined) == (counts.validated, counts.quarantined)
-    held = {r["_record"]: r["_rules"] for r in zone_rows(bad.quarantine("flights"))}
+    held = {r["_record"]: r["_rules"] for r in zone_rows(bad.quarantine("flights"), day)}
     assert sorted(held) == sorted(expected), held
     assert all(rule in held[record] for record, rule in expected.items()), held
     if fault == "quoted_line_breaks":
-        kept = {r["tailnum"] for r in zone_rows(bad.validated("flights"))}
+        kept = {r["tailnum"] for r in zone_rows(bad.validated("flights"), day)}
         assert "N14\n228" in kept
 
 
-def test_quarantined_rows_carry_their_file_record_number_and_key(spark, lake, config_without_gx, tmp_path):
-    case = next(c for c in CASES if c.name == "unparseable_values")  # dep_time "5:17" in rows 3 and 4
-    bad, report = run_case(spark, lake, config_without_gx, tmp_path, case.mutate)
+def test_quarantined_rows_carry_their_file_record_number_and_key(row_fault_run):
+    bad, report = row_fault_run
+    day = FAULT_DAYS[UNPARSEABLE.name]
     assert report.success, report.summary()
-    frame = pd.read_csv(bad.raw_file("flights", DAY), dtype=str, keep_default_na=False)
-    held = sorted(zone_rows(bad.quarantine("flights")), key=lambda r: r["_record"])
+    frame = pd.read_csv(bad.raw_file("flights", day), dtype=str, keep_default_na=False)
+    held = sorted(zone_rows(bad.quarantine("flights"), day), key=lambda r: r["_record"])
     assert [r["_record"] for r in held] == [4, 5]
     for r in held:
-        assert r["_source_file"].endswith(bad.raw_file("flights", DAY))
+        assert r["_source_file"].endswith(bad.raw_file("flights", day))
         source = frame.iloc[r["_record"] - 1]
         assert all(r[c] == source[c] for c in ("year", "month", "day", "carrier", "flight", "origin", "sched_dep_time"))
     (rule,) = [x for x in flights_counts_rules(report) if x.rule == "dep_time_is_int"]
+    # the rule's examples come from the whole run, in file order: this day's are the only ones
     assert rule.examples[0]["_record"] == 4 and rule.examples[0]["flight"] == frame.iloc[3]["flight"]
 
 

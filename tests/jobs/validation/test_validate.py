@@ -14,7 +14,7 @@ from jobs.lake.layout import VALIDATION_PAGE, Lake, partition_name
 from jobs.validation.job import main, validate
 from jobs.validation.report import ValidationFailed
 from jobs.validation.schema import schema_drift
-from tests.jobs.bad_inputs import CASES, Case
+from tests.jobs.bad_inputs import CASES, Case, Mutation
 
 DAY = dt.date(2013, 1, 9)  # the 7 days before it are in the lake too: the row-count band is checked
 RUN_ID = "corpus"
@@ -24,11 +24,18 @@ FLIGHT_SUITES = {name: suite for name, suite in suites().items() if name != "wea
 
 def bad_lake(lake: Lake, root: Path, case: Case) -> Lake:
     """A lake whose raw zone is a copy of the real one with DAY's flights file broken by ``case``."""
+    return broken_days(lake, root, {DAY: case.mutate})
+
+
+def broken_days(lake: Lake, root: Path, mutations: dict[dt.date, Mutation]) -> Lake:
+    """A lake whose raw zone is a copy of the real one with each day's flights file broken by its
+    mutation (given the day's file and the day before's)."""
     bad = Lake(str(root / "lake"))
     shutil.copytree(f"{lake.root}/raw", f"{bad.root}/raw")
-    target = Path(bad.raw_file("flights", DAY))
-    previous = Path(lake.raw_file("flights", DAY - dt.timedelta(days=1))).read_bytes()
-    target.write_bytes(case.mutate(target.read_bytes(), previous))
+    for day, mutate in mutations.items():
+        target = Path(bad.raw_file("flights", day))
+        previous = Path(lake.raw_file("flights", day - dt.timedelta(days=1))).read_bytes()
+        target.write_bytes(mutate(target.read_bytes(), previous))
     return bad
 
 
@@ -37,8 +44,8 @@ def raw_digest(lake: Lake) -> dict[str, str]:
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*.csv")}
 
 
-def zone_rows(path: str) -> list[dict]:
-    folder = Path(path) / partition_name(DAY)
+def zone_rows(path: str, day: dt.date = DAY) -> list[dict]:
+    folder = Path(path) / partition_name(day)
     if not folder.exists():
         return []
     return pq.read_table(folder).to_pylist()
@@ -49,47 +56,82 @@ def data_files(path: str) -> list[str]:
     return sorted(hashlib.sha256(p.read_bytes()).hexdigest() for p in (Path(path) / partition_name(DAY)).glob("part-*"))
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if not c.hard], ids=lambda c: c.name)
-def test_bad_rows_are_quarantined_with_their_rules_and_nothing_is_lost(
-    spark, lake, config_without_gx, tmp_path, case
-):
-    bad = bad_lake(lake, tmp_path, case)
+SOFT = [c for c in CASES if not c.hard]
+# Each row-level case breaks a day of its own (DAY and the days before it), and one run validates
+# them all, as a night's backfill of a week would: a case's rows must not leak into another's day.
+SOFT_DAYS = {case.name: DAY - dt.timedelta(days=n) for n, case in enumerate(SOFT)}
+
+
+@pytest.fixture(scope="module")
+def soft_run(spark, lake, config_without_gx, tmp_path_factory):
+    """(the lake with every row-level case on its day, the raw zone's digest before, the report)."""
+    bad = broken_days(lake, tmp_path_factory.mktemp("soft"), {SOFT_DAYS[c.name]: c.mutate for c in SOFT})
     before = raw_digest(bad)
-    report = validate(spark, bad, config_without_gx, [DAY], DAY, RUN_ID, suites=FLIGHT_SUITES)
+    days = sorted(SOFT_DAYS.values())
+    report = validate(spark, bad, config_without_gx, days, days[-1], RUN_ID, suites=FLIGHT_SUITES)
+    return bad, before, report
+
+
+@pytest.mark.parametrize("case", SOFT, ids=lambda c: c.name)
+def test_bad_rows_are_quarantined_with_their_rules_and_nothing_is_lost(soft_run, case):
+    bad, before, report = soft_run
+    day = SOFT_DAYS[case.name]
     assert report.success and report.written, report.summary()
 
-    counts = next(t for t in report.tables if t.table == "flights").partitions[DAY.isoformat()]
-    lines = Path(bad.raw_file("flights", DAY)).read_bytes().rstrip(b"\n").split(b"\n")
+    counts = next(t for t in report.tables if t.table == "flights").partitions[day.isoformat()]
+    lines = Path(bad.raw_file("flights", day)).read_bytes().rstrip(b"\n").split(b"\n")
     assert counts.rows_in == len(lines) - 1  # every data line of the file is a row, even a broken one
     assert counts.quarantined == case.quarantined
     assert counts.rows_in == counts.validated + counts.quarantined
     assert (counts.written_validated, counts.written_quarantined) == (counts.validated, counts.quarantined)
 
-    held = zone_rows(bad.quarantine("flights"))
-    assert len(held) == case.quarantined and len(zone_rows(bad.validated("flights"))) == counts.validated
+    held = zone_rows(bad.quarantine("flights"), day)
+    assert len(held) == case.quarantined and len(zone_rows(bad.validated("flights"), day)) == counts.validated
     for rule, rows in case.rules.items():
         assert sum(rule in r["_rules"] for r in held) == rows, (rule, [r["_rules"] for r in held])
         assert counts.by_rule[rule] == rows
     assert {r["_run_id"] for r in held} == {RUN_ID}
-    raw_text = Path(bad.raw_file("flights", DAY)).read_bytes().decode("utf-8", errors="replace")
+    raw_text = Path(bad.raw_file("flights", day)).read_bytes().decode("utf-8", errors="replace")
     for r in held:  # held back as the text it arrived as
         assert r["_corrupt_record"] or f"{r['carrier'] or 'NA'},{r['flight']}," in raw_text
     assert raw_digest(bad) == before
 
 
+# A broken header stops its table's checks for the whole run: those cases run alone. Every other
+# batch check is judged per day, so those cases share one run, each on a day of its own (another
+# day's rows on the first, so that the day whose rows it copies is not in the run).
+HEADER_CHECK = "header_matches_schema"
+BATCH = sorted((c for c in CASES if c.hard and c.check != HEADER_CHECK), key=lambda c: c.name != "another_days_rows")
+BATCH_DAYS = {case.name: DAY - dt.timedelta(days=len(BATCH) - 1 - n) for n, case in enumerate(BATCH)}
+
+
+@pytest.fixture(scope="module")
+def batch_run(spark, lake, config_without_gx, tmp_path_factory):
+    """(the lake with every batch-level case on its day, the raw zone's digest before, the report)."""
+    bad = broken_days(lake, tmp_path_factory.mktemp("batch"), {BATCH_DAYS[c.name]: c.mutate for c in BATCH})
+    before = raw_digest(bad)
+    days = sorted(BATCH_DAYS.values())
+    report = validate(spark, bad, config_without_gx, days, days[-1], RUN_ID, suites=FLIGHT_SUITES)
+    return bad, before, report
+
+
 @pytest.mark.parametrize("case", [c for c in CASES if c.hard], ids=lambda c: c.name)
 def test_a_broken_batch_fails_naming_table_partition_check_and_what_was_seen(
-    spark, lake, config_without_gx, tmp_path, case
+    request, spark, lake, config_without_gx, tmp_path, case
 ):
-    bad = bad_lake(lake, tmp_path, case)
-    before = raw_digest(bad)
-    report = validate(spark, bad, config_without_gx, [DAY], DAY, RUN_ID, suites=FLIGHT_SUITES)
+    if case.name in BATCH_DAYS:
+        bad, before, report = request.getfixturevalue("batch_run")
+        day = BATCH_DAYS[case.name]
+    else:
+        bad, day = bad_lake(lake, tmp_path, case), DAY
+        before = raw_digest(bad)
+        report = validate(spark, bad, config_without_gx, [DAY], DAY, RUN_ID, suites=FLIGHT_SUITES)
     assert not report.success and not report.written
     failed = {(c.table, c.partition, c.check) for c in report.failures}
-    assert ("flights", DAY.isoformat(), case.check) in failed, report.summary()
-    message = "\n".join(c.describe() for c in report.failures)
-    assert f"flights partition {DAY}: {case.check} failed" in message
-    assert case.says in message
+    assert ("flights", day.isoformat(), case.check) in failed, report.summary()
+    message = "\n".join(c.describe() for c in report.failures if c.partition == day.isoformat())
+    assert f"flights partition {day}: {case.check} failed" in message
+    assert case.says.format(previous=day - dt.timedelta(days=1)) in message
     assert not Path(bad.validated("flights")).exists() and not Path(bad.quarantine("flights")).exists()
     assert raw_digest(bad) == before
 
