@@ -11,11 +11,14 @@ level only (``PIPELINE_LOG_LEVEL=DEBUG`` shows it), so a task log ends with what
 with the last line of 80 lines of stack.
 
 A file in a zone that is not Parquet (a stray CSV, a half-copied file) is a data problem too: the
-jobs would fail on it every time, so it exits as one, naming the file (:func:`data_problem`).
+jobs would fail on it every time, so it exits as one, naming the file (:func:`data_problem`). A
+full disk is a fault (space may be freed before the retry) whose one line says so
+(:func:`disk_full`) instead of the first line of a Spark stack trace.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -45,6 +48,24 @@ def data_problem(err: BaseException) -> str | None:
             "move the file out of the lake (or delete it) and run the task again")
 
 
+DISK_FULL = re.compile(r"No space left on device")  # ENOSPC, in Python's words and in the JVM's
+
+
+def disk_full(err: BaseException) -> str | None:
+    """``err`` (or what caused it, a Java exception in a Py4J error's text included) is a write
+    that found no space left on its disk: in words with what to do; else None."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if (isinstance(seen, OSError) and seen.errno == errno.ENOSPC) or DISK_FULL.search(str(seen)):
+            where = getattr(seen, "filename", None)
+            return (f"the disk is full (No space left on device{f': {where}' if where else ''}): free space on "
+                    "the lake's disk (or give it a larger one) and run the task again; what the lake held "
+                    "before this run is intact")
+        # pyspark keeps the Java cause of a captured exception apart from Python's chain
+        seen = seen.__cause__ or seen.__context__ or getattr(seen, "_cause", None)
+    return None
+
+
 def headline(err: BaseException, limit: int = 600) -> str:
     """An exception in one line: its type and the first line of its message (Py4J's Java stack
     traces and Python's causes left out)."""
@@ -65,7 +86,7 @@ def run_job(main: Callable[[], None]) -> None:
         problem = f"{type(err).__name__}: {err}" if isinstance(err, DataError) else data_problem(err)
         if problem is None:
             log.error("failed (a fault: Airflow retries the task): %s (the traceback: PIPELINE_LOG_LEVEL=DEBUG)",
-                      headline(err))
+                      disk_full(err) or headline(err))
             log.debug("the traceback of that failure", exc_info=True)
             sys.exit(1)
         log.error("data error (not retried): %s", problem)

@@ -153,3 +153,35 @@ def config_patch() -> ConfigPatch:
 def config_without_gx(config, config_patch):
     """The config with GX's cross-check off: it is tested on its own, elsewhere it only adds time."""
     return config_patch.replace(config, validation={"great_expectations": False})
+
+
+@pytest.fixture
+def small_disk():
+    """``mount(folder, size)``: a filesystem of ``size`` (a tmpfs, e.g. ``"1m"``) mounted on the
+    empty ``folder``, unmounted at the end; the test is skipped where nothing can be mounted (not
+    root, or a container without CAP_SYS_ADMIN). ``fill(folder)`` then leaves about 4 KiB free in
+    a dot file, which Spark's readers skip. For the full-disk tests."""
+    import subprocess
+
+    mounted: list[Path] = []
+
+    def mount(folder: Path, size: str = "1m") -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a small filesystem here: {done.stderr.strip()}")
+        mounted.append(folder)
+        return folder
+
+    def fill(folder: Path) -> Path:
+        free = os.statvfs(folder)
+        filler = folder / ".filler"
+        filler.write_bytes(b"\0" * max(free.f_bavail * free.f_frsize - 4096, 0))
+        return filler
+
+    mount.fill = fill  # type: ignore[attr-defined]
+    yield mount
+    for folder in reversed(mounted):
+        # lazy: a JVM of the session may still hold a file of it open; the mount goes once it lets go
+        subprocess.run(["umount", "--lazy", str(folder)], check=True)

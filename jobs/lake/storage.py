@@ -11,6 +11,7 @@ put is atomic on its own).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
@@ -87,15 +88,16 @@ def create_exclusive(uri: str, data: bytes) -> bool:
         write_bytes(uri, data)
         return True
     staging = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(staging, "wb") as out:
-        out.write(data)
     try:
+        with open(staging, "wb") as out:  # a full disk fails here: the staging goes all the same
+            out.write(data)
         os.link(staging, path)
         return True
     except FileExistsError:
         return False
     finally:
-        os.remove(staging)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(staging)
 
 
 def write_text(uri: str, text: str) -> None:

@@ -117,3 +117,45 @@ def test_staging_a_killed_features_job_left_is_removed_by_the_next_run(spark, la
         another.release()
     main(run)  # alone again: the staging goes
     assert sorted(p.name for p in zone.iterdir()) == [partition_name(day)]
+
+
+def test_a_full_disk_fails_the_write_saying_so_and_keeps_the_day(spark, lake, tmp_path, caplog, small_disk):
+    """The features zone on a small disk of its own with no room left: the job fails saying the
+    disk is full, the day's partition stays what it was and no staging is left behind; with room
+    again, the same run replaces the day."""
+    import hashlib
+
+    import pytest
+
+    from jobs.errors import run_job
+    from jobs.features.job import main
+    from jobs.lake.layout import partition_name
+
+    own = tmp_path / "lake"
+    zone = small_disk(own / "features", "1m")
+    for name in ("raw", "validated"):  # read only: the session lake's
+        (own / name).symlink_to(f"{lake.root}/{name}")
+    day = dt.date(2013, 1, 5)
+    run = ["--run-date", day.isoformat(), "--days", "1", "--lake-root", str(own)]
+    main(run)
+    partition = zone / partition_name(day)
+
+    def digest() -> dict[str, str]:
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in partition.iterdir()}
+
+    before = digest()
+    assert any(name.startswith("part-") for name in before)
+    filler = small_disk.fill(zone)
+
+    with pytest.raises(SystemExit) as failed:
+        run_job(lambda: main(run))
+    assert failed.value.code == 1  # a fault: space may be freed before Airflow's retry
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("failed")]
+    assert "the disk is full (No space left on device" in line and "run the task again" in line, line
+    assert digest() == before  # the day's partition is the one written before
+    assert sorted(p.name for p in zone.iterdir()) == [".filler", partition_name(day)]  # no staging left
+
+    filler.unlink()
+    main(run)
+    after = digest()
+    assert after.keys() != before.keys() and len(after) == len(before)  # replaced: new files, as many

@@ -47,3 +47,24 @@ def test_training_shards_read_through_uris(tmp_path):
     assert len(units) == 3
     tables = read_units(units, ["x"])
     assert sorted(v for t in tables for v in t.column("x").to_pylist()) == list(range(30))
+
+
+def test_a_full_disk_fails_a_write_saying_so_and_leaves_no_staging(tmp_path, small_disk):
+    import errno
+
+    import pytest
+
+    from jobs.errors import disk_full
+
+    disk = small_disk(tmp_path / "disk", "64k")
+    storage.write_json(f"{disk}/summary.json", {"rows": 1})
+    small_disk.fill(disk)
+    big = {"rows": 2, "padding": "x" * 65536}
+    for write in (lambda: storage.write_json(f"{disk}/summary.json", big),
+                  lambda: storage.create_exclusive(f"{disk}/other.lock", b"x" * 65536)):
+        with pytest.raises(OSError) as failed:
+            write()
+        assert failed.value.errno == errno.ENOSPC or "No space left on device" in str(failed.value)
+        assert disk_full(failed.value).startswith("the disk is full (No space left on device")
+        assert sorted(p.name for p in disk.iterdir()) == [".filler", "summary.json"]  # no staging left
+    assert storage.read_json(f"{disk}/summary.json") == {"rows": 1}
