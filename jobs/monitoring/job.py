@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.config import PipelineConfig, WindowArgs, job_parser, parse_job_args
 from jobs.errors import DataError, run_job
-from jobs.lake.layout import Lake
 from jobs.lake.spark import configure_logging, get_spark, path_exists
 from jobs.lake.storage import read_json, write_text
 from jobs.monitoring.outcomes import MATCHED, OUTCOME, PROBABILITY, PredictionSource
@@ -49,7 +48,6 @@ from jobs.timings import phase, preload
 
 if TYPE_CHECKING:
     import pandas as pd
-    from pyspark.sql import SparkSession
 
 log = logging.getLogger("jobs.monitoring.job")
 
@@ -251,13 +249,19 @@ def run_metrics(entry: dict[str, Any]) -> dict[str, float]:
     return found
 
 
-def log_entry(experiment_id: str, entry: dict[str, Any], day: dt.date, model_run_id: str) -> str:
-    """Log an entry's numbers to its version's monitoring run at step = the day; the run id."""
+def log_entry(experiment_id: str, entry: dict[str, Any], day: dt.date, model_run_id: str,
+              runs: dict[tuple[str, str], str] | None = None) -> str:
+    """Log an entry's numbers to its version's monitoring run at step = the day; the run id.
+    ``runs`` ((name, version) -> run id) saves looking the run up again for the next day."""
     from mlflow.entities import Metric
 
     from jobs.tracking import client
 
-    run_id = monitoring_run(experiment_id, entry["model_name"], entry["model_version"], model_run_id)
+    runs = {} if runs is None else runs
+    key = (entry["model_name"], entry["model_version"])
+    if key not in runs:
+        runs[key] = monitoring_run(experiment_id, entry["model_name"], entry["model_version"], model_run_id)
+    run_id = runs[key]
     timestamp = int(dt.datetime.combine(day, dt.time(), dt.UTC).timestamp() * 1000)  # the day, not the run
     metrics = [Metric(k, v, timestamp, day_step(day)) for k, v in run_metrics(entry).items()]
     mlflow_client = client()
@@ -266,19 +270,17 @@ def log_entry(experiment_id: str, entry: dict[str, Any], day: dt.date, model_run
     return run_id
 
 
-def monitor_day(spark: SparkSession, lake: Lake, config: PipelineConfig, day: dt.date, arrived: bool,
-                sources: list[PredictionSource], experiment_id: str) -> dict[str, Any] | None:
-    """The day's record, every version of every source that scored it judged and logged; None
-    when no source scored the day."""
-    from jobs.monitoring.outcomes import joined_rows
-
+def monitor_day(config: PipelineConfig, day: dt.date, arrived: bool,
+                sources: list[tuple[PredictionSource, pd.DataFrame]], experiment_id: str,
+                runs: dict[tuple[str, str], str] | None = None) -> dict[str, Any] | None:
+    """The day's record from each source's joined rows of the day
+    (:func:`~jobs.monitoring.outcomes.joined_rows`; sources without rows that day left out), every
+    version that scored it judged and logged (``runs``: the monitoring runs found so far, filled
+    in); None when no source scored the day."""
     entries = []
     holdouts: dict[str, dict[str, float]] = {}
     served: dict[str, pd.DataFrame] = {}  # the champion's rows of the day, by model name
-    for source in sources:
-        if not path_exists(spark, lake.partition(source.zone, day)):
-            continue
-        rows = joined_rows(spark, lake, source, day, config.features, config.evaluation.segments, arrived)
+    for source, rows in sources:
         for (name, version, run_id), part in rows.groupby(["model_name", "model_version", "model_run_id"],
                                                           dropna=False, sort=True):
             run_id = "" if run_id is None or (isinstance(run_id, float) and math.isnan(run_id)) else str(run_id)
@@ -293,7 +295,7 @@ def monitor_day(spark: SparkSession, lake: Lake, config: PipelineConfig, day: dt
             if source.role != "champion" and arrived and str(name) in served:
                 if (compared := comparison(part, served[str(name)], config, day)) is not None:
                     entry["comparison"] = compared
-            entry["mlflow_run_id"] = log_entry(experiment_id, entry, day, run_id)
+            entry["mlflow_run_id"] = log_entry(experiment_id, entry, day, run_id, runs)
             entry["mlflow_experiment_id"] = experiment_id
             entries.append(entry)
             log.info("%s: %s version %s (%s): %s, %d rows, %d with an outcome%s", day, name, version, source.role,
@@ -318,7 +320,7 @@ def main(argv: list[str] | None = None) -> None:
     preload("mlflow")
     spark = get_spark(f"monitor-{args.run_date}", connect=True)
     lake, config = args.lake, args.config
-    from jobs.monitoring.outcomes import features_days, outcomes_in, prediction_sources
+    from jobs.monitoring.outcomes import features_days, joined_rows, outcomes_in, prediction_sources
     from jobs.tracking import ensure_experiment
 
     for run_date in args.window:  # every day scored first: a backfill stops before judging anything
@@ -331,10 +333,18 @@ def main(argv: list[str] | None = None) -> None:
     sources = prediction_sources(lake)
     from jobs.monitoring.challengers import HISTORY_FACTOR, monitoring_records
 
-    for day in dict.fromkeys(day for run_date in args.window for day in monitored_days(run_date, delay)):
-        arrived = outcomes_in(landed, day, delay)
+    days = {day: outcomes_in(landed, day, delay)
+            for day in dict.fromkeys(day for run_date in args.window for day in monitored_days(run_date, delay))}
+    with phase("monitor join"):  # one query for the window's days, not one a day
+        joined = {source.zone: joined_rows(spark, lake, source, scored, config.features,
+                                                  config.evaluation.segments)
+                  for source in sources
+                  if (scored := {d: a for d, a in days.items() if path_exists(spark, lake.partition(source.zone, d))})}
+    runs: dict[tuple[str, str], str] = {}
+    for day, arrived in days.items():
+        of_day = [(source, joined[source.zone][day]) for source in sources if day in joined.get(source.zone, {})]
         with phase(f"monitor {day}"):
-            record = monitor_day(spark, lake, config, day, arrived, sources, experiment_id)
+            record = monitor_day(config, day, arrived, of_day, experiment_id, runs)
         if record is None:
             log.warning("day %s was never scored: nothing to judge on its outcomes (%s)", day,
                         never_scored(day, lake.partition(lake.predictions, day)))

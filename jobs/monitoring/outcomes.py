@@ -56,34 +56,52 @@ def outcomes_in(features_days: set[dt.date], day: dt.date, label_delay_days: int
     return day + dt.timedelta(days=label_delay_days) in features_days
 
 
-def joined_rows(spark: SparkSession, lake: Lake, source: PredictionSource, day: dt.date, spec: FeatureSpec,
-                segments: list[str], with_outcomes: bool) -> pd.DataFrame:
-    """The day's prediction rows of ``source`` with the model identity, ``probability``, the
-    ``segments`` columns, ``matched`` and ``outcome`` (without ``with_outcomes``: no segments, no
-    match, outcome null), as pandas
-    (a day is small: the metrics are computed on the driver)."""
+def joined_rows(spark: SparkSession, lake: Lake, source: PredictionSource, days: dict[dt.date, bool],
+                       spec: FeatureSpec, segments: list[str]) -> dict[dt.date, pd.DataFrame]:
+    """Each day's prediction rows of ``source`` (``days``: day -> whether its outcomes are in) with
+    the model identity, ``probability``, the ``segments`` columns, ``matched`` and ``outcome``
+    (a day awaiting its outcomes: no segments, no match, outcome null), as pandas (a day is small:
+    the metrics are computed on the driver). One Spark query for the days with outcomes and one
+    for those without: a window of days costs a join, not one a day."""
+    import pandas as pd
     from pyspark.sql import functions as F
 
+    from jobs.lake.layout import PARTITION
+
     ids = list(dict.fromkeys(spec.id_columns))
-    predictions = spark.read.parquet(lake.partition(source.zone, day))
-    predictions = predictions.select(*ids, PROBABILITY, *MODEL)
-    if not with_outcomes:  # awaiting the outcomes: the estimate needs the probabilities only
-        return predictions.select("*", F.lit(False).alias(MATCHED),
-                                  F.lit(None).cast("double").alias(OUTCOME)).toPandas()
-    features = spark.read.parquet(lake.partition(lake.features, day))
-    wanted = list(dict.fromkeys([*ids, *[c for c in segments if c not in ids]]))
-    # One outcome per entity: a duplicated id in the features (not expected) must not duplicate predictions.
-    outcomes = (features.select(*wanted, F.col(spec.label).cast("double").alias(OUTCOME))
-                .dropDuplicates(ids).withColumn(MATCHED, F.lit(True)))
-    p, o = predictions.alias("p"), outcomes.alias("o")
-    condition = [F.col(f"p.`{c}`").eqNullSafe(F.col(f"o.`{c}`")) for c in ids]
-    joined = p.join(o, condition, "left").select(
-        *[F.col(f"p.`{c}`").alias(c) for c in ids], F.col(f"p.{PROBABILITY}").alias(PROBABILITY),
-        *[F.col(f"p.{c}").alias(c) for c in MODEL],
-        *[F.col(f"o.`{c}`").alias(c) for c in segments if c not in ids],
-        F.coalesce(F.col(f"o.{MATCHED}"), F.lit(False)).alias(MATCHED), F.col(f"o.{OUTCOME}").alias(OUTCOME),
-    )
-    return joined.toPandas()
+    found: dict[dt.date, pd.DataFrame] = {}
+    for with_outcomes in (True, False):
+        chosen = sorted(day for day, arrived in days.items() if arrived == with_outcomes)
+        if not chosen:
+            continue
+        predictions = (spark.read.option("basePath", source.zone)
+                       .parquet(*[lake.partition(source.zone, day) for day in chosen])
+                       .select(*ids, PROBABILITY, *MODEL, PARTITION))
+        if not with_outcomes:  # awaiting the outcomes: the estimate needs the probabilities only
+            joined = predictions.select("*", F.lit(False).alias(MATCHED), F.lit(None).cast("double").alias(OUTCOME))
+        else:
+            features = (spark.read.option("basePath", lake.features)
+                        .parquet(*[lake.partition(lake.features, day) for day in chosen]))
+            wanted = list(dict.fromkeys([*ids, *[c for c in segments if c not in ids]]))
+            # One outcome per entity and day: a duplicated id in the features (not expected) must not
+            # duplicate predictions.
+            outcomes = (features.select(*wanted, PARTITION, F.col(spec.label).cast("double").alias(OUTCOME))
+                        .dropDuplicates([*ids, PARTITION]).withColumn(MATCHED, F.lit(True)))
+            p, o = predictions.alias("p"), outcomes.alias("o")
+            condition = [F.col(f"p.`{c}`").eqNullSafe(F.col(f"o.`{c}`")) for c in ids]
+            condition.append(F.col(f"p.{PARTITION}") == F.col(f"o.{PARTITION}"))
+            joined = p.join(o, condition, "left").select(
+                *[F.col(f"p.`{c}`").alias(c) for c in ids], F.col(f"p.{PROBABILITY}").alias(PROBABILITY),
+                *[F.col(f"p.{c}").alias(c) for c in MODEL],
+                *[F.col(f"o.`{c}`").alias(c) for c in segments if c not in ids],
+                F.coalesce(F.col(f"o.{MATCHED}"), F.lit(False)).alias(MATCHED), F.col(f"o.{OUTCOME}").alias(OUTCOME),
+                F.col(f"p.{PARTITION}").alias(PARTITION),
+            )
+        frame = joined.toPandas()
+        of_day = pd.to_datetime(frame[PARTITION]).dt.date
+        for day in chosen:
+            found[day] = frame[(of_day == day).to_numpy()].drop(columns=[PARTITION]).reset_index(drop=True)
+    return found
 
 
 def features_days(spark: SparkSession, lake: Lake) -> set[dt.date]:

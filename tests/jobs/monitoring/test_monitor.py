@@ -171,7 +171,7 @@ def monitored_lake(feature_frames, config, tracking, tmp_path_factory):
         predictions = _predictions(frame, config, version, tracking["runs"][version], day, seed=day.day)
         if day == D2:
             ghosts = predictions.head(5).copy()
-            ghosts["flight"] = 99990 + np.arange(5)
+            ghosts["flight"] = (99990 + np.arange(5)).astype(predictions["flight"].dtype)  # as the score job types it
             predictions = pd.concat([predictions, ghosts], ignore_index=True)
         _write(lake.predictions, day, predictions)
     return lake
@@ -278,6 +278,18 @@ def test_a_rerun_writes_the_same_record_and_reuses_the_run(monitored, monitored_
     client = tracking["client"]
     experiment = client.get_experiment_by_name(f"{config.train.experiment}-monitoring")
     assert len(client.search_runs([experiment.experiment_id], "tags.monitoring_of = 'flight_delay/1'")) == 1
+
+
+def test_days_judged_in_one_job_equal_each_day_judged_alone(monitored, monitored_lake):
+    """``--days 5``: the window's predictions joined with their outcomes in one query write, per
+    day, the record that five one-day runs wrote (the replay and backfills rely on it)."""
+    from jobs.monitoring.job import main
+
+    before = {day: Path(monitored_lake.monitoring_report(day)).read_bytes() for day in monitored}
+    for day in monitored:  # written again, not left as they were
+        Path(monitored_lake.monitoring_report(day)).unlink()
+    main(["--run-date", D5.isoformat(), "--days", "5", "--lake-root", monitored_lake.root])
+    assert {day: Path(monitored_lake.monitoring_report(day)).read_bytes() for day in monitored} == before
 
 
 def test_a_day_never_scored_fails_as_a_data_error_saying_what_to_trigger(monitored_lake, tmp_path, monkeypatch):
