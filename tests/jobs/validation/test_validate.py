@@ -218,7 +218,7 @@ def test_an_unchanged_reference_table_is_not_validated_again(spark, lake, config
     copy = Lake(str(tmp_path / "lake"))
     shutil.copytree(f"{lake.root}/raw", f"{copy.root}/raw")
     night, next_night, third = DAY - dt.timedelta(days=1), DAY, DAY + dt.timedelta(days=1)
-    first = validate(spark, copy, config_without_gx, [night], night, RUN_ID)
+    first = validate(spark, copy, config_without_gx, [night], night, RUN_ID, suites=FLIGHT_SUITES)
     references = {t.table for t in first.tables if t.fingerprint}
     assert references == {"airlines", "airports", "planes"}
     assert all(not t.unchanged_since for t in first.tables)
@@ -231,7 +231,7 @@ def test_an_unchanged_reference_table_is_not_validated_again(spark, lake, config
     row = lines[1].split(",")
     row[header.index("carrier")] = "ZZ"
     raw.write_text(lines[0] + ",".join(row) + "".join(lines[2:]))
-    second = validate(spark, copy, config_without_gx, [next_night], next_night, RUN_ID)
+    second = validate(spark, copy, config_without_gx, [next_night], next_night, RUN_ID, suites=FLIGHT_SUITES)
     assert second.success, second.summary()
     tables = {t.table: t for t in second.tables}
     assert {n for n, t in tables.items() if t.unchanged_since == night.isoformat()} == references
@@ -242,7 +242,7 @@ def test_an_unchanged_reference_table_is_not_validated_again(spark, lake, config
     # A changed airlines file is validated again (and airports, untouched, is still reused).
     airlines = Path(copy.raw_file("airlines"))
     airlines.write_text(airlines.read_text() + "ZZ,Zed Air\n")
-    third_report = validate(spark, copy, config_without_gx, [third], third, RUN_ID)
+    third_report = validate(spark, copy, config_without_gx, [third], third, RUN_ID, suites=FLIGHT_SUITES)
     tables = {t.table: t for t in third_report.tables}
     assert tables["airlines"].unchanged_since is None and tables["airlines"].rows_in == 17
     assert tables["airports"].unchanged_since == night.isoformat()
@@ -250,6 +250,6 @@ def test_an_unchanged_reference_table_is_not_validated_again(spark, lake, config
 
     # Turned off, every reference table is validated again.
     off = config_patch.replace(config_without_gx, validation={"skip_unchanged": False})
-    again = validate(spark, copy, off, [third], third, RUN_ID)
+    again = validate(spark, copy, off, [third], third, RUN_ID, suites=FLIGHT_SUITES)
     assert all(t.unchanged_since is None for t in again.tables)
     assert {t.table for t in again.tables if t.rows_in} >= references
