@@ -36,8 +36,8 @@ from tests.jobs.validation.test_validate import (
     FLIGHT_SUITES,
     RUN_ID,
     bad_lake,
-    broken_days,
     raw_digest,
+    validated_on_their_days,
     zone_rows,
 )
 
@@ -95,10 +95,8 @@ def row_fault_run(spark, lake, config_without_gx, tmp_path_factory):
     """(the lake with every row fault on its day, the report of the one run over those days)."""
     mutations = {FAULT_DAYS[name]: mutate for name, (mutate, _) in ROW_FAULTS.items()}
     mutations[FAULT_DAYS[UNPARSEABLE.name]] = UNPARSEABLE.mutate
-    bad = broken_days(lake, tmp_path_factory.mktemp("row-faults"), mutations)
-    before = raw_digest(bad)
-    days = sorted(mutations)
-    report = validate(spark, bad, config_without_gx, days, days[-1], RUN_ID, suites=FLIGHT_SUITES)
+    bad, before, report = validated_on_their_days(spark, lake, config_without_gx,
+                                                  tmp_path_factory.mktemp("row-faults"), mutations)
     assert raw_digest(bad) == before  # raw data is only read
     return bad, report
 

@@ -56,6 +56,15 @@ def data_files(path: str) -> list[str]:
     return sorted(hashlib.sha256(p.read_bytes()).hexdigest() for p in (Path(path) / partition_name(DAY)).glob("part-*"))
 
 
+def validated_on_their_days(spark, lake: Lake, config, root: Path, mutations: dict[dt.date, Mutation]):
+    """(the lake with each day's flights broken by its mutation (:func:`broken_days`), the raw
+    zone's digest before, the report of one validation run over those days)."""
+    bad = broken_days(lake, root, mutations)
+    before = raw_digest(bad)
+    days = sorted(mutations)
+    return bad, before, validate(spark, bad, config, days, days[-1], RUN_ID, suites=FLIGHT_SUITES)
+
+
 SOFT = [c for c in CASES if not c.hard]
 # Each row-level case breaks a day of its own (DAY and the days before it), and one run validates
 # them all, as a night's backfill of a week would: a case's rows must not leak into another's day.
@@ -64,12 +73,9 @@ SOFT_DAYS = {case.name: DAY - dt.timedelta(days=n) for n, case in enumerate(SOFT
 
 @pytest.fixture(scope="module")
 def soft_run(spark, lake, config_without_gx, tmp_path_factory):
-    """(the lake with every row-level case on its day, the raw zone's digest before, the report)."""
-    bad = broken_days(lake, tmp_path_factory.mktemp("soft"), {SOFT_DAYS[c.name]: c.mutate for c in SOFT})
-    before = raw_digest(bad)
-    days = sorted(SOFT_DAYS.values())
-    report = validate(spark, bad, config_without_gx, days, days[-1], RUN_ID, suites=FLIGHT_SUITES)
-    return bad, before, report
+    """:func:`validated_on_their_days` with every row-level case on its day."""
+    return validated_on_their_days(spark, lake, config_without_gx, tmp_path_factory.mktemp("soft"),
+                                   {SOFT_DAYS[c.name]: c.mutate for c in SOFT})
 
 
 @pytest.mark.parametrize("case", SOFT, ids=lambda c: c.name)
@@ -107,12 +113,9 @@ BATCH_DAYS = {case.name: DAY - dt.timedelta(days=len(BATCH) - 1 - n) for n, case
 
 @pytest.fixture(scope="module")
 def batch_run(spark, lake, config_without_gx, tmp_path_factory):
-    """(the lake with every batch-level case on its day, the raw zone's digest before, the report)."""
-    bad = broken_days(lake, tmp_path_factory.mktemp("batch"), {BATCH_DAYS[c.name]: c.mutate for c in BATCH})
-    before = raw_digest(bad)
-    days = sorted(BATCH_DAYS.values())
-    report = validate(spark, bad, config_without_gx, days, days[-1], RUN_ID, suites=FLIGHT_SUITES)
-    return bad, before, report
+    """:func:`validated_on_their_days` with every batch-level case on its day."""
+    return validated_on_their_days(spark, lake, config_without_gx, tmp_path_factory.mktemp("batch"),
+                                   {BATCH_DAYS[c.name]: c.mutate for c in BATCH})
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.hard], ids=lambda c: c.name)
