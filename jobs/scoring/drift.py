@@ -45,6 +45,8 @@ class DriftSpec:
     ignore: list[str] = field(default_factory=list)
     # A day with fewer rows is not judged (status "too_few_rows"): its shares are noise.
     min_rows: int = 100
+    # drift.png beside each day's drift.json (a quarter of a second a day; the replay turns it off)
+    plot: bool = True
 
 
 def _numeric_bucket(col: str, edges: list[float]) -> Any:

@@ -37,7 +37,7 @@ from jobs.config import FeatureSpec, WindowArgs, job_parser, parse_bool, parse_j
 from jobs.errors import run_job
 from jobs.lake.layout import DRIFT_PLOT, DRIFT_REPORT, PARTITION, partition_value
 from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, path_exists, require_cuda
-from jobs.lake.storage import write_bytes, write_text
+from jobs.lake.storage import delete_file, write_bytes, write_text
 from jobs.timings import phase, preload
 from jobs.validation.partitions import zone_writer
 
@@ -361,7 +361,8 @@ def report_drift(
     predictions: DataFrame, spec: DriftSpec,
 ) -> dict[dt.date, dict[str, Any]]:
     """Measure each day's drift against the model's baseline (one Spark job for the days' inputs,
-    one for their predictions); write ``reports/drift/date=D/`` (``drift.json``, ``drift.png``).
+    one for their predictions); write ``reports/drift/date=D/`` (``drift.json``, and ``drift.png``
+    unless ``spec.plot`` is off).
     Returns each day's headline (drifted, reasons); nothing without a baseline."""
     import io
 
@@ -378,9 +379,12 @@ def report_drift(
                   "model_run_id": model.run_id, **measured}
         path = lake.report("drift", day, DRIFT_REPORT)
         write_text(path, json.dumps(report, indent=2))
-        image = io.BytesIO()
-        drift_figure(report).savefig(image, format="png")
-        write_bytes(lake.report("drift", day, DRIFT_PLOT), image.getvalue())
+        if spec.plot:
+            image = io.BytesIO()
+            drift_figure(report).savefig(image, format="png")
+            write_bytes(lake.report("drift", day, DRIFT_PLOT), image.getvalue())
+        else:  # no picture of an earlier scoring left beside this one's report
+            delete_file(lake.report("drift", day, DRIFT_PLOT))
         line = headline(report)
         log.info("drift of %s against the training window: %s (report: %s)", day, line, path)
         done[day] = {"drifted": report["drifted"], "status": report["status"], "reasons": report["reasons"],

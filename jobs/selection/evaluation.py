@@ -181,12 +181,14 @@ def log_report(run_id: str, report: dict[str, Any], predictions: pd.DataFrame, l
         path = Path(tmp) / Path(PREDICTIONS).name
         predictions.to_parquet(path, index=False)
         mlflow_client.log_artifact(run_id, str(path), str(Path(PREDICTIONS).parent))
-    figures = {"evaluation/calibration.png": calibration_figure(labels, probabilities, spec.calibration_bins),
-               "evaluation/confusion_matrix.png": confusion_figure(report["confusion"], report["threshold"]),
-               "evaluation/segments.png": segments_figure(report["segments"])}
-    if len(np.unique(labels)) == 2:
-        figures["evaluation/roc_curve.png"] = roc_figure(labels, probabilities)
-        figures["evaluation/pr_curve.png"] = pr_figure(labels, probabilities)
+    figures = {}
+    if spec.plots:
+        figures = {"evaluation/calibration.png": calibration_figure(labels, probabilities, spec.calibration_bins),
+                   "evaluation/confusion_matrix.png": confusion_figure(report["confusion"], report["threshold"]),
+                   "evaluation/segments.png": segments_figure(report["segments"])}
+        if len(np.unique(labels)) == 2:
+            figures["evaluation/roc_curve.png"] = roc_figure(labels, probabilities)
+            figures["evaluation/pr_curve.png"] = pr_figure(labels, probabilities)
     for path, figure in figures.items():
         mlflow_client.log_figure(run_id, figure, path)
     for key, value in report_metrics(report).items():

@@ -27,6 +27,7 @@ class EvaluationSpec:
     threshold: float | str = 0.5
     calibration_bins: int = 10
     min_segment_rows: int = 30  # smaller segments are folded into "(other)"
+    plots: bool = True  # the report's figures (ROC, PR, calibration, ...) beside its tables; the replay turns them off
 
     def __post_init__(self) -> None:
         if isinstance(self.threshold, str):

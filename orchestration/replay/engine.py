@@ -126,6 +126,10 @@ class Replay:
         if self.sweep_size is not None:
             raw.setdefault("sweep", {})["size"] = self.sweep_size
         raw.setdefault("monitoring", {})["challengers"] = 0  # the served model's figures: no shadow scoring
+        # no pictures nobody looks at: a drift.png per policy-day, five per evaluation report (the
+        # numbers they show stay in the reports; a quarter of a second each, ~10 minutes a year)
+        raw.setdefault("score", {}).setdefault("drift", {})["plot"] = False
+        raw.setdefault("evaluation", {})["plots"] = False
         raw["train"]["experiment"] = f"{self.base.train.experiment}-replay"
         if policy is not None:
             raw["train"]["model_name"] = self.model_name(policy)

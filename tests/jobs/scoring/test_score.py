@@ -224,12 +224,15 @@ def test_rescoring_a_day_replaces_its_partition_and_leaves_other_days(
     assert served.equals(after)  # refused before anything was written
 
 
-def test_days_scored_in_one_pass_equal_each_day_scored_alone(scored_model, spark, lake, config, tmp_path,
-                                                             monkeypatch):
+def test_days_scored_in_one_pass_equal_each_day_scored_alone(scored_model, spark, lake, config, config_patch,
+                                                             tmp_path, monkeypatch):
     """``--days 2``: one Spark pass over two days writes, per day, the predictions, the drift
-    report and the summary that two one-day runs write (the replay and backfills rely on it)."""
+    report and the summary that two one-day runs write (the replay and backfills rely on it).
+    The one-day runs draw no drift plot (``score.drift.plot: false``, as the replay scores): the
+    report is the same, and a plot an earlier scoring left is removed, not left beside it."""
     import mlflow
     import pandas as pd
+    import yaml
 
     from jobs.features.job import build_features, read_inputs, write_features
     from jobs.model.tabular import log_pyfunc
@@ -252,8 +255,13 @@ def test_days_scored_in_one_pass_equal_each_day_scored_alone(scored_model, spark
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow.get_tracking_uri())
 
     main(["--run-date", days[-1].isoformat(), "--days", str(len(days)), "--lake-root", str(together)])
+    bundled = yaml.safe_load(config_patch.BUNDLED.read_text())
+    no_plot = config_patch.write(tmp_path / "no-plot", score={"drift": {**bundled["score"]["drift"], "plot": False}})
+    stale = alone / "reports" / "drift" / partition_name(days[0]) / "drift.png"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"an earlier scoring's plot")
     for day in days:
-        main(["--run-date", day.isoformat(), "--lake-root", str(alone)])
+        main(["--run-date", day.isoformat(), "--lake-root", str(alone), "--config", str(no_plot)])
 
     ids = ["carrier", "flight", "origin", "sched_dep_time"]
     for day in days:
@@ -264,6 +272,8 @@ def test_days_scored_in_one_pass_equal_each_day_scored_alone(scored_model, spark
         drift = [json.loads((root / "reports" / "drift" / partition_name(day) / "drift.json").read_text())
                  for root in (together, alone)]
         assert drift[0] == drift[1] and drift[0]["rows"] == len(one)
+        plots = [root / "reports" / "drift" / partition_name(day) / "drift.png" for root in (together, alone)]
+        assert plots[0].read_bytes()[:4] == b"\x89PNG" and not plots[1].exists()
         summaries = [json.loads((root / "reports" / "scoring" / partition_name(day) / "summary.json").read_text())
                      for root in (together, alone)]
         for summary in summaries:

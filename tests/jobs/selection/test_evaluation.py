@@ -71,3 +71,22 @@ def test_report_figures_are_drawn(tmp_path):
         fig.savefig(tmp_path / f"{name}.png")
         assert (tmp_path / f"{name}.png").stat().st_size > 1000
     assert len(segments_figure(report["segments"]).axes) == 2  # one panel per segment column
+
+
+def test_a_report_without_plots_logs_its_tables_and_no_figures():
+    """``evaluation.plots: false`` (the replay's setting): the same report and tables, no figures."""
+    import dataclasses
+
+    from jobs.selection.evaluation import log_report
+    from jobs.tracking import client
+
+    report = build_report(FRAME, "label", SPEC, choose_threshold(SPEC))
+    logged = {}
+    for plots in (True, False):
+        run_id = client().create_run(client().get_experiment_by_name("Default").experiment_id).info.run_id
+        log_report(run_id, report, FRAME, "label", dataclasses.replace(SPEC, plots=plots))
+        logged[plots] = {a.path for a in client().list_artifacts(run_id, "evaluation")}
+    figures = {f"evaluation/{f}" for f in ("calibration.png", "confusion_matrix.png", "segments.png",
+                                            "roc_curve.png", "pr_curve.png")}
+    assert figures <= logged[True] and logged[False] == logged[True] - figures
+    assert {"evaluation/report.json", "evaluation/segments.csv"} <= logged[False]
