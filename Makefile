@@ -57,6 +57,8 @@ docs: install
 	$(VENV)/bin/mkdocs build --strict -d site
 
 # Resumable: run it again with the same settings and it goes on from the last finished day.
+# The measured year: the bar open and one sweep candidate per window (docs/replay.md says why)
+REPLAY_ARGS ?= --baselines 0 --sweep-size 1
 replay: install
 	$(ENV) python -m orchestration.replay $(if $(POLICY),--policy $(POLICY)) $(if $(START),--start $(START)) \
 	  $(if $(END),--end $(END)) $(REPLAY_ARGS)
