@@ -126,16 +126,20 @@ class ConfigPatch:
 
     def write(self, folder: Path, replace: dict | None = None, **sections) -> Path:
         """``folder/pipeline.yaml``: the bundled config with ``sections`` changed setting by setting
-        and the sections in ``replace`` swapped whole (``evaluation={"threshold": 0.5}`` there drops
-        the bundled segments); a job reads it with ``--config`` or ``PIPELINE_CONFIG``."""
+        (in nested sections too) and the sections in ``replace`` swapped whole
+        (``evaluation={"threshold": 0.5}`` there drops the bundled segments); a job reads it with
+        ``--config`` or ``PIPELINE_CONFIG``."""
         import yaml
 
+        def merge(into: dict, changes: dict) -> None:
+            for name, value in changes.items():
+                if isinstance(value, dict) and isinstance(into.get(name), dict):
+                    merge(into[name], value)  # as deep as the YAML goes: score={"drift": {"plot": False}}
+                else:
+                    into[name] = value
+
         raw = yaml.safe_load(self.BUNDLED.read_text())
-        for name, value in sections.items():
-            if isinstance(value, dict):
-                raw.setdefault(name, {}).update(value)
-            else:
-                raw[name] = value
+        merge(raw, sections)
         raw.update(replace or {})
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / "pipeline.yaml"

@@ -78,10 +78,9 @@ def test_six_weeks_under_two_policies_keep_the_invariants(spark, config_patch, t
         model = f"flight_delay-replay-{name}"
         assert sorted(mine["served"]) == [d.isoformat() for d in days], name  # each day once
         # the registry's own record of who was champion when: promoted versions and their windows
-        promoted = sorted(
-            (int(v.version), dt.date.fromisoformat(v.tags["run_date"]))
-             for v in mlflow_client.search_model_versions(f"name = '{model}'")
-             if v.tags.get("gate_decision") == "promoted")
+        promoted = sorted((int(v.version), dt.date.fromisoformat(v.tags["run_date"]))
+                          for v in mlflow_client.search_model_versions(f"name = '{model}'")
+                          if v.tags.get("gate_decision") == "promoted")
         lake = Lake(str(home / "policies" / name / "lake"))
         for day in days:
             version = str(max(v for v, window_end in promoted if window_end < day))  # no leakage
@@ -113,6 +112,12 @@ def test_six_weeks_under_two_policies_keep_the_invariants(spark, config_patch, t
         assert sum(t["trigger"] == "schedule" for t in later) >= 1  # the weekly schedule's Saturdays
         assert len(promoted) == 1 + sum(t["outcome"] == "promoted" for t in later)
 
+    # each window's model selection ran once, whichever policies trained on it: the first champion's
+    # one candidate run became a version of both models
+    windows = {t["run_date"]: t["run_id"] for name in POLICIES for t in state["policies"][name]["trainings"]}
+    assert sorted(state["trained"]) == sorted(windows)
+    assert all(state["trained"][window]["run_id"] == run_id for window, run_id in windows.items())
+    assert len({state["policies"][name]["trainings"][0]["run_id"] for name in POLICIES}) == 1
     assert report["policies"]["never"]["retrainings"]["started"] == 0
     assert report["policies"]["default"]["days_judged"] == len(days)
 
