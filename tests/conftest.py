@@ -94,6 +94,51 @@ def lake(spark, config_without_gx):
     return lake
 
 
+class FeaturesZone:
+    """The features of every day the ``lake`` fixture holds, written once by the features job's
+    own functions (``read_inputs``, ``build_features``, ``write_features``). A day's features
+    depend on that day's rows and the reference snapshots only, so any set of days read from here
+    is what building those days alone gives. Read-only: a test reads days (:meth:`frame`) or copies
+    them into a lake of its own (:meth:`copy`)."""
+
+    def __init__(self, spark, path: Path, columns: list[str]) -> None:
+        self.spark, self.path, self.columns = spark, path, columns
+
+    def frame(self, days: list[dt.date]):
+        """The features of ``days``: a Spark DataFrame with build_features' columns, in its order."""
+        from pyspark.sql import functions as F
+
+        from jobs.lake.layout import PARTITION
+
+        return self.spark.read.parquet(str(self.path)).where(F.col(PARTITION).isin(list(days))).select(*self.columns)
+
+    def copy(self, days: list[dt.date], zone: Path | str) -> Path:
+        """``days``' partitions copied into the features zone ``zone`` (a lake's ``features/``),
+        replacing what that zone held for them."""
+        import shutil
+
+        from jobs.lake.layout import partition_name
+
+        zone = Path(zone)
+        for day in days:
+            shutil.rmtree(zone / partition_name(day), ignore_errors=True)
+            shutil.copytree(self.path / partition_name(day), zone / partition_name(day))
+        return zone
+
+
+@pytest.fixture(scope="session")
+def features_zone(spark, lake, config) -> FeaturesZone:
+    """:class:`FeaturesZone`: FIRST_DAY..LAST_DAY's features, built once for the whole run."""
+    from jobs.config import days_ending
+    from jobs.features.job import build_features, read_inputs, write_features
+
+    path = SESSION_HOME / "features-zone" / "features"
+    features = build_features(read_inputs(spark, lake, config, days_ending(LAST_DAY, (LAST_DAY - FIRST_DAY).days + 1)),
+                              config)
+    write_features(features, str(path))
+    return FeaturesZone(spark, path, features.columns)
+
+
 @pytest.fixture(scope="session")
 def config():
     from jobs.config import load_config

@@ -60,7 +60,7 @@ def test_output_schema_is_the_model_contract(spark, config):
     assert types["label"] == "double" and types["date"] == "date"
 
 
-def test_rebuilding_a_day_replaces_its_partition(spark, lake, config, tmp_path):
+def test_rebuilding_a_day_replaces_its_partition(spark, lake, config, features_zone, tmp_path):
     from jobs.features.job import write_features
 
     days = [dt.date(2013, 1, 5)]
@@ -71,6 +71,11 @@ def test_rebuilding_a_day_replaces_its_partition(spark, lake, config, tmp_path):
     written = spark.read.parquet(target)
     assertDataFrameEqual(written.drop("date"), features.drop("date"))
     assert {r["date"] for r in written.select("date").distinct().collect()} == set(days)
+    # the session's features zone, built over all its days, holds for this day what building it alone gives
+    # (the tests that read or copy days of it rely on that)
+    shared = features_zone.frame(days)
+    assert shared.columns == features.columns and shared.dtypes == features.dtypes
+    assertDataFrameEqual(shared, features)
 
 
 def test_staging_a_killed_features_job_left_is_removed_by_the_next_run(spark, lake, tmp_path):

@@ -19,18 +19,17 @@ DAY = dt.date(2013, 1, 6)
 
 
 @pytest.fixture(scope="module")
-def registry(spark, lake, config, tmp_path_factory):
+def registry(features_zone, config, tmp_path_factory):
     """A real MLflow store (SQLite, artifacts beside it) with one tiny logged net, the real
     features of DAY, and ``register()``: a new registered version of that net."""
     import mlflow
     import torch
 
-    from jobs.features.job import build_features, read_inputs
     from jobs.model.tabular import build_net, log_pyfunc
     from jobs.tracking import ensure_experiment
     from jobs.training.data import fit_preprocessor
 
-    features = build_features(read_inputs(spark, lake, config, [DAY]), config)
+    features = features_zone.frame([DAY])
     pre = fit_preprocessor(features, config.features, min_count=1)
     frame = features.toPandas()
     holdout = frame[frame[config.features.label].notna()].reset_index(drop=True)

@@ -104,11 +104,9 @@ def test_the_estimate_is_what_calibrated_probabilities_promise():
 
 
 @pytest.fixture(scope="module")
-def feature_frames(spark, lake, config):
+def feature_frames(features_zone):
     """The real features of DAYS, one pandas frame per day (the ``date`` column dropped, as on disk)."""
-    from jobs.features.job import build_features, read_inputs
-
-    frame = build_features(read_inputs(spark, lake, config, DAYS), config).toPandas()
+    frame = features_zone.frame(DAYS).toPandas()
     return {day: part.drop(columns=[PARTITION]).reset_index(drop=True)
             for day, part in frame.groupby(PARTITION)}
 

@@ -33,16 +33,14 @@ def test_bucket_counts_bins_numbers_categories_and_nulls(spark):
 
 
 @pytest.fixture(scope="module")
-def reference(spark, lake, config):
+def reference(features_zone, config):
     """A baseline from six real training days and a seeded net's predictions on the next day."""
     import torch
 
-    from jobs.features.job import build_features, read_inputs
     from jobs.model.tabular import build_net, predict_proba
     from jobs.training.data import fit_preprocessor
 
-    features = build_features(read_inputs(spark, lake, config, [*TRAIN_DAYS, HOLDOUT_DAY, SCORED_DAY]), config)
-    features = features.cache()
+    features = features_zone.frame([*TRAIN_DAYS, HOLDOUT_DAY, SCORED_DAY]).cache()
     train = features.where(features.date.isin(TRAIN_DAYS))
     pre = fit_preprocessor(train, config.features, config.train.min_category_count)
     torch.manual_seed(0)

@@ -14,17 +14,16 @@ DAY = dt.date(2013, 1, 6)
 
 
 @pytest.fixture(scope="module")
-def scored_model(spark, lake, config, tmp_path_factory):
+def scored_model(features_zone, config, tmp_path_factory):
     """A model logged to a throw-away MLflow store, with real features of DAY to score."""
     import mlflow
     import torch
 
-    from jobs.features.job import build_features, read_inputs
     from jobs.model.tabular import build_net, log_pyfunc
     from jobs.tracking import ensure_experiment
     from jobs.training.data import fit_preprocessor
 
-    features = build_features(read_inputs(spark, lake, config, [DAY]), config).cache()
+    features = features_zone.frame([DAY]).cache()
     pre = fit_preprocessor(features, config.features, min_count=1)
     hyper = {"embedding_dim": 4, "hidden_units": [8]}
     torch.manual_seed(1)
@@ -182,18 +181,16 @@ def test_spark_predictions_equal_single_process_predictions(scored_model, config
 
 
 def test_rescoring_a_day_replaces_its_partition_and_leaves_other_days(
-    scored_model, spark, lake, config, tmp_path, monkeypatch
+    scored_model, spark, features_zone, config, tmp_path, monkeypatch
 ):
     import mlflow
     import pyarrow.parquet as pq
 
-    from jobs.features.job import build_features, read_inputs, write_features
     from jobs.scoring.job import main
 
     other = dt.date(2013, 1, 7)
     scoring_lake = tmp_path / "lake"
-    write_features(build_features(read_inputs(spark, lake, config, [DAY, other]), config),
-                   str(scoring_lake / "features"))
+    features_zone.copy([DAY, other], scoring_lake / "features")
     client = mlflow.MlflowClient()  # the fixture's store
     name = config.train.model_name
     version = mlflow.register_model(scored_model["model_uri"], name).version
@@ -224,7 +221,7 @@ def test_rescoring_a_day_replaces_its_partition_and_leaves_other_days(
     assert served.equals(after)  # refused before anything was written
 
 
-def test_days_scored_in_one_pass_equal_each_day_scored_alone(scored_model, spark, lake, config, config_patch,
+def test_days_scored_in_one_pass_equal_each_day_scored_alone(scored_model, features_zone, config, config_patch,
                                                              tmp_path, monkeypatch):
     """``--days 2``: one Spark pass over two days writes, per day, the predictions, the drift
     report and the summary that two one-day runs write (the replay and backfills rely on it).
@@ -233,14 +230,13 @@ def test_days_scored_in_one_pass_equal_each_day_scored_alone(scored_model, spark
     import mlflow
     import pandas as pd
 
-    from jobs.features.job import build_features, read_inputs, write_features
     from jobs.model.tabular import log_pyfunc
     from jobs.scoring.drift import BASELINE_ARTIFACT, build_baseline
     from jobs.scoring.job import main
 
     days = [DAY, DAY + dt.timedelta(days=1)]
     together, alone = tmp_path / "together", tmp_path / "alone"
-    write_features(build_features(read_inputs(spark, lake, config, days), config), str(together / "features"))
+    features_zone.copy(days, together / "features")
     alone.mkdir()
     (alone / "features").symlink_to(together / "features")
     frame, pre = scored_model["frame"], scored_model["pre"]

@@ -20,11 +20,10 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 
 def test_challengers_are_scored_in_shadow_and_the_served_predictions_stay_byte_for_byte(
-        spark, lake, config, tmp_path, monkeypatch):
+        spark, features_zone, config, tmp_path, monkeypatch):
     import mlflow
     import torch
 
-    from jobs.features.job import build_features, read_inputs, write_features
     from jobs.model.tabular import build_net, log_pyfunc
     from jobs.scoring.job import main
     from jobs.scoring.shadow import score_shadow
@@ -32,8 +31,8 @@ def test_challengers_are_scored_in_shadow_and_the_served_predictions_stay_byte_f
     from jobs.training.data import fit_preprocessor
 
     scoring = Lake(str(tmp_path / "lake"))
-    features = build_features(read_inputs(spark, lake, config, [DAY, OTHER]), config)
-    write_features(features, scoring.features)
+    features_zone.copy([DAY, OTHER], scoring.features)
+    features = features_zone.frame([DAY, OTHER])
     pre = fit_preprocessor(features, config.features, min_count=1)
     frame = features.toPandas()
     uri = f"sqlite:///{tmp_path}/mlflow.db"

@@ -19,14 +19,13 @@ BASELINES = (BaselineSpec("logistic_regression", "logistic_regression", {"maxIte
 
 
 @pytest.fixture(scope="module")
-def trained(spark, lake, config, config_patch, tmp_path_factory):
-    from jobs.features.job import build_features, read_inputs, write_features
+def trained(spark, features_zone, config, config_patch, tmp_path_factory):
     from jobs.lake.layout import Lake
     from jobs.selection.baselines import train_baselines
 
     home = tmp_path_factory.mktemp("baselines")
     days = [dt.date(2013, 1, d) for d in (2, 3, 4, 5)]
-    write_features(build_features(read_inputs(spark, lake, config, days), config), str(home / "lake" / "features"))
+    features_zone.copy(days, home / "lake" / "features")
     cfg = config_patch.replace(config, baselines=BASELINES, train={
         "train_days": 2, "validation_days": 1, "holdout_days": 1, "model_name": "baseline_tests",
         "experiment": "baseline-tests", "min_category_count": 1})

@@ -38,21 +38,20 @@ def test_an_unmeasurable_challenger_never_replaces_a_champion():
 
 
 @pytest.fixture(scope="module")
-def holdout_and_nets(spark, lake, config):
+def holdout_and_nets(features_zone, config):
     """Real features: a net trained on three days, and the holdout day it is judged on."""
     import numpy as np
     import torch
 
-    from jobs.features.job import build_features, read_inputs
     from jobs.model.tabular import build_net
     from jobs.training.data import fit_preprocessor
 
     train_days, holdout_day = [dt.date(2013, 1, d) for d in (2, 3, 4)], dt.date(2013, 1, 5)
-    train = build_features(read_inputs(spark, lake, config, train_days), config)
+    train = features_zone.frame(train_days)
     pre = fit_preprocessor(train, config.features, min_count=1)
     label = config.features.label
     frame = train.where(f"{label} IS NOT NULL").toPandas()
-    holdout = build_features(read_inputs(spark, lake, config, [holdout_day]), config)
+    holdout = features_zone.frame([holdout_day])
     holdout = holdout.where(f"{label} IS NOT NULL").toPandas()
     hyper = {"embedding_dim": 4, "hidden_units": [16]}
 

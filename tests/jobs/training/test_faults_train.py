@@ -25,11 +25,9 @@ RUN_DATE = DAYS[-1]
 
 
 @pytest.fixture(scope="module")
-def features(spark, lake, config, tmp_path_factory):
+def features(features_zone, tmp_path_factory):
     """Real feature rows of DAYS (a Spark DataFrame, cached) and a folder to build lakes in."""
-    from jobs.features.job import build_features, read_inputs
-
-    frame = build_features(read_inputs(spark, lake, config, DAYS), config).cache()
+    frame = features_zone.frame(DAYS).cache()
     frame.count()
     return frame
 

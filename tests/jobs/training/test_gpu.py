@@ -31,15 +31,12 @@ def submit(job: str, *args: str, env: dict[str, str]) -> str:
     return done.stdout + done.stderr
 
 
-def test_gpu_training_in_bf16_and_gpu_scoring_equal_to_the_cpu(spark, lake, config, config_patch, tmp_path):
+def test_gpu_training_in_bf16_and_gpu_scoring_equal_to_the_cpu(features_zone, config, config_patch, tmp_path):
     import mlflow
     import pyarrow.parquet as pq
 
-    from jobs.features.job import build_features, read_inputs, write_features
-
-    config_path, features_lake, _ = small_window(spark, lake, config, config_patch, tmp_path, model_name="gpu_model")
-    write_features(build_features(read_inputs(spark, lake, config, [SCORE_DATE]), config),
-                   str(features_lake / "features"))
+    config_path, features_lake, _ = small_window(features_zone, config_patch, tmp_path, model_name="gpu_model")
+    features_zone.copy([SCORE_DATE], features_lake / "features")
     tracking = f"sqlite:///{tmp_path}/mlflow.db"
     env = {**os.environ, "MLFLOW_TRACKING_URI": tracking, "PIPELINE_MLFLOW_ARTIFACTS": str(tmp_path / "art"),
            "PYSPARK_PYTHON": sys.executable}

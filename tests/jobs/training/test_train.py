@@ -57,17 +57,16 @@ def test_shards_are_disjoint_cover_every_row_group_and_are_stable(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def small_training(spark, lake, config, tmp_path_factory):
+def small_training(spark, features_zone, config, tmp_path_factory):
     """Features of four real days (three to train on, one holdout), a fitted preprocessor and a
     throw-away MLflow store: ``new_job(**overrides)`` is a train_fn job with a fresh MLflow run."""
     import mlflow
 
-    from jobs.features.job import build_features, read_inputs, write_features
     from jobs.tracking import ensure_experiment
 
     home = tmp_path_factory.mktemp("small-training")
     days = [dt.date(2013, 1, d) for d in (2, 3, 4, 5)]
-    write_features(build_features(read_inputs(spark, lake, config, days), config), str(home / "features"))
+    features_zone.copy(days, home / "features")
     dirs = [str(home / "features" / partition_name(d)) for d in days]
     pre = fit_preprocessor(spark.read.parquet(*dirs[:3]), config.features, min_count=1)
     uri = f"sqlite:///{home}/mlflow.db"

@@ -28,10 +28,9 @@ def cluster(tmp_path_factory):
         yield running
 
 
-def small_window(spark, lake, config, config_patch, tmp_path: Path, **train: Any) -> tuple[Path, Path, list[dt.date]]:
+def small_window(features_zone, config_patch, tmp_path: Path, **train: Any) -> tuple[Path, Path, list[dt.date]]:
     """(config file, lake root, training days): a 3 + 2 day window ending RUN_DATE with its
     features written, and ``train`` settings over the bundled config's."""
-    from jobs.features.job import build_features, read_inputs, write_features
     from jobs.training.data import split_window
 
     # no validation days to choose on; in train_pipeline (test_stack.py) one candidate, no baselines
@@ -42,15 +41,15 @@ def small_window(spark, lake, config, config_patch, tmp_path: Path, **train: Any
     train_days, holdout_days = split_window(RUN_DATE, 3, 2)
     features_lake = tmp_path / "lake"
     days = [*train_days, *holdout_days]
-    write_features(build_features(read_inputs(spark, lake, config, days), config), str(features_lake / "features"))
+    features_zone.copy(days, features_lake / "features")
     return config_path, features_lake, train_days
 
 
-def test_training_runs_as_a_barrier_stage_on_a_standalone_cluster(cluster, spark, lake, config, config_patch,
+def test_training_runs_as_a_barrier_stage_on_a_standalone_cluster(cluster, spark, features_zone, config_patch,
                                                                     tmp_path):
     import mlflow
 
-    config_path, features_lake, train_days = small_window(spark, lake, config, config_patch, tmp_path, num_processes=2,
+    config_path, features_lake, train_days = small_window(features_zone, config_patch, tmp_path, num_processes=2,
                                                           model_name="cluster_model")
     tracking = f"sqlite:///{tmp_path}/mlflow.db"
     env = {**cluster.env, "MLFLOW_TRACKING_URI": tracking, "PIPELINE_MLFLOW_ARTIFACTS": str(tmp_path / "art")}
@@ -80,7 +79,7 @@ def gpus() -> int:
 
 
 @pytest.mark.gpu
-def test_gpu_training_on_a_standalone_worker_that_advertises_its_gpus(spark, lake, config, config_patch, tmp_path):
+def test_gpu_training_on_a_standalone_worker_that_advertises_its_gpus(features_zone, config_patch, tmp_path):
     """A GPU worker as a user's cluster has one: the worker advertises its GPUs through the project's
     discovery script, the job asks one GPU per executor and task, each rank trains on its GPU."""
     import mlflow
@@ -89,7 +88,7 @@ def test_gpu_training_on_a_standalone_worker_that_advertises_its_gpus(spark, lak
 
     worker_opts = (f"-Dspark.worker.resource.gpu.amount={gpus()} "
                    f"-Dspark.worker.resource.gpu.discoveryScript={GPU_DISCOVERY_SCRIPT}")
-    config_path, features_lake, _ = small_window(spark, lake, config, config_patch, tmp_path, num_processes=1,
+    config_path, features_lake, _ = small_window(features_zone, config_patch, tmp_path, num_processes=1,
                                                  model_name="gpu_cluster_model")
     tracking = f"sqlite:///{tmp_path}/mlflow.db"
     with running_spark_cluster(tmp_path, worker_opts) as gpu_cluster:

@@ -29,14 +29,12 @@ EPOCHS = 16  # many short epochs: the kill lands well before the end
 
 
 @pytest.fixture(scope="module")
-def training_setup(spark, lake, config, config_patch, tmp_path_factory):
+def training_setup(features_zone, config_patch, tmp_path_factory):
     """Features for 2013-01-02..05 in a lake of their own, and a config training on 3 days, holding
     out 1, for EPOCHS epochs of small batches."""
-    from jobs.features.job import build_features, read_inputs, write_features
-
     home = tmp_path_factory.mktemp("resume")
     days = [dt.date(2013, 1, d) for d in (2, 3, 4, 5)]
-    write_features(build_features(read_inputs(spark, lake, config, days), config), str(home / "lake" / "features"))
+    features_zone.copy(days, home / "lake" / "features")
     config_patch.write(home, train={"train_days": 3, "validation_days": 0, "holdout_days": 1, "epochs": EPOCHS,
                                     "batch_size": 64},
                        evaluation={"threshold": 0.5})  # no validation days to choose it on
