@@ -20,9 +20,9 @@ help:
 	@echo "make airflow    the deployed stack until Ctrl-C: Airflow (UI on :8080) and MLflow (UI on :5000) on"
 	@echo "                PostgreSQL; make airflow SPARK=1 adds a Spark standalone cluster for the tasks,"
 	@echo "                CONNECT=1 a shared Spark Connect server for the nightly jobs"
-	@echo "make ui-screenshot  run tests/test_stack.py and copy its Airflow UI screenshot to docs/airflow-ui.png"
+	@echo "make ui-screenshot  run tests/deployed/test_stack.py and copy its Airflow UI screenshot to docs/airflow-ui.png"
 	@echo "make health-screenshot  the Model health page of a synthetic 60-day lake in headless Chromium: docs/model-health.png"
-	@echo "make health-screenshot-stack  run tests/test_backfill.py and copy its Model health screenshot to docs/model-health-stack.png"
+	@echo "make health-screenshot-stack  run tests/deployed/test_backfill.py and copy its Model health screenshot to docs/model-health-stack.png"
 	@echo "make clean      remove .pipeline/ (lake, MLflow store, Airflow DB)"
 
 $(STAMP): pyproject.toml
@@ -43,11 +43,17 @@ system-packages:
 demo: install
 	$(ENV) bash scripts/demo.sh
 
+# Two pytest-xdist workers: the suite waits on processes (JVMs, Airflow, the stack) as much as it
+# computes, so two workers share this 2-core machine's time; a module stays on one worker, and
+# tests/deployed/ (one stack) too. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
+PYTEST := $(VENV)/bin/pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+
 test: install system-packages
-	$(VENV)/bin/pytest
+	$(PYTEST)
 
 test-fast: install
-	$(VENV)/bin/pytest -m "not e2e"
+	$(PYTEST) -m "not e2e"
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -75,7 +81,7 @@ airflow: install system-packages
 UI_TEST_HOME := $(CURDIR)/.pipeline/ui-screenshot
 ui-screenshot: install system-packages
 	rm -rf $(UI_TEST_HOME)
-	PIPELINE_TEST_HOME=$(UI_TEST_HOME) $(VENV)/bin/pytest -q -p no:logging tests/test_stack.py
+	PIPELINE_TEST_HOME=$(UI_TEST_HOME) $(VENV)/bin/pytest -q -p no:logging tests/deployed/test_stack.py
 	mkdir -p docs && cp $(UI_TEST_HOME)/screenshots/*-train_model.png docs/airflow-ui.png
 
 # By hand: the docs' picture of the Model health page (a synthetic lake; a few seconds).
@@ -86,7 +92,7 @@ health-screenshot: install system-packages
 HEALTH_TEST_HOME := $(CURDIR)/.pipeline/health-screenshot
 health-screenshot-stack: install system-packages
 	rm -rf $(HEALTH_TEST_HOME)
-	PIPELINE_TEST_HOME=$(HEALTH_TEST_HOME) $(VENV)/bin/pytest -q -p no:logging tests/test_backfill.py
+	PIPELINE_TEST_HOME=$(HEALTH_TEST_HOME) $(VENV)/bin/pytest -q -p no:logging tests/deployed/test_backfill.py
 	mkdir -p docs && cp $(HEALTH_TEST_HOME)/screenshots/backfill-*-model-health.png docs/model-health-stack.png
 
 clean:

@@ -3,7 +3,7 @@
 # database of Airflow and MLflow, kept in $PIPELINE_HOME/postgres), the MLflow UI on
 # http://127.0.0.1:5000, Airflow's API server (the UI, http://127.0.0.1:8080), scheduler, DAG
 # processor and triggerer (LocalExecutor), and with --spark a Spark standalone master and worker
-# that the tasks submit to. The same code starts it for tests/test_stack.py (tests/stack.py).
+# that the tasks submit to. The same code starts it for the tests under tests/deployed/ (tests/stack.py).
 # Needs scripts/system_packages.sh (PostgreSQL); `make airflow` runs it.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"

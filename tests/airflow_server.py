@@ -89,6 +89,8 @@ class AirflowServer:
     processes: dict[str, subprocess.Popen] = field(repr=False)
     token: str = field(default="", repr=False)
     secrets: dict[str, str] = field(default_factory=dict, repr=False)  # what must never show: name -> value
+    commands: dict[str, list[str]] = field(default_factory=dict, repr=False)  # name -> its command line
+    environment: dict[str, str] = field(default_factory=dict, repr=False)  # what every process gets
 
     # --- plumbing -------------------------------------------------------------------------------
 
@@ -116,6 +118,32 @@ class AirflowServer:
         return "\n".join(
             f"--- {name} ({self.logs[name]}) ---\n{_tail(self.logs[name], lines)}" for name in self.processes
         )
+
+    def start(self, name: str) -> None:
+        """Start component ``name`` (a key of ``commands``), its output appended to its log."""
+        with self.logs[name].open("ab") as out:
+            self.processes[name] = subprocess.Popen(
+                self.commands[name], env=self.environment, stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+
+    def kill(self, name: str) -> list[str]:
+        """SIGKILL component ``name`` and every process under it (for the scheduler: its executor's
+        workers, the task processes they supervise and the JVMs those started), as the loss of the
+        machine it runs on would; the command lines killed, all gone when this returns."""
+        import psutil
+
+        tree = descendants([self.processes[name]])
+        killed = []
+        for proc in tree:
+            with contextlib.suppress(psutil.Error):
+                killed.append(" ".join(proc.cmdline()))
+                proc.kill()
+        _, alive = psutil.wait_procs(tree, timeout=30)
+        if alive:
+            raise AirflowError(f"airflow {name}: still alive after SIGKILL: {alive}")
+        self.processes[name].wait(timeout=10)
+        return killed
 
     def check_alive(self) -> None:
         """Raise if a component has exited."""
@@ -382,18 +410,12 @@ def running_airflow(
         raise AirflowError(f"airflow db migrate failed ({migrate.returncode}):\n{_tail(logs['db-migrate'], 60)}")
 
     processes: dict[str, subprocess.Popen] = {}
-    server = AirflowServer(url=url, home=airflow_home, logs=logs, processes=processes, secrets=keys)
+    server = AirflowServer(url=url, home=airflow_home, logs=logs, processes=processes, secrets=keys,
+                           commands={name: ["airflow", *args] for name, args in components.items()},
+                           environment=proc_env)
     try:
-        for name, args in components.items():
-            with logs[name].open("wb") as out:
-                processes[name] = subprocess.Popen(
-                    ["airflow", *args],
-                    env=proc_env,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
+        for name in components:
+            server.start(name)
         deadline = time.monotonic() + timeout
         health: Any = None
         while True:

@@ -23,7 +23,13 @@ from benchmarks.common import pipeline_environment
 
 REPO = Path(__file__).resolve().parents[1]
 # One home per test process, even if this module were imported a second time under another name.
+# Under pytest-xdist (``make test`` runs two workers) each worker has its own, inside the home of
+# the process that started it: its own lake, MLflow store and Airflow database.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 SESSION_HOME = Path(os.environ.get("PIPELINE_TEST_HOME") or tempfile.mkdtemp(prefix="pipeline-tests-"))
+if WORKER:
+    SESSION_HOME = SESSION_HOME / WORKER
+    SESSION_HOME.mkdir(parents=True, exist_ok=True)
 
 
 # Read before the environment is rebuilt (it drops PIPELINE_* settings), and kept for subprocesses.
@@ -47,6 +53,17 @@ def cuda_devices() -> int:
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``--dist loadgroup``): a module's tests run on one worker, so its
+    module-scoped fixtures are set up once, and ``tests/deployed/`` as a whole (one stack)."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    deployed = REPO / "tests" / "deployed"
+    for item in items:
+        group = "deployed" if deployed in item.path.parents else str(item.path.relative_to(REPO))
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -1,13 +1,11 @@
-"""The pipeline as the deployed stack operates it (``tests/stack.py``: PostgreSQL behind Airflow and
-an MLflow server, Airflow's API server, scheduler, DAG processor and triggerer, a Spark standalone
-cluster and a shared Spark Connect server, all real processes on loopback, not ``dag.test()``):
-backfills of the ingest DAG created through the REST API the way a person would (``POST
-/api/v2/backfills``), scoring started by the ``features`` Asset for every ingested day, the monitor
-judging every scored day on its outcomes, and both retraining triggers firing by themselves. Every
-task is a real spark-submit; the nightly jobs' sessions are the Connect server's, training's driver
-its own on the standalone cluster.
+"""The pipeline as the deployed stack operates it (``scenario.py``, started once for this folder,
+not ``dag.test()``): backfills of the ingest DAG created through the REST API the way a person
+would (``POST /api/v2/backfills``), scoring started by the ``features`` Asset for every ingested
+day, the monitor judging every scored day on its outcomes, and both retraining triggers firing by
+themselves. Every task is a real spark-submit; the nightly jobs' sessions are the Connect
+server's, training's driver its own on the standalone cluster.
 
-Two backfills, one after the other, on one stack:
+Two backfills, one after the other, after the first champion (``test_stack.py``'s approved run):
 
 1. ``DAYS[0]`` (a normal day) and ``DECAY_DAY``, whose outcomes are turned around for the flights
    from two of the three airports while every model input stays as it was: drift (PSI) stays
@@ -20,19 +18,12 @@ Two backfills, one after the other, on one stack:
 
 Headless Chromium then opens the Model health page through the Airflow UI and finds the decay and
 both retrainings; its screenshot is kept (``make health-screenshot-stack`` copies it to docs/).
-
-It works on a lake of its own (a copy of the session lake's raw and validated zones, with the two
-days' raw flights changed) and the stack's MLflow server, with a champion trained here before the
-DAGs are unpaused. Its config promotes every retraining (``promotion_margin: -1``), so what scores
-each day is known in advance, and judges decay day by day (``window_days: 1``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -41,100 +32,11 @@ import pytest
 
 from jobs.lake.layout import DECAY_REPORT, DRIFT_REPORT, PARTITION, partition_day, partition_name
 from tests.browser import SCREENSHOTS, Page, chromium
-from tests.stack import running_stack
+from tests.deployed.scenario import DAGS, DAYS, DECAY_DAY, DRIFT_DAY, TRAIN_DATE
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[1]
-DAGS = ["ingest_pipeline", "score_pipeline", "train_pipeline"]
-TRAIN_DATE = dt.date(2013, 1, 7)  # the first champion: trains on 01-01..01-05, evaluates on 01-06..01-07
-DAYS = [dt.date(2013, 1, 8), dt.date(2013, 1, 9), dt.date(2013, 1, 10)]
-DECAY_DAY = DAYS[1]  # its outcomes turn around for the flights from TURNED
-DRIFT_DAY = DAYS[2]  # its flights arrive with every distance four times too long
-TURNED = {"EWR", "JFK"}  # two of the three airports: about two thirds of a day's flights
 KEYS = ["carrier", "flight", "origin", "sched_dep_time"]
-
-
-@pytest.fixture(scope="module")
-def backfill_env(lake, spark, config_patch, tmp_path_factory):
-    """The environment of the backfill: its own lake and a short-window config.
-
-    Yields ``(environment for Airflow's tasks, the lake)``.
-    """
-    from jobs.lake.layout import Lake
-
-    home = tmp_path_factory.mktemp("backfill")
-    own = Lake(str(home / "lake"))
-    for zone in ("raw", "validated"):
-        shutil.copytree(f"{lake.root}/{zone}", f"{own.root}/{zone}")
-    _make_drift(own.raw_file("flights", DRIFT_DAY))
-    _turn_outcomes(own.raw_file("flights", DECAY_DAY))
-    # One candidate, no baselines: the retraining as it was before the sweep (tested in test_e2e.py);
-    # GX's cross-check is tested on its own, here it only adds time. Every retraining is promoted.
-    # Decay is judged on each day alone, on log loss: a 2-epoch model of 5 days ranks flights
-    # barely better than chance (holdout ROC AUC about 0.55), so turned outcomes hardly move its
-    # ROC AUC, but its probabilities (about 0.2 where most flights are now late) are badly wrong:
-    # log loss about 1.0 against 0.55 on its holdout, while a normal day stays within a few
-    # hundredths. The margin is far from both; calibration (ECE) is left out of the rule here.
-    config_path = config_patch.write(
-        home, train={"train_days": 5, "validation_days": 0, "holdout_days": 2, "epochs": 2, "promotion_margin": -1.0},
-        baselines=[], validation={"great_expectations": False},
-        monitoring={"decay": {"window_days": 1, "metric": "log_loss", "margin": 0.25, "max_ece": 1.0}},
-        replace={"evaluation": {"threshold": 0.5}, "sweep": {"size": 1}},
-    )
-    env = {
-        # the schedules are on: the scheduled ingest run of yesterday (no raw data) skips at once,
-        # whatever the hour the suite runs (by default it waits until 06:00 UTC)
-        "PIPELINE_RAW_WAIT_HOURS": "0",
-        "LAKE_ROOT": own.root,
-        "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts"),
-        "PIPELINE_CONFIG": str(config_path),
-    }
-    with pytest.MonkeyPatch.context() as mp:
-        for key, value in env.items():
-            mp.setenv(key, value)
-        yield env, own
-    import mlflow
-
-    # The jobs' MLflow client set the global URI, and mlflow.set_tracking_uri also writes it to
-    # os.environ: point both back at the session's store.
-    mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
-
-
-def _make_drift(path: str) -> None:
-    """Rewrite a day's raw flights (in this test's own copy) with every distance times four:
-    still valid rows, but a distribution the champion never saw."""
-    flights = pd.read_csv(path, dtype=str, keep_default_na=False)
-    flights["distance"] = [str(float(value) * 4) for value in flights["distance"]]
-    flights.to_csv(path, index=False)
-
-
-def _turn_outcomes(path: str) -> None:
-    """Rewrite a day's raw flights (in this test's own copy) with the outcomes of the flights from
-    TURNED turned around: late (over 15 minutes) becomes on time and on time late. The model's
-    inputs (times, route, distance, plane, weather) stay as they were; a cancelled flight stays
-    without an outcome."""
-    flights = pd.read_csv(path, dtype=str, keep_default_na=False)
-    turned = flights["origin"].isin(TURNED) & (flights["arr_delay"] != "")
-    late = pd.to_numeric(flights["arr_delay"], errors="coerce") > 15
-    flights.loc[turned & late, "arr_delay"] = "-5"
-    flights.loc[turned & ~late, "arr_delay"] = "60"
-    flights.to_csv(path, index=False)
-
-
-def _train_champion(lake):
-    """Build the training window's features and train with the real jobs, in this process, on
-    the MLflow server of ``$MLFLOW_TRACKING_URI``. The store is new, so the first version becomes
-    champion."""
-    from jobs.config import load_config
-    from jobs.features import job as features
-    from jobs.tracking import champion_version
-    from jobs.training import job as train
-
-    window = str(load_config().train.window_days)
-    features.main(["--run-date", TRAIN_DATE.isoformat(), "--days", window, "--lake-root", lake.root])
-    train.main(["--run-date", TRAIN_DATE.isoformat(), "--lake-root", lake.root])
-    return champion_version(load_config().train.model_name)
 
 
 def _of(runs: list[dict], run_type: str) -> list[dict]:
@@ -160,22 +62,13 @@ def _rescored(lake, day: dt.date, trainings: int):
     return done
 
 
-def test_backfilled_days_are_scored_and_decay_then_drift_start_one_retraining_each(backfill_env, tmp_path,
-                                                                                      monkeypatch, spark, lake, config):
-    session_lake, (env, lake) = lake, backfill_env
-    # The schedules on, as deployed: without them the scheduler starts no Asset-triggered run either.
-    # The nightly jobs on a shared Spark Connect server, as docs/deployment.md suggests for a stack
-    # that runs every night; training on the standalone cluster (tests/test_stack.py runs every
-    # job there).
-    with running_stack(tmp_path, env, airflow_settings={"AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True"},
-                       connect=True) as stack:
-        monkeypatch.setenv("MLFLOW_TRACKING_URI", stack.mlflow.url)
-        champion = _train_champion(lake)
-        assert champion.version == "1"
-        _check(stack.airflow, lake)
-        _check_connect(stack, spark, session_lake, lake, config)
-        pages = _see_the_model_health_page(stack.airflow, tmp_path)
-        _secrets_stay_secret(stack, lake, pages)
+def test_backfilled_days_are_scored_and_decay_then_drift_start_one_retraining_each(stack, stack_lake, training,
+                                                                                      tmp_path, spark, lake, config):
+    assert training["version"].version == "1"  # the first champion, approved by a person
+    _check(stack.airflow, stack_lake)
+    _check_connect(stack, spark, lake, stack_lake, config)
+    pages = _see_the_model_health_page(stack.airflow, tmp_path)
+    _secrets_stay_secret(stack, stack_lake, pages)
 
 
 def _check(airflow, lake) -> None:
@@ -225,8 +118,10 @@ def _check(airflow, lake) -> None:
         assert predictions["probability"].between(0.0, 1.0).all(), day
     # each retraining's champion re-scored its own day; the first day kept the first champion
     assert [_served_by(lake, day) for day in DAYS] == [{"1"}, {"2"}, {"3"}]
+    # nothing but the ingested days was scored, and the first champion's own day: scoring follows
+    # the champion_model Asset, which the approved promotion updated
     written = sorted(p.name for p in Path(lake.predictions).iterdir() if partition_day(p.name) is not None)
-    assert written == [partition_name(d) for d in DAYS]  # nothing but the ingested days was scored
+    assert written == [partition_name(d) for d in [TRAIN_DATE, *DAYS]]
 
     # two retrainings, each started by its own trigger, on the window ending its day
     mlflow_client = client()

@@ -1,15 +1,15 @@
-"""The deployed stack, started here as real processes (``tests/stack.py``): PostgreSQL as the
-backend of Airflow and MLflow, Airflow's API server, scheduler, DAG processor and triggerer
-(LocalExecutor), a Spark standalone master and worker, and the MLflow server over HTTP, all on
-loopback; then the Airflow UI in headless Chromium.
+"""The deployed stack (``scenario.py``, started once for this folder): PostgreSQL as the backend
+of Airflow and MLflow, Airflow's API server, scheduler, DAG processor and triggerer
+(LocalExecutor), a Spark standalone master and worker, a Spark Connect server and the MLflow
+server over HTTP, all on loopback; then the Airflow UI in headless Chromium.
 
-One training run goes through all of it: triggered through the REST API as the UI's trigger form
-does, with ``require_approval``, its ``spark-submit`` on the standalone cluster, logging to the MLflow
-server and registering the model there; the version waits for a person, who reads the comparison
-and approves it (through the REST API the UI's Required actions page uses), and only then becomes
-champion; its task's "MLflow run" button is then clicked in the browser. The screenshots
-are kept in ``$PIPELINE_TEST_HOME/screenshots`` (the test prints the folder);
-``make ui-screenshot`` copies one to ``docs/airflow-ui.png``.
+The first champion goes through all of it (the ``training`` fixture): triggered through the REST
+API as the UI's trigger form does, with ``require_approval``, its ``spark-submit`` on the
+standalone cluster, logging to the MLflow server and registering the model there; the version
+waits for a person, who reads the comparison and approves it (through the REST API the UI's
+Required actions page uses), and only then becomes champion; its task's "MLflow run" button is
+then clicked in the browser. The screenshots are kept in ``$PIPELINE_TEST_HOME/screenshots`` (the
+test prints the folder); ``make ui-screenshot`` copies one to ``docs/airflow-ui.png``.
 """
 
 from __future__ import annotations
@@ -18,96 +18,15 @@ import json
 import shutil
 import urllib.parse
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.browser import SCREENSHOTS, Page, chromium
-from tests.jobs.training.test_train_on_cluster import RUN_DATE, small_window
-from tests.stack import LOOPBACK, Stack, running_stack
+from tests.deployed.scenario import DAGS, MODEL, TRAIN_DATE
+from tests.stack import LOOPBACK, Stack
 
 pytestmark = pytest.mark.e2e
-
-DAGS = ["ingest_pipeline", "score_pipeline", "train_pipeline"]
-MODEL = "stack_model"
-TRAIN_TIMEOUT = 420  # two epochs of 3 days on one rank: about a minute, with room for a loaded machine
-
-
-class RunningStack:
-    """The stack of this module, and a way to stop it before the module ends (the last test does)."""
-
-    def __init__(self, home: Path, env: dict[str, str]) -> None:
-        self.home = home
-        self._context = running_stack(home, env)
-        self.stack: Stack = self._context.__enter__()
-        self.stopped = False
-
-    def stop(self) -> None:
-        """Stop every part of the stack (once; the fixture's teardown calls it again)."""
-        if not self.stopped:
-            self.stopped = True
-            self._context.__exit__(None, None, None)
-
-
-@pytest.fixture(scope="module")
-def running(spark, lake, config, config_patch, tmp_path_factory) -> Iterator[RunningStack]:
-    """The whole stack on a lake of its own: the features of a 3 + 2 day window ending RUN_DATE,
-    and a config that trains two epochs on one rank and names the model MODEL."""
-    home = tmp_path_factory.mktemp("stack")
-    config_path, features_lake, _ = small_window(spark, lake, config, config_patch, home, num_processes=1,
-                                                 model_name=MODEL)
-    env = {
-        "LAKE_ROOT": str(features_lake),
-        "PIPELINE_CONFIG": str(config_path),
-        "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts"),
-    }
-    stack = RunningStack(home, env)
-    try:
-        yield stack
-    finally:
-        stack.stop()
-
-
-@pytest.fixture(scope="module")
-def stack(running) -> Stack:
-    if running.stopped:
-        pytest.fail("the stack was stopped already")
-    return running.stack
-
-
-@pytest.fixture(scope="module")
-def training(stack) -> dict[str, Any]:
-    """A train_pipeline run triggered through the REST API with approval required, approved by a
-    person once it asks, finished: its run, train_model's task instance and the approval request."""
-    import mlflow
-
-    from jobs.selection.gate import current_champion
-
-    airflow = stack.airflow
-    airflow.wait_for_dag("train_pipeline")
-    airflow.unpause("train_pipeline")  # a paused DAG's triggered run would only be queued
-    run_id = airflow.trigger("train_pipeline", {"run_date": RUN_DATE.isoformat(),
-                                                "require_approval": True})["dag_run_id"]
-    airflow.wait_for_task("train_pipeline", run_id, "approve_champion", "awaiting_input", timeout=TRAIN_TIMEOUT)
-    request = airflow.hitl("train_pipeline", run_id, "approve_champion")
-    # the version won the gate (the first one ever) but is not champion before a person says so
-    client = mlflow.MlflowClient(stack.mlflow.url)
-    assert current_champion(client, MODEL) is None
-    [version] = client.search_model_versions(f"name = '{MODEL}'")
-    assert version.tags["gate_decision"] == "awaiting_approval", version.tags
-    answer = airflow.hitl("train_pipeline", run_id, "approve_champion", answer=["Approve"])
-    assert answer["chosen_options"] == ["Approve"], answer
-
-    def finished(runs: dict[str, list[dict[str, Any]]]) -> bool:
-        return any(r["dag_run_id"] == run_id for r in runs["train_pipeline"])
-
-    runs = airflow.settle(["train_pipeline"], finished, timeout=TRAIN_TIMEOUT)  # any failed try fails at once
-    [run] = [r for r in runs["train_pipeline"] if r["dag_run_id"] == run_id]
-    assert run["state"] == "success", run
-    [train] = [ti for ti in airflow.task_instances("train_pipeline")
-               if ti["task_id"] == "train_model" and ti["dag_run_id"] == run_id]
-    return {"run": run, "train_model": train, "approval": request}
 
 
 def _listening(processes: list[Any]) -> set[tuple[str, str]]:
@@ -149,26 +68,19 @@ def test_every_part_of_the_stack_answers_on_loopback(stack):
     assert addresses and {ip for _, ip in addresses} == {LOOPBACK}, sorted(addresses)
 
 
-def stack_version(stack: Stack) -> Any:
+def approved_run(stack: Stack, training: dict[str, Any]) -> tuple[Any, str]:
+    """The MLflow run of the approved first champion on the stack's server, and its page there."""
     import mlflow
 
-    return mlflow.MlflowClient(stack.mlflow.url).get_model_version_by_alias(MODEL, "champion")
-
-
-def champion_run(stack: Stack) -> tuple[Any, str]:
-    """The MLflow run of MODEL's champion on the stack's server, and its page there."""
-    import mlflow
-
-    client = mlflow.MlflowClient(stack.mlflow.url)
-    run = client.get_run(client.get_model_version_by_alias(MODEL, "champion").run_id)
+    run = mlflow.MlflowClient(stack.mlflow.url).get_run(training["version"].run_id)
     return run, f"{stack.mlflow.url}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
 
 
 def test_a_training_run_logs_to_the_mlflow_server_and_links_to_it(stack, training):
     """The run triggered through the REST API trained on the standalone cluster and registered its
     model on the MLflow server (PostgreSQL behind it); the task's button links to that run."""
-    run, page = champion_run(stack)
-    assert run.data.tags["started_by"] == f"a person: run_date {RUN_DATE}", run.data.tags
+    run, page = approved_run(stack, training)
+    assert run.data.tags["started_by"] == f"a person: run_date {TRAIN_DATE}", run.data.tags
     assert run.data.params["num_processes"] == "1" and run.data.metrics["holdout_roc_auc"] > 0, run.data
     ti = training["train_model"]
     assert ti["state"] == "success" and ti["try_number"] == 1, ti
@@ -176,15 +88,15 @@ def test_a_training_run_logs_to_the_mlflow_server_and_links_to_it(stack, trainin
     request = training["approval"]
     assert request["subject"] == f"Make {MODEL} version 1 the champion?", request
     assert "| holdout roc_auc |" in request["body"] and run.info.run_id in request["body"], request["body"]
-    version = stack_version(stack)
+    version = training["version"]
     assert version.tags["gate_decision"] == "promoted" and version.tags["gate_approved_by"] == "admin", version.tags
     path = f"/api/v2/dags/train_pipeline/dagRuns/{urllib.parse.quote(ti['dag_run_id'], safe='')}/taskInstances"
     links = stack.airflow.request("GET", f"{path}/train_model/links")
     assert links["extra_links"] == {"MLflow run": page}, links
-    # the job ran on the standalone cluster, not on a local master
-    apps = stack.spark.status()["completedapps"]
-    # two jobs of the train script: the sweep's one candidate, then train_model registering and gating it
-    assert [(app["name"], app["state"]) for app in apps] == [(f"train-{RUN_DATE}", "FINISHED")] * 2, apps
+    # the job ran on the standalone cluster, not on a local master: two jobs of the train script,
+    # the sweep's one candidate, then train_model registering and gating it
+    apps = [app for app in stack.spark.status()["completedapps"] if app["name"] == f"train-{TRAIN_DATE}"]
+    assert [app["state"] for app in apps] == ["FINISHED"] * 2, apps
 
 
 # --- the browser -------------------------------------------------------------------------------
@@ -228,7 +140,7 @@ def test_the_airflow_ui_in_chromium_shows_the_runs_and_opens_the_mlflow_run(stac
         # the task instance's details tab has its extra links: the "MLflow run" button
         browser.get(f"{airflow.url}/dags/train_pipeline/runs/{run_id}/tasks/train_model/details")
         button = page.wait.until(lambda d: d.find_element(By.XPATH, "//a[normalize-space(.)='MLflow run']"))
-        _, run_page = champion_run(stack)
+        _, run_page = approved_run(stack, training)
         assert button.get_attribute("href") == run_page
         page.shot("train_model")
 
@@ -248,8 +160,9 @@ def test_the_airflow_ui_in_chromium_shows_the_runs_and_opens_the_mlflow_run(stac
 
 
 def test_stopping_the_stack_leaves_no_process(running):
-    """Last in this module: stop the stack and check that every process of it (the servers' children,
-    Airflow's task processes and the JVMs they started included) is gone."""
+    """Last of this folder (``conftest.py`` puts it there): stop the stack and check that every
+    process of it (the servers' children, Airflow's task processes and the JVMs they started
+    included) is gone."""
     import psutil
 
     processes = running.stack.processes()

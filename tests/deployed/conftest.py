@@ -1,0 +1,119 @@
+"""The deployed stack of ``scenario.py``, started once for every test under ``tests/deployed/``.
+
+Its modules run in the scenario's order whatever their names: ``test_stack.py`` (the parts answer,
+the first champion trained through the REST API with a person's approval, the UI in Chromium),
+then ``test_backfill.py`` (backfills, decay and drift retrainings, the Model health page, secrets),
+then ``test_faults.py`` (parts of the platform killed under a running pipeline); the test that stops
+the stack and looks for leftover processes runs last.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.deployed.scenario import MODEL, TRAIN_DATE, TRAIN_TIMEOUT, RunningStack, prepare_lake, write_config
+from tests.stack import Stack
+
+ORDER = ["test_stack.py", "test_backfill.py", "test_faults.py"]
+LAST = "test_stopping_the_stack_leaves_no_process"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """This folder's tests in ORDER (a test keeps its place within its module), LAST at the end."""
+    here = Path(__file__).parent
+    slots = [n for n, item in enumerate(items) if item.path.parent == here]
+
+    def rank(item: pytest.Item) -> tuple[bool, int]:
+        name = item.path.name
+        return item.name == LAST, ORDER.index(name) if name in ORDER else len(ORDER)
+
+    for slot, item in zip(slots, sorted((items[n] for n in slots), key=rank), strict=True):
+        items[slot] = item
+
+
+@pytest.fixture(scope="package")
+def running(lake, features_zone, config_patch, tmp_path_factory) -> Iterator[RunningStack]:
+    """The stack on its lake and config, this process's environment pointing at both (the tests
+    call the jobs' own functions too), stopped at the end if a test did not stop it."""
+    import mlflow
+
+    home = tmp_path_factory.mktemp("stack")
+    own = prepare_lake(lake, features_zone, home / "lake")
+    env = {
+        # the schedules are on: the scheduled ingest run of yesterday (no raw data) skips at once,
+        # whatever the hour the suite runs (by default it waits until 06:00 UTC)
+        "PIPELINE_RAW_WAIT_HOURS": "0",
+        "LAKE_ROOT": own.root,
+        "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts"),
+        "PIPELINE_CONFIG": str(write_config(config_patch, home / "config")),
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        # a task whose process is gone is failed (and retried) a minute after its last heartbeat, not five
+        settings = {"AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True",
+                    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60"}
+        stack = RunningStack(home, env, airflow_settings=settings, connect=True)
+        stack.lake = own
+        try:
+            patch.setenv("MLFLOW_TRACKING_URI", stack.stack.mlflow.url)
+            yield stack
+        finally:
+            stack.stop()
+    # The jobs' MLflow client set the global URI, and mlflow.set_tracking_uri also writes it to
+    # os.environ: point both back at the session's store.
+    mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
+
+
+@pytest.fixture(scope="package")
+def stack(running) -> Stack:
+    if running.stopped:
+        pytest.fail("the stack was stopped already")
+    return running.stack
+
+
+@pytest.fixture(scope="package")
+def stack_lake(running):
+    """The stack's own lake (:func:`scenario.prepare_lake`)."""
+    return running.lake
+
+
+@pytest.fixture(scope="package")
+def training(stack) -> dict[str, Any]:
+    """The first champion: a train_pipeline run for TRAIN_DATE triggered through the REST API with
+    approval required, approved by a person once it asks, finished; its run, train_model's task
+    instance, the approval request and the model version."""
+    import mlflow
+
+    from jobs.selection.gate import current_champion
+
+    airflow = stack.airflow
+    airflow.wait_for_dag("train_pipeline")
+    airflow.unpause("train_pipeline")  # a paused DAG's triggered run would only be queued
+    run_id = airflow.trigger("train_pipeline", {"run_date": TRAIN_DATE.isoformat(),
+                                                "require_approval": True})["dag_run_id"]
+    airflow.wait_for_task("train_pipeline", run_id, "approve_champion", "awaiting_input", timeout=TRAIN_TIMEOUT)
+    request = airflow.hitl("train_pipeline", run_id, "approve_champion")
+    # the version won the gate (the first one ever) but is not champion before a person says so
+    client = mlflow.MlflowClient(stack.mlflow.url)
+    assert current_champion(client, MODEL) is None
+    [version] = client.search_model_versions(f"name = '{MODEL}'")
+    assert version.tags["gate_decision"] == "awaiting_approval", version.tags
+    answer = airflow.hitl("train_pipeline", run_id, "approve_champion", answer=["Approve"])
+    assert answer["chosen_options"] == ["Approve"], answer
+
+    def finished(runs: dict[str, list[dict[str, Any]]]) -> bool:
+        return any(r["dag_run_id"] == run_id for r in runs["train_pipeline"])
+
+    runs = airflow.settle(["train_pipeline"], finished, timeout=TRAIN_TIMEOUT)  # any failed try fails at once
+    [run] = [r for r in runs["train_pipeline"] if r["dag_run_id"] == run_id]
+    assert run["state"] == "success", run
+    [train] = [ti for ti in airflow.task_instances("train_pipeline")
+               if ti["task_id"] == "train_model" and ti["dag_run_id"] == run_id]
+    return {"run": run, "train_model": train, "approval": request,
+            "version": client.get_model_version(MODEL, version.version)}

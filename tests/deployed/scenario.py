@@ -1,0 +1,112 @@
+"""The one deployed stack the tests under ``tests/deployed/`` share, and the lake and config it
+runs on: started once (``conftest.py``), used by every module here, stopped by the last test.
+
+The stack (``tests/stack.py``: PostgreSQL behind Airflow and an MLflow server, Airflow's API server,
+scheduler, DAG processor and triggerer, a Spark standalone cluster and a shared Spark Connect
+server, all real processes on loopback) runs as deployed: the schedules on, the nightly jobs
+(validate, features, score, monitor) on the Connect server, training's driver its own on the
+standalone cluster.
+
+Its lake is its own: a copy of the session lake's raw and validated zones, two days' raw flights
+changed (``DECAY_DAY``'s outcomes turned around for the flights from ``TURNED``, ``DRIFT_DAY``'s
+distances four times too long), and the features of the first champion's window (``TRAIN_DATE``).
+The first champion is trained through the REST API with a person's approval
+(``test_stack.py``); the backfills then score, monitor and retrain (``test_backfill.py``). The
+config promotes every retraining (``promotion_margin: -1``), so what scores each day is known in
+advance, and judges decay day by day (``window_days: 1``).
+
+Not a test module.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tests.stack import Stack, running_stack
+
+DAGS = ["ingest_pipeline", "score_pipeline", "train_pipeline"]
+MODEL = "stack_model"
+TRAIN_DATE = dt.date(2013, 1, 7)  # the first champion: trains on 01-01..01-05, evaluates on 01-06..01-07
+TRAIN_DAYS, HOLDOUT_DAYS = 5, 2
+DAYS = [dt.date(2013, 1, 8), dt.date(2013, 1, 9), dt.date(2013, 1, 10)]  # backfilled
+DECAY_DAY = DAYS[1]  # its outcomes turn around for the flights from TURNED
+DRIFT_DAY = DAYS[2]  # its flights arrive with every distance four times too long
+TURNED = {"EWR", "JFK"}  # two of the three airports: about two thirds of a day's flights
+TRAIN_TIMEOUT = 420  # two epochs of 5 days on one rank: about a minute, with room for a loaded machine
+
+
+def prepare_lake(lake, features_zone, root: Path):
+    """The stack's own lake under ``root``: the session ``lake``'s raw and validated zones with
+    the two days changed, and the first champion's features from ``features_zone``."""
+    import shutil
+
+    from jobs.lake.layout import Lake
+
+    own = Lake(str(root))
+    for zone in ("raw", "validated"):
+        shutil.copytree(f"{lake.root}/{zone}", f"{own.root}/{zone}")
+    make_drift(own.raw_file("flights", DRIFT_DAY))
+    turn_outcomes(own.raw_file("flights", DECAY_DAY))
+    window = [TRAIN_DATE - dt.timedelta(days=n) for n in reversed(range(TRAIN_DAYS + HOLDOUT_DAYS))]
+    features_zone.copy(window, own.features)
+    return own
+
+
+def write_config(config_patch, folder: Path) -> Path:
+    """The stack's pipeline.yaml: short windows, one rank, one candidate, no baselines.
+
+    GX's cross-check is tested on its own; here it only adds time. Every retraining is promoted.
+    Decay is judged on each day alone, on log loss: a 2-epoch model of 5 days ranks flights barely
+    better than chance (holdout ROC AUC about 0.55), so turned outcomes hardly move its ROC AUC,
+    but its probabilities (about 0.2 where most flights are now late) are badly wrong: log loss
+    about 1.0 against 0.55 on its holdout, while a normal day stays within a few hundredths. The
+    margin is far from both; calibration (ECE) is left out of the rule here."""
+    return config_patch.write(
+        folder,
+        train={"train_days": TRAIN_DAYS, "validation_days": 0, "holdout_days": HOLDOUT_DAYS, "epochs": 2,
+               "num_processes": 1, "promotion_margin": -1.0, "model_name": MODEL},
+        baselines=[], validation={"great_expectations": False},
+        monitoring={"decay": {"window_days": 1, "metric": "log_loss", "margin": 0.25, "max_ece": 1.0}},
+        replace={"evaluation": {"threshold": 0.5}, "sweep": {"size": 1}},
+    )
+
+
+def make_drift(path: str) -> None:
+    """Rewrite a day's raw flights (in the stack's own copy) with every distance times four:
+    still valid rows, but a distribution the champion never saw."""
+    flights = pd.read_csv(path, dtype=str, keep_default_na=False)
+    flights["distance"] = [str(float(value) * 4) for value in flights["distance"]]
+    flights.to_csv(path, index=False)
+
+
+def turn_outcomes(path: str) -> None:
+    """Rewrite a day's raw flights (in the stack's own copy) with the outcomes of the flights from
+    TURNED turned around: late (over 15 minutes) becomes on time and on time late. The model's
+    inputs (times, route, distance, plane, weather) stay as they were; a cancelled flight stays
+    without an outcome."""
+    flights = pd.read_csv(path, dtype=str, keep_default_na=False)
+    turned = flights["origin"].isin(TURNED) & (flights["arr_delay"] != "")
+    late = pd.to_numeric(flights["arr_delay"], errors="coerce") > 15
+    flights.loc[turned & late, "arr_delay"] = "-5"
+    flights.loc[turned & ~late, "arr_delay"] = "60"
+    flights.to_csv(path, index=False)
+
+
+class RunningStack:
+    """The shared stack, and a way to stop it before the session ends (the last test does)."""
+
+    def __init__(self, home: Path, env: dict[str, str], **options: Any) -> None:
+        self.home = home
+        self._context = running_stack(home, env, **options)
+        self.stack: Stack = self._context.__enter__()
+        self.stopped = False
+
+    def stop(self) -> None:
+        """Stop every part of the stack (once; the fixture's teardown calls it again)."""
+        if not self.stopped:
+            self.stopped = True
+            self._context.__exit__(None, None, None)
