@@ -55,15 +55,19 @@ def cuda_devices() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``--dist loadgroup``): a module's tests run on one worker, so its
-    module-scoped fixtures are set up once, and ``tests/deployed/`` as a whole (one stack)."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    deployed = REPO / "tests" / "deployed"
-    for item in items:
-        group = "deployed" if deployed in item.path.parents else str(item.path.relative_to(REPO))
-        item.add_marker(pytest.mark.xdist_group(group))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under pytest-xdist (``make test`` runs two workers): a module's tests run on one worker, so
+    its module-scoped fixtures are set up once, and ``tests/deployed/`` as a whole, in its order
+    (one stack). xdist's own ``loadgroup`` marks do not reach the test ids under pytest 9."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "tests/deployed" if path.startswith("tests/deployed/") else path
+
+    return ByModule(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -251,3 +255,4 @@ def small_disk():
     for folder in reversed(mounted):
         # lazy: a JVM of the session may still hold a file of it open; the mount goes once it lets go
         subprocess.run(["umount", "--lazy", str(folder)], check=True)
+
