@@ -255,4 +255,3 @@ def small_disk():
     for folder in reversed(mounted):
         # lazy: a JVM of the session may still hold a file of it open; the mount goes once it lets go
         subprocess.run(["umount", "--lazy", str(folder)], check=True)
-

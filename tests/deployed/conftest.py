@@ -58,8 +58,7 @@ def running(lake, features_zone, config_patch, tmp_path_factory) -> Iterator[Run
         # a task whose process is gone is failed (and retried) a minute after its last heartbeat, not five
         settings = {"AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True",
                     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60"}
-        stack = RunningStack(home, env, airflow_settings=settings, connect=True)
-        stack.lake = own
+        stack = RunningStack(home, own, env, airflow_settings=settings, connect=True)
         try:
             patch.setenv("MLFLOW_TRACKING_URI", stack.stack.mlflow.url)
             yield stack

@@ -99,8 +99,8 @@ def turn_outcomes(path: str) -> None:
 class RunningStack:
     """The shared stack, and a way to stop it before the session ends (the last test does)."""
 
-    def __init__(self, home: Path, env: dict[str, str], **options: Any) -> None:
-        self.home = home
+    def __init__(self, home: Path, lake, env: dict[str, str], **options: Any) -> None:
+        self.home, self.lake = home, lake  # the lake: prepare_lake's
         self._context = running_stack(home, env, **options)
         self.stack: Stack = self._context.__enter__()
         self.stopped = False
