@@ -25,7 +25,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseOperatorLink
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from orchestration.tasks import RUN_DATE
+from orchestration.tasks import RUN_DATE, env_amount
 
 JOBS_DIR = Path(__file__).resolve().parents[1] / "jobs"
 # The DAGs' name of each job -> its entry point under jobs/.
@@ -38,10 +38,13 @@ APPLICATIONS = {
     "monitor": "monitoring/job.py",
 }
 
+# The first retry's delay: $PIPELINE_RETRY_DELAY_SECONDS where the DAGs are parsed, else a minute.
+RETRY_DELAY_ENV = "PIPELINE_RETRY_DELAY_SECONDS"
+
 DEFAULT_ARGS: dict[str, Any] = {
     "owner": "mlops",
     "retries": 2,
-    "retry_delay": timedelta(minutes=1),
+    "retry_delay": timedelta(seconds=env_amount(RETRY_DELAY_ENV, 60, "seconds")),
     "retry_exponential_backoff": 2.0,  # 1, then 2 minutes (with jitter), at most max_retry_delay
     "max_retry_delay": timedelta(minutes=15),
 }

@@ -74,16 +74,22 @@ def raw_wait_hours(default: float) -> float:
     """How long ``wait_for_raw`` waits after a day ends: ``$PIPELINE_RAW_WAIT_HOURS`` where set (0:
     a scheduled run of a day without raw data skips at once, as on a deployment that only
     backfills history), else ``default``."""
-    value = os.environ.get(RAW_WAIT_ENV, "").strip()
+    return env_amount(RAW_WAIT_ENV, default, "hours")
+
+
+def env_amount(name: str, default: float, unit: str) -> float:
+    """The amount >= 0 in environment variable ``name``, else ``default`` (unset or empty); any
+    other value raises, naming the variable and the ``unit``."""
+    value = os.environ.get(name, "").strip()
     if not value:
         return default
     try:
-        hours = float(value)
+        amount = float(value)
     except ValueError:
-        hours = -1.0
-    if not hours >= 0:
-        raise ValueError(f"{RAW_WAIT_ENV}={value!r} is not a number of hours >= 0 (unset it for {default} h)")
-    return hours
+        amount = -1.0
+    if not amount >= 0:
+        raise ValueError(f"{name}={value!r} is not a number of {unit} >= 0 (unset it for {default:g} {unit})")
+    return amount
 
 
 def raw_deadline(day: dt.date, wait_hours: float) -> dt.datetime:

@@ -124,14 +124,23 @@ def score_version(model_uri: str, holdout: pd.DataFrame, inputs: list[str], labe
     return evaluate(holdout[label], probabilities)
 
 
+# MLflow's answers for a model that does not exist and for an alias no version has
+NO_SUCH_ALIAS = {"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"}
+
+
 def current_champion(client: Any, name: str) -> Any | None:
-    """The version the ``champion`` alias points at, or None when there is none."""
+    """The version the ``champion`` alias points at, or None when there is none: no model ``name``,
+    or no version of it with the alias. Any other failure (a tracking server that does not answer)
+    raises: taken for "no champion", the gate would promote a version unopposed and the night's
+    scoring would fail as a data error that is never retried."""
     from mlflow.exceptions import MlflowException
 
     try:
         return client.get_model_version_by_alias(name, CHAMPION)
-    except MlflowException:
-        return None
+    except MlflowException as err:
+        if err.error_code in NO_SUCH_ALIAS:
+            return None
+        raise
 
 
 def apply_gate(

@@ -4,6 +4,7 @@ window a training run trains on and what started it, when a missing raw day stop
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,26 @@ def test_raw_data_is_waited_for_until_hours_after_the_day_ended(monkeypatch):
         monkeypatch.setenv(RAW_WAIT_ENV, bad)
         with pytest.raises(ValueError, match=f"{RAW_WAIT_ENV}=.* is not a number of hours"):
             raw_wait_hours(6.0)
+
+
+def test_the_first_retry_waits_a_minute_unless_the_environment_where_the_dags_are_parsed_says(monkeypatch):
+    """$PIPELINE_RETRY_DELAY_SECONDS sets the first retry's delay of every task (the deployed stack's
+    fault tests wait seconds, not minutes); read when the DAGs are parsed."""
+    import subprocess
+    import sys
+    from datetime import timedelta
+
+    from orchestration.spark_jobs import DEFAULT_ARGS, RETRY_DELAY_ENV
+    from orchestration.tasks import env_amount
+
+    assert RETRY_DELAY_ENV not in os.environ and DEFAULT_ARGS["retry_delay"] == timedelta(minutes=1)
+    code = "from orchestration.spark_jobs import DEFAULT_ARGS; print(DEFAULT_ARGS['retry_delay'].total_seconds())"
+    parsed = subprocess.run([sys.executable, "-c", code], env={**os.environ, RETRY_DELAY_ENV: "5"},
+                            capture_output=True, text=True, check=True)
+    assert float(parsed.stdout.split()[-1]) == 5.0, parsed.stderr
+    monkeypatch.setenv(RETRY_DELAY_ENV, "soon")
+    with pytest.raises(ValueError, match=f"{RETRY_DELAY_ENV}='soon' is not a number of seconds >= 0"):
+        env_amount(RETRY_DELAY_ENV, 60, "seconds")
 
 
 def test_missing_feature_days_are_named_with_what_to_trigger(tmp_path):

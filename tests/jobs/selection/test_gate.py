@@ -128,6 +128,38 @@ def test_gate_promotes_better_versions_only(holdout_and_nets, config, tmp_path):
     assert tags["gate_decision"] == "promoted" and tags["gate_champion_version"] == first
 
 
+def test_a_registry_that_does_not_answer_is_not_one_without_a_champion(tmp_path, monkeypatch):
+    """No model, or no version with the alias: no champion. A tracking server that does not answer
+    raises instead (a fault, retried): taken for "no champion", the gate would promote unopposed and
+    scoring would fail the night as a data error, never retried."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    from jobs.errors import DataError
+    from jobs.selection.gate import current_champion
+    from jobs.tracking import champion_version
+    from tests.airflow_server import _free_port
+
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    assert current_champion(client, "never_registered") is None
+    client.create_registered_model("no_champion_yet")
+    assert current_champion(client, "no_champion_yet") is None
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    silent = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    with pytest.raises(MlflowException) as raised:
+        current_champion(mlflow.MlflowClient(silent), "no_champion_yet")
+    assert raised.value.error_code == "INTERNAL_ERROR"
+    previous = mlflow.get_tracking_uri()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", silent)
+    try:
+        with pytest.raises(MlflowException) as raised:
+            champion_version("no_champion_yet")  # what scoring asks first
+    finally:
+        mlflow.set_tracking_uri(previous)  # jobs.tracking.client() set the process's URI to the silent one
+    assert not isinstance(raised.value, DataError)
+
+
 def test_with_approval_required_a_winner_waits_for_a_person(holdout_and_nets, config, tmp_path):
     """The gate only tags a winning version awaiting_approval; a person's answer then moves the
     alias (approve) or keeps the champion (reject); an approval given against a comparison the
