@@ -45,8 +45,9 @@ demo: install
 
 # Two pytest-xdist workers: the suite waits on processes (JVMs, Airflow, the stack) as much as it
 # computes, so two workers share this 2-core machine's time; a module stays on one worker, and
-# tests/deployed/ (one stack, the longest) too (tests/conftest.py), started first: modules go out in
-# their collection order, not the biggest first. TEST_WORKERS=0 runs everything in one process.
+# tests/deployed/ (one stack, the longest) too (tests/conftest.py). Modules go out in the order of
+# tests/conftest.py (the longest first, then collection order), not xdist's (the most tests first).
+# TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 2
 PYTEST := $(VENV)/bin/pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --no-loadscope-reorder)
 

@@ -131,19 +131,29 @@ class AirflowServer:
         """SIGKILL component ``name`` and every process under it (for the scheduler: its executor's
         workers, the task processes they supervise and the JVMs those started), as the loss of the
         machine it runs on would; the command lines killed, all gone when this returns."""
-        import psutil
-
-        tree = descendants([self.processes[name]])
-        killed = []
-        for proc in tree:
-            with contextlib.suppress(psutil.Error):
-                killed.append(" ".join(proc.cmdline()))
-                proc.kill()
-        _, alive = psutil.wait_procs(tree, timeout=30)
-        if alive:
-            raise AirflowError(f"airflow {name}: still alive after SIGKILL: {alive}")
+        killed = _kill_tree(self.processes[name], f"airflow {name}")
         self.processes[name].wait(timeout=10)
         return killed
+
+    def kill_task(self, ti_id: str) -> list[str]:
+        """SIGKILL the executor's worker that supervises task instance ``ti_id`` (its REST ``id``) and
+        every process under it (the task's own process, the JVM it started), as the loss of that
+        worker would: nothing reports the try's end, the scheduler stays; the command lines killed."""
+        import psutil
+
+        title = f"LocalExecutor: {ti_id}"  # the worker's process title while it supervises the task
+        workers = []
+        for proc in descendants([self.processes["scheduler"]]):
+            with contextlib.suppress(psutil.Error):
+                if title in " ".join(proc.cmdline()):
+                    workers.append(proc)
+        if len(workers) != 1:
+            raise AirflowError(f"no single executor worker runs task instance {ti_id}: {workers}")
+        return _kill_tree(workers[0], f"the worker of task instance {ti_id}")
+
+    def event_logs(self, dag_id: str, event: str) -> list[dict[str, Any]]:
+        """Airflow's audit log entries ``event`` of ``dag_id`` (what Browse > Audit Log shows)."""
+        return self.request("GET", "/api/v2/eventLogs", query={"dag_id": dag_id, "event": event})["event_logs"]
 
     def check_alive(self) -> None:
         """Raise if a component has exited."""
@@ -247,14 +257,16 @@ class AirflowServer:
             return self.request("GET", path)
         return self.request("PATCH", path, {"chosen_options": answer, "params_input": {}})
 
-    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int, lines: int = 60) -> str:
-        """The last ``lines`` lines of one try of a task's log, as the UI shows it."""
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int, lines: int = 60,
+                 map_index: int = -1) -> str:
+        """The last ``lines`` lines of one try of a task's log (of a mapped task: of ``map_index``),
+        as the UI shows it."""
         path = (
             f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
             f"/taskInstances/{task_id}/logs/{try_number}"
         )
         try:
-            content = self.request("GET", path, query={"full_content": "true"})["content"]
+            content = self.request("GET", path, query={"full_content": "true", "map_index": map_index})["content"]
         except AirflowError as exc:
             return f"(no log: {exc})"
         text = []
@@ -274,7 +286,8 @@ class AirflowServer:
             out.append(f"{run['dag_run_id']} ({run['run_type']}): {run['state']}; tasks: {states}")
         for ti in tis:
             if ti["state"] in FAILED_TASK_STATES and ti["try_number"]:
-                log = self.task_log(dag_id, ti["dag_run_id"], ti["task_id"], ti["try_number"])
+                log = self.task_log(dag_id, ti["dag_run_id"], ti["task_id"], ti["try_number"],
+                                    map_index=ti["map_index"])
                 out.append(f"--- log of {ti['dag_run_id']} / {ti['task_id']} try {ti['try_number']} ---\n{log}")
         return "\n".join(out)
 
@@ -323,6 +336,40 @@ class AirflowServer:
             time.sleep(poll)
 
 
+@contextlib.contextmanager
+def health_probe(airflow: AirflowServer, every: float = 2.0) -> Iterator[list[float]]:
+    """While the block runs, call ``/api/v2/monitor/health`` every ``every`` seconds from a thread
+    (one at a time, as a load balancer's check does); yields the list of the calls' latencies in
+    seconds, filled as they answer. After the block, raise if any call failed (an HTTP error, or no
+    answer within the client's 30 s)."""
+    import threading
+
+    latencies: list[float] = []
+    failures: list[str] = []
+    done = threading.Event()
+
+    def probe() -> None:
+        while not done.is_set():
+            started = time.monotonic()
+            try:
+                airflow.health()
+                latencies.append(time.monotonic() - started)
+            except (AirflowError, OSError) as exc:  # refused, timed out, HTTP 5xx
+                failures.append(f"{time.strftime('%H:%M:%S')}: {exc}")
+            done.wait(max(0.0, every - (time.monotonic() - started)))
+
+    thread = threading.Thread(target=probe, name="health-probe", daemon=True)
+    thread.start()
+    try:
+        yield latencies
+    finally:
+        done.set()
+        thread.join(timeout=60)
+    if failures:
+        raise AirflowError(f"the API did not answer {len(failures)} of {len(failures) + len(latencies)} health "
+                           f"calls: {failures[:5]}")
+
+
 def descendants(procs: list[Any]) -> list[Any]:
     """Every process of ``procs`` now (psutil), with all its children."""
     import psutil
@@ -333,6 +380,23 @@ def descendants(procs: list[Any]) -> list[Any]:
             parent = psutil.Process(proc.pid)
             found += [parent, *parent.children(recursive=True)]
     return found
+
+
+def _kill_tree(root: Any, what: str) -> list[str]:
+    """SIGKILL ``root`` (a Popen or psutil process) and every process under it; the command lines
+    killed, all gone when this returns."""
+    import psutil
+
+    tree = descendants([root])
+    killed = []
+    for proc in tree:
+        with contextlib.suppress(psutil.Error):
+            killed.append(" ".join(proc.cmdline()))
+            proc.kill()
+    _, alive = psutil.wait_procs(tree, timeout=30)
+    if alive:
+        raise AirflowError(f"{what}: still alive after SIGKILL: {alive}")
+    return killed
 
 
 def _stop(procs: list[subprocess.Popen], grace: float = 20) -> None:

@@ -12,9 +12,12 @@ a temporary PIPELINE_HOME before anything imports Airflow, MLflow or Spark.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
+import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,9 +29,10 @@ REPO = Path(__file__).resolve().parents[1]
 # Under pytest-xdist (``make test`` runs two workers) each worker has its own, inside the home of
 # the process that started it: its own lake, MLflow store and Airflow database.
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
-SESSION_HOME = Path(os.environ.get("PIPELINE_TEST_HOME") or tempfile.mkdtemp(prefix="pipeline-tests-"))
+RUN_HOME = Path(os.environ.get("PIPELINE_TEST_HOME") or tempfile.mkdtemp(prefix="pipeline-tests-"))
+SESSION_HOME = RUN_HOME
 if WORKER:
-    SESSION_HOME = SESSION_HOME / WORKER
+    SESSION_HOME = RUN_HOME / WORKER
     SESSION_HOME.mkdir(parents=True, exist_ok=True)
 
 
@@ -70,6 +74,36 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return ByModule(config, log)
 
 
+# The modules that take minutes on this machine, longest first (measured under two workers, 2026-11-26):
+# under pytest-xdist they go to the workers before everything else, tests/deployed/ (one stack, half
+# an hour) first, so that the short modules fill in at the end and no worker is left finishing a
+# long one alone. The rest keep their collection order.
+LONGEST_FIRST = [
+    "tests/deployed/",
+    "tests/test_e2e.py",
+    "tests/test_replay.py",
+    "tests/jobs/training/test_train_resume.py",
+    "tests/jobs/test_faults_data.py",
+    "tests/jobs/training/test_faults_train.py",
+    "tests/jobs/training/test_train_on_cluster.py",
+    "tests/jobs/validation/test_validate.py",
+    "tests/jobs/training/test_train.py",
+]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist: the modules of LONGEST_FIRST first, in its order (a stable sort: each
+    module's tests keep theirs)."""
+    if not WORKER:
+        return
+
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return next((n for n, prefix in enumerate(LONGEST_FIRST) if path.startswith(prefix)), len(LONGEST_FIRST))
+
+    items.sort(key=rank)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A ``gpu`` test without a GPU: skipped, or with PIPELINE_REQUIRE_GPU=1 failed, before its
@@ -101,18 +135,41 @@ def landed_days() -> tuple[dt.date, dt.date]:
 @pytest.fixture(scope="session")
 def lake(spark, config_without_gx):
     """A lake with the real example data for FIRST_DAY..LAST_DAY landed in the raw zone and
-    validated (reference snapshots dated FIRST_DAY, so every day sees them). Read-only for tests."""
+    validated (reference snapshots dated FIRST_DAY, so every day sees them). Read-only for tests.
+    Landed and validated once for the run (:func:`built_once`), then copied to this process's lake."""
     from jobs.config import days_ending
     from jobs.datasets.land_flights import land
     from jobs.lake.layout import Lake
     from jobs.validation.job import validate
 
+    def build(root: Path) -> None:
+        shared = Lake(str(root))
+        land(shared, FIRST_DAY, LAST_DAY)
+        days = days_ending(LAST_DAY, (LAST_DAY - FIRST_DAY).days + 1)
+        report = validate(spark, shared, config_without_gx, days, FIRST_DAY, "tests")
+        assert report.success and report.written, report.summary()
+
     lake = Lake.at()  # $LAKE_ROOT, from scripts/env.sh under the test home
-    land(lake, FIRST_DAY, LAST_DAY)
-    days = days_ending(LAST_DAY, (LAST_DAY - FIRST_DAY).days + 1)
-    report = validate(spark, lake, config_without_gx, days, FIRST_DAY, "tests")
-    assert report.success and report.written, report.summary()
+    shutil.copytree(built_once("lake", build), lake.root, dirs_exist_ok=True)  # a worker's own copy
     return lake
+
+
+def built_once(name: str, build: Callable[[Path], None]) -> Path:
+    """``<run home>/shared/<name>``, filled by ``build``: called by the first test process of the run
+    that asks (under pytest-xdist, one of the workers) while the others wait on a lock file, so
+    what every worker needs the same is made once. Read-only once built."""
+    import fcntl
+
+    folder = RUN_HOME / "shared" / name
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        built = folder.parent / f"{name}.built"
+        if not built.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a failed build left
+            build(folder)
+            built.touch()
+    return folder
 
 
 class FeaturesZone:
@@ -149,15 +206,19 @@ class FeaturesZone:
 
 @pytest.fixture(scope="session")
 def features_zone(spark, lake, config) -> FeaturesZone:
-    """:class:`FeaturesZone`: FIRST_DAY..LAST_DAY's features, built once for the whole run."""
+    """:class:`FeaturesZone`: FIRST_DAY..LAST_DAY's features, built once for the whole run (every
+    worker's, :func:`built_once`)."""
     from jobs.config import days_ending
     from jobs.features.job import build_features, read_inputs, write_features
 
-    path = SESSION_HOME / "features-zone" / "features"
-    features = build_features(read_inputs(spark, lake, config, days_ending(LAST_DAY, (LAST_DAY - FIRST_DAY).days + 1)),
-                              config)
-    write_features(features, str(path))
-    return FeaturesZone(spark, path, features.columns)
+    def build(root: Path) -> None:
+        days = days_ending(LAST_DAY, (LAST_DAY - FIRST_DAY).days + 1)
+        features = build_features(read_inputs(spark, lake, config, days), config)
+        write_features(features, str(root / "features"))
+        (root / "columns.json").write_text(json.dumps(features.columns))
+
+    root = built_once("features-zone", build)
+    return FeaturesZone(spark, root / "features", json.loads((root / "columns.json").read_text()))
 
 
 @pytest.fixture(scope="session")

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.lake.spark import REMOTE_ENV
-from tests.airflow_server import AirflowServer, _free_port, _stop, _tail, descendants, running_airflow
+from tests.airflow_server import AirflowServer, _free_port, _kill_tree, _stop, _tail, descendants, running_airflow
 
 LOOPBACK = "127.0.0.1"
 # Debian installs each PostgreSQL major version's server programs here (not on PATH).
@@ -229,6 +229,9 @@ class MlflowServer:
     log: Path
     process: subprocess.Popen = field(repr=False)
     timeout: float = 180
+    command: list[str] = field(default_factory=list, repr=False)
+    environment: dict[str, str] = field(default_factory=dict, repr=False)
+    cwd: Path | None = field(default=None, repr=False)
 
     def health(self) -> str:
         """What ``/health`` answers: ``OK`` once the server is up."""
@@ -240,6 +243,21 @@ class MlflowServer:
                    alive=_exited("mlflow server", self.process, self.log), log=self.log)
         return self
 
+    def start(self) -> MlflowServer:
+        """Start the server (again: same port, store and artifacts), its output appended to its log."""
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(self.command, env=self.environment, cwd=self.cwd, stdout=out,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True)
+        return self
+
+    def kill(self) -> list[str]:
+        """SIGKILL the server and its workers, as the loss of its machine would; the command lines
+        killed, all gone when this returns."""
+        killed = _kill_tree(self.process, "the MLflow server")
+        self.process.wait(timeout=10)
+        return killed
+
 
 @contextlib.contextmanager
 def running_mlflow(home: Path, backend_uri: str, *, artifacts: Path | None = None, port: int | None = None,
@@ -247,7 +265,7 @@ def running_mlflow(home: Path, backend_uri: str, *, artifacts: Path | None = Non
                    wait: bool = True) -> Iterator[MlflowServer]:
     """Start ``mlflow server`` on loopback with its store at ``backend_uri`` and artifact serving on
     (``artifacts``, default ``home/mlartifacts``); wait for ``/health`` (unless ``wait`` is false:
-    then call ``ready()``); stop it on exit.
+    then call ``ready()``); stop it on exit (the one running then, if it was started again).
 
     On 127.0.0.1 MLflow 3's security middleware needs no option: its default allowed hosts
     (localhost and private addresses, any port) and CORS origins (localhost) cover a local browser.
@@ -257,9 +275,7 @@ def running_mlflow(home: Path, backend_uri: str, *, artifacts: Path | None = Non
     home = Path(home)
     home.mkdir(parents=True, exist_ok=True)
     port = port or _free_port()
-    url = f"http://{LOOPBACK}:{port}"
     artifacts = artifacts or home / "mlartifacts"
-    log = home / "mlflow-server.log"
     proc_env = {
         **os.environ,
         **(env or {}),
@@ -268,18 +284,14 @@ def running_mlflow(home: Path, backend_uri: str, *, artifacts: Path | None = Non
         # this pipeline never uses.
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
     }
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            ["mlflow", "server", "--host", LOOPBACK, "--port", str(port), "--workers", str(workers),
-             "--serve-artifacts", "--artifacts-destination", str(artifacts)],
-            env=proc_env, cwd=home, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    server = MlflowServer(url=url, log=log, process=process, timeout=timeout)
+    command = ["mlflow", "server", "--host", LOOPBACK, "--port", str(port), "--workers", str(workers),
+               "--serve-artifacts", "--artifacts-destination", str(artifacts)]
+    server = MlflowServer(url=f"http://{LOOPBACK}:{port}", log=home / "mlflow-server.log", process=None,
+                          timeout=timeout, command=command, environment=proc_env, cwd=home).start()
     try:
         yield server.ready() if wait else server
     finally:
-        _stop([process], grace=5)  # nothing to save: every write went to the database already
+        _stop([server.process], grace=5)  # nothing to save: every write went to the database already
 
 
 # --- Spark ------------------------------------------------------------------------------------

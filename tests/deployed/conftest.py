@@ -48,6 +48,8 @@ def running(lake, features_zone, config_patch, tmp_path_factory) -> Iterator[Run
         # the schedules are on: the scheduled ingest run of yesterday (no raw data) skips at once,
         # whatever the hour the suite runs (by default it waits until 06:00 UTC)
         "PIPELINE_RAW_WAIT_HOURS": "0",
+        # a failed try is retried after 5 s, not a minute: the fault cases wait for retries
+        "PIPELINE_RETRY_DELAY_SECONDS": "5",
         "LAKE_ROOT": own.root,
         "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts"),
         "PIPELINE_CONFIG": str(write_config(config_patch, home / "config")),

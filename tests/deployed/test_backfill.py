@@ -16,6 +16,9 @@ Two backfills, one after the other, after the first champion (``test_stack.py``'
    scores it (the day after the decay), its drift starts a retraining through the
    ``scoring_drift`` Asset, and that one's champion re-scores it.
 
+All along, the API answers a health check every 2 s (as a load balancer asks it); the calls'
+latencies (median, p95, max) are kept in ``api-health-latency.json`` under the test home.
+
 Headless Chromium then opens the Model health page through the Airflow UI and finds the decay and
 both retrainings; its screenshot is kept (``make health-screenshot-stack`` copies it to docs/).
 """
@@ -24,6 +27,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import statistics
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -31,12 +37,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.lake.layout import DECAY_REPORT, DRIFT_REPORT, PARTITION, partition_day, partition_name
+from tests.airflow_server import health_probe
 from tests.browser import SCREENSHOTS, Page, chromium
 from tests.deployed.scenario import DAGS, DAYS, DECAY_DAY, DRIFT_DAY, TRAIN_DATE
 
 pytestmark = pytest.mark.e2e
 
 KEYS = ["carrier", "flight", "origin", "sched_dep_time"]
+LATENCY = Path(os.environ["PIPELINE_TEST_HOME"]) / "api-health-latency.json"  # the health check's figures
 
 
 def _of(runs: list[dict], run_type: str) -> list[dict]:
@@ -84,12 +92,21 @@ def _check(airflow, lake) -> None:
     planned = airflow.backfill("ingest_pipeline", DAYS[0], DAYS[-1], dry_run=True)
     assert [b["logical_date"][:10] for b in planned["backfills"]] == [d.isoformat() for d in DAYS]
     # Bounded, with room for a shared 2-core machine: failed tries end the wait at once anyway.
-    backfill = airflow.backfill("ingest_pipeline", DAYS[0], DECAY_DAY, max_active_runs=1)
-    assert backfill["dag_id"] == "ingest_pipeline", backfill
-    airflow.settle(DAGS, _rescored(lake, DECAY_DAY, 1), timeout=1200)
-    _check_decay(lake)
-    airflow.backfill("ingest_pipeline", DRIFT_DAY, DRIFT_DAY, max_active_runs=1)
-    runs = airflow.settle(DAGS, _rescored(lake, DRIFT_DAY, 2), timeout=1200)
+    # The API answers its health check every 2 s all along (health_probe raises on a failed call).
+    started = time.monotonic()
+    with health_probe(airflow) as latencies:
+        backfill = airflow.backfill("ingest_pipeline", DAYS[0], DECAY_DAY, max_active_runs=1)
+        assert backfill["dag_id"] == "ingest_pipeline", backfill
+        airflow.settle(DAGS, _rescored(lake, DECAY_DAY, 1), timeout=1200)
+        _check_decay(lake)
+        airflow.backfill("ingest_pipeline", DRIFT_DAY, DRIFT_DAY, max_active_runs=1)
+        runs = airflow.settle(DAGS, _rescored(lake, DRIFT_DAY, 2), timeout=1200)
+    seconds = time.monotonic() - started
+    assert len(latencies) > seconds / 4, (len(latencies), seconds)  # the probe ran all along
+    figures = {"calls": len(latencies), "seconds": round(seconds), "p50_s": round(statistics.median(latencies), 3),
+               "p95_s": round(statistics.quantiles(latencies, n=20)[-1], 3), "max_s": round(max(latencies), 3)}
+    LATENCY.write_text(json.dumps(figures, indent=2))
+    print(f"\nthe API's health check during the backfills: {figures} ({LATENCY})")
     states = {dag_id: airflow.task_instances(dag_id) for dag_id in DAGS}
 
     # unpausing started no doomed run: the scheduled runs for the last day and week of today's

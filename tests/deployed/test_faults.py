@@ -7,23 +7,34 @@ and task states, the lock files.
   workers, the task's process and its spark-submit all SIGKILLed; the scheduler started again
   finds the task without a heartbeat, fails that try and retries it; the run ends successfully,
   the day's partitions hold each row once, no lock is left and no task instance stays running.
+- A task's worker lost while ingest validates a day: the executor's worker that supervises the task,
+  the task's process and its spark-submit SIGKILLed, the scheduler left running; the scheduler
+  fails the try for its missing heartbeat (the audit log says so) and retries it; the retry writes
+  what the backfill's clean run of the day wrote, row for row.
+- The MLflow server lost while a day is scored (killed as the scoring task starts, down until its
+  try has ended): the try fails as a fault, saying so in one line (not as "no champion", a data
+  error never retried), the server comes back, the retry scores the day once with the champion;
+  the drift and scoring reports are whole, nothing is left staged or locked.
+- Load, in part: 50 trigger requests at once are each accepted or refused cleanly (the backfills'
+  health-check latencies are measured in ``test_backfill.py``).
 """
 
 from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tests.deployed.scenario import DAYS
+from tests.deployed.scenario import DAGS, DAYS
 
 pytestmark = pytest.mark.e2e
 
-RECOVERY_TIMEOUT = 900  # the heartbeat timeout (60 s here), the retry delay (1 min, then 2), the retried jobs
+RECOVERY_TIMEOUT = 900  # the heartbeat timeout (60 s here), the retry delay (5 s here), the retried jobs
 
 
 def _wait_for_run(airflow, dag_id: str, run_id: str, timeout: float) -> dict:
@@ -51,16 +62,59 @@ def test_a_lost_scheduler_started_again_retries_the_killed_task_and_writes_the_d
     airflow.start("scheduler")
 
     run = _wait_for_run(airflow, "ingest_pipeline", run_id, RECOVERY_TIMEOUT)
-    tis = {ti["task_id"]: ti for ti in airflow.task_instances("ingest_pipeline") if ti["dag_run_id"] == run_id}
-    assert run["state"] == "success", airflow.describe("ingest_pipeline")
-    assert tis["validate_raw"]["try_number"] == 2, tis["validate_raw"]  # the killed try failed, the retry ran
+    _check_retried_once(airflow, run, "validate_raw")
+    _check_day_once(lake, day, run_id)
+
+
+def test_a_lost_task_worker_is_failed_by_its_missing_heartbeat_and_the_retry_writes_a_clean_runs_rows(
+        stack, stack_lake, training):
+    airflow, lake, day = stack.airflow, stack_lake, DAYS[1]
+    clean = _day_rows(lake, day)  # what the backfill's run of the day wrote
+    airflow.request("PATCH", "/api/v2/dags/score_pipeline", {"is_paused": True})  # ingest alone, as above
+    run_id = airflow.trigger("ingest_pipeline", {"run_date": day.isoformat()})["dag_run_id"]
+    ti = airflow.wait_for_task("ingest_pipeline", run_id, "validate_raw", "running", timeout=300, poll=1)
+    time.sleep(5)  # its spark-submit under way
+    killed = airflow.kill_task(ti["id"])
+    assert any("SparkSubmit" in line or "spark-submit" in line for line in killed), killed
+    assert airflow.processes["scheduler"].poll() is None  # the scheduler was not touched
+
+    run = _wait_for_run(airflow, "ingest_pipeline", run_id, RECOVERY_TIMEOUT)
+    _check_retried_once(airflow, run, "validate_raw")
+    # Airflow found the try by its missing heartbeat (nothing else could report it: its supervisor died)
+    timeouts = [e for e in airflow.event_logs("ingest_pipeline", "heartbeat timeout")
+                if (e["run_id"], e["task_id"], e["try_number"]) == (run_id, "validate_raw", 1)]
+    assert len(timeouts) == 1, airflow.event_logs("ingest_pipeline", "heartbeat timeout")
+    _check_day_once(lake, day, run_id)
+    assert _day_rows(lake, day) == clean
+
+
+def _day_rows(lake, day) -> dict[str, list[tuple]]:
+    """The day's rows in each zone ingest writes, sorted, without the quarantine's ``_run_id`` (the
+    writing run's id); [] where the day has none."""
+    found = {}
+    for zone in (lake.validated("flights"), lake.quarantine("flights"), lake.features):
+        path = Path(lake.partition(zone, day))
+        table = pq.read_table(path).to_pandas().drop(columns="_run_id", errors="ignore") if path.exists() else None
+        found[zone] = [] if table is None else sorted(map(tuple, table.astype(str).to_numpy()))
+    return found
+
+
+def _check_retried_once(airflow, run: dict, task_id: str) -> None:
+    """The run succeeded with ``task_id`` on its second try, and nothing of any DAG is left running."""
+    run_id = run["dag_run_id"]
+    tis = {ti["task_id"]: ti for ti in airflow.task_instances(run["dag_id"]) if ti["dag_run_id"] == run_id}
+    assert run["state"] == "success", airflow.describe(run["dag_id"])
+    assert tis[task_id]["try_number"] == 2, tis[task_id]  # the killed try failed, the retry ran
     assert {ti["state"] for ti in tis.values()} == {"success"}, tis
-    running = [ti for dag_id in ("ingest_pipeline", "train_pipeline", "score_pipeline")
-               for ti in airflow.task_instances(dag_id) if ti["state"] in ("running", "queued", "scheduled")]
+    running = [ti for dag_id in DAGS for ti in airflow.task_instances(dag_id)
+               if ti["state"] in ("running", "queued", "scheduled")]
     assert running == [], running
     assert airflow.health()["scheduler"]["status"] == "healthy"
 
-    # the day once: every raw row validated or quarantined, one feature row per validated flight
+
+def _check_day_once(lake, day, run_id: str) -> None:
+    """The day once: every raw row validated or quarantined, one feature row per validated flight,
+    the report of run ``run_id``, no lock and no staging left behind."""
     raw = len(pd.read_csv(lake.raw_file("flights", day), dtype=str, keep_default_na=False))
     validated = pq.read_table(lake.partition(lake.validated("flights"), day)).num_rows
     quarantine = Path(lake.partition(lake.quarantine("flights"), day))
@@ -69,8 +123,100 @@ def test_a_lost_scheduler_started_again_retries_the_killed_task_and_writes_the_d
     assert pq.read_table(lake.partition(lake.features, day)).num_rows == validated
     report = json.loads(Path(lake.validation_report(day, 1)).read_text())
     assert report["run_id"] == run_id and report["success"], report["run_id"]
-    # no lock left behind, and no staging of the killed try in the zones it wrote
     assert [p for p in Path(lake.root, "locks").rglob("*") if p.is_file()] == []
     staging = [p for zone in ("validated", "quarantine", "features") for p in Path(lake.root, zone).rglob("*")
                if p.name.startswith((".spark-staging", "_temporary"))]
     assert staging == [], staging
+
+
+def test_the_mlflow_server_lost_while_a_day_is_scored_fails_the_try_saying_so_and_the_retry_scores_the_day_once(
+        stack, stack_lake, training):
+    import mlflow
+
+    from jobs.lake.layout import DRIFT_REPORT
+    from jobs.selection.gate import current_champion
+    from tests.deployed.scenario import MODEL
+
+    airflow, lake, day = stack.airflow, stack_lake, DAYS[0]
+    champion = str(current_champion(mlflow.MlflowClient(stack.mlflow.url), MODEL).version)
+    airflow.unpause("score_pipeline")  # paused above; nothing was queued for it meanwhile
+    run_id = airflow.trigger("score_pipeline", {"run_date": day.isoformat()})["dag_run_id"]
+    ti = airflow.wait_for_task("score_pipeline", run_id, "score_batch", "running", timeout=300, poll=1)
+    stack.mlflow.kill()  # before the job has looked the champion up or loaded it
+    # down (a redeploy gone wrong) until the try has ended: the job cannot score without the registry
+    ended = _wait_for_try(airflow, "score_pipeline", run_id, "score_batch", ti["try_number"], timeout=300)
+    stack.mlflow.start().ready()
+
+    assert ended == "up_for_retry", airflow.describe("score_pipeline")  # a fault, retried: not a data error
+    log = airflow.task_log("score_pipeline", run_id, "score_batch", 1, lines=400, map_index=ti["map_index"])
+    assert "failed (a fault: Airflow retries the task)" in log and "data error" not in log, log
+    run = _wait_for_run(airflow, "score_pipeline", run_id, RECOVERY_TIMEOUT)
+    _check_retried_once(airflow, run, "score_batch")
+
+    # the day scored once, by the champion, and its reports whole
+    flights = pd.read_csv(lake.raw_file("flights", day))
+    predictions = pq.read_table(lake.partition(lake.predictions, day)).to_pandas()
+    assert len(predictions) == len(flights) and not predictions.duplicated(KEYS).any()
+    assert set(predictions["model_version"]) == {champion}
+    drift = json.loads(Path(lake.report("drift", day, DRIFT_REPORT)).read_text())
+    assert (drift["run_date"], drift["model_version"], drift["drifted"]) == (day.isoformat(), champion, False)
+    summary = json.loads(Path(lake.report("scoring", day)).read_text())
+    assert (summary["rows"], summary["model_version"]) == (len(flights), champion)
+    assert [p for p in Path(lake.root, "locks").rglob("*") if p.is_file()] == []
+    staging = [p for p in Path(lake.predictions).rglob("*") if p.name.startswith((".spark-staging", "_temporary"))]
+    assert staging == [], staging
+    assert str(current_champion(mlflow.MlflowClient(stack.mlflow.url), MODEL).version) == champion
+
+
+KEYS = ["carrier", "flight", "origin", "sched_dep_time"]
+
+
+def _wait_for_try(airflow, dag_id: str, run_id: str, task_id: str, try_number: int, timeout: float) -> str:
+    """Wait until try ``try_number`` of ``task_id`` has ended; the state it left (up_for_retry,
+    success, failed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        airflow.check_alive()
+        [ti] = [ti for ti in airflow.task_instances(dag_id) if (ti["dag_run_id"], ti["task_id"]) == (run_id, task_id)]
+        if ti["try_number"] > try_number or ti["state"] in ("up_for_retry", "success", "failed"):
+            return ti["state"] if ti["try_number"] == try_number else "up_for_retry"
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{task_id} try {try_number} not ended within {timeout:.0f} s\n"
+                                 f"{airflow.describe(dag_id)}")
+        time.sleep(1)
+
+
+def test_fifty_trigger_requests_at_once_are_each_accepted_or_refused_cleanly(stack, training):
+    """50 requests for a run of one DAG at the same moment (the DAG paused: nothing starts): each is
+    answered, with a run of its own (200) or a refusal with a reason (409), never a server error or
+    silence; the DAG holds exactly the runs accepted, which are deleted again."""
+    import re
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.airflow_server import AirflowError
+
+    airflow, dag_id = stack.airflow, "train_pipeline"
+    airflow.request("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": True})
+    before = {r["dag_run_id"] for r in airflow.dag_runs(dag_id)}
+
+    def trigger(_: int) -> tuple[int, str]:
+        try:
+            return 200, airflow.trigger(dag_id, {"run_date": DAYS[0].isoformat()})["dag_run_id"]
+        except AirflowError as exc:
+            found = re.search(r"HTTP (\d+): (.*)", str(exc), re.S)
+            return (int(found.group(1)), found.group(2)) if found else (0, str(exc))
+
+    with ThreadPoolExecutor(max_workers=50) as pool:
+        answers = list(pool.map(trigger, range(50)))
+    assert {code for code, _ in answers} <= {200, 409}, [a for a in answers if a[0] not in (200, 409)]
+    for code, body in answers:
+        if code == 409:
+            assert json.loads(body)["detail"], body  # a reason a client can show
+    accepted = {run_id for code, run_id in answers if code == 200}
+    assert accepted and len(accepted) == sum(code == 200 for code, _ in answers)  # one run each
+    runs = {r["dag_run_id"]: r for r in airflow.dag_runs(dag_id) if r["dag_run_id"] not in before}
+    assert set(runs) == accepted
+    assert {r["state"] for r in runs.values()} == {"queued"}  # paused: none started
+    for run_id in accepted:
+        airflow.request("DELETE", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}")
+    assert {r["dag_run_id"] for r in airflow.dag_runs(dag_id)} == before
