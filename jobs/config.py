@@ -150,6 +150,14 @@ class TrackingSpec:
     backoff_jitter: float = 0.5  # plus up to this many seconds at random
     check_timeout: float = 10  # the up-front check of the server (jobs.tracking.check_tracking_server)
 
+    def apply(self) -> dict[str, str]:
+        """Bound every MLflow HTTP call of this process and of the processes it starts (the training
+        ranks inherit the environment): set the MLflow variables of these settings
+        (:data:`TRACKING_ENV`) that the environment does not set already. Returns what is in effect."""
+        for name, variable in TRACKING_ENV.items():
+            os.environ.setdefault(variable, str(getattr(self, name)))
+        return {variable: os.environ[variable] for variable in TRACKING_ENV.values()}
+
 
 TRACKING_ENV = {  # TrackingSpec field -> MLflow's environment variable (mlflow/environment_variables.py)
     "request_timeout": "MLFLOW_HTTP_REQUEST_TIMEOUT",
@@ -356,6 +364,7 @@ def parse_job_args(
     ns = vars(parser.parse_args(argv))
     overrides = {name: value for name in train_overrides if (value := ns.pop(name)) is not None}
     config = load_config(ns.pop("config"))
+    config.tracking.apply()  # every job's MLflow calls fail within seconds when the server is gone
     if overrides:
         try:
             config = replace(config, train=replace(config.train, **overrides))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.config import TRACKING_ENV, TrackingSpec, artifact_root, tracking_uri
+from jobs.config import TrackingSpec, artifact_root, tracking_uri
 from jobs.errors import DataError
 
 
@@ -25,12 +25,9 @@ class TrackingServerUnavailable(RuntimeError):
 
 
 def configure_tracking(spec: TrackingSpec) -> dict[str, str]:
-    """Bound every MLflow HTTP call of this process and of the processes it starts (the training
-    ranks inherit the environment): set the MLflow variables of ``tracking.*`` (:data:`TRACKING_ENV`)
-    that the environment does not set already. Returns what is in effect."""
-    for name, variable in TRACKING_ENV.items():
-        os.environ.setdefault(variable, str(getattr(spec, name)))
-    return {variable: os.environ[variable] for variable in TRACKING_ENV.values()}
+    """:meth:`TrackingSpec.apply`: the ``tracking.*`` settings as MLflow's environment variables,
+    where the environment does not set them already (every job's :func:`parse_job_args` does it)."""
+    return spec.apply()
 
 
 def check_tracking_server(uri: str | None = None, timeout: float = 10) -> None:

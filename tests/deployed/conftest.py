@@ -57,9 +57,11 @@ def running(lake, features_zone, config_patch, tmp_path_factory) -> Iterator[Run
     with pytest.MonkeyPatch.context() as patch:
         for key, value in env.items():
             patch.setenv(key, value)
-        # a task whose process is gone is failed (and retried) a minute after its last heartbeat, not five
+        # a task whose process is gone is failed (and retried) a minute after its last heartbeat, not
+        # five; a restarted scheduler resets the tasks its dead predecessor ran within 30 s, not 300
         settings = {"AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True",
-                    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60"}
+                    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60",
+                    "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "30"}
         stack = RunningStack(home, own, env, airflow_settings=settings, connect=True)
         try:
             patch.setenv("MLFLOW_TRACKING_URI", stack.stack.mlflow.url)

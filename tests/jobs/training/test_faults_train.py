@@ -134,6 +134,21 @@ def test_tracking_settings_bound_mlflow_calls_and_the_environment_wins(config, m
     assert MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR.get() == config.tracking.backoff_factor
 
 
+def test_every_job_bounds_its_mlflow_calls_not_only_training(monkeypatch, tmp_path):
+    """The scoring, monitoring and baselines jobs call MLflow too (the registry, the model's
+    artifacts, metrics): each job's argument parsing applies ``tracking.*``, so a night's scoring
+    whose server is gone fails within seconds (and is retried), not after MLflow's 7 retries."""
+    from jobs.config import TRACKING_ENV, job_parser, load_config, parse_job_args
+
+    for variable in TRACKING_ENV.values():
+        monkeypatch.delenv(variable, raising=False)
+    parse_job_args(job_parser("a job"), ["--run-date", "2013-01-08", "--lake-root", str(tmp_path)])
+    tracking = load_config().tracking
+    from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_MAX_RETRIES
+
+    assert MLFLOW_HTTP_REQUEST_MAX_RETRIES.get() == tracking.max_retries  # MLflow's own default: 7
+
+
 # --- 2. killed mid-training ---------------------------------------------------------------------
 
 
