@@ -74,12 +74,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return ByModule(config, log)
 
 
-# The modules that take minutes on this machine, longest first (measured under two workers, 2026-11-26):
-# under pytest-xdist they go to the workers before everything else, tests/deployed/ (one stack, half
-# an hour) first, so that the short modules fill in at the end and no worker is left finishing a
-# long one alone. The rest keep their collection order.
+# The modules that take minutes on this machine, longest first, after tests/deployed/ (measured under
+# two workers, 2026-11-26).
 LONGEST_FIRST = [
-    "tests/deployed/",
     "tests/test_e2e.py",
     "tests/test_replay.py",
     "tests/jobs/training/test_train_resume.py",
@@ -91,15 +88,28 @@ LONGEST_FIRST = [
 ]
 
 
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist: the modules of LONGEST_FIRST first, in its order (a stable sort: each
-    module's tests keep theirs)."""
+    """Under pytest-xdist, the order modules go to the workers in: first the longest that uses the
+    session lake (tests/deployed/, one stack and half an hour, when it runs), whose worker builds
+    the lake (:func:`built_once`) while the other runs the modules that do not use it; then
+    LONGEST_FIRST, so that the short modules fill in at the end and no worker is left finishing a
+    long one alone; then the rest. A stable sort: each module's tests keep their order."""
     if not WORKER:
         return
+    with_lake = {item.nodeid.split("::", 1)[0] for item in items if "lake" in item.fixturenames}
+    longest = ["tests/deployed/", *LONGEST_FIRST]
 
-    def rank(item: pytest.Item) -> int:
+    def longest_rank(path: str) -> int:
+        return next((n for n, prefix in enumerate(longest) if path.startswith(prefix)), len(longest))
+
+    first = min(with_lake, key=longest_rank, default="")
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
         path = item.nodeid.split("::", 1)[0]
-        return next((n for n, prefix in enumerate(LONGEST_FIRST) if path.startswith(prefix)), len(LONGEST_FIRST))
+        if path == first or (first.startswith("tests/deployed/") and path.startswith("tests/deployed/")):
+            return 0, 0
+        return (2, longest_rank(path)) if path in with_lake else (1, 0)
 
     items.sort(key=rank)
 

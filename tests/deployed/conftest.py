@@ -9,7 +9,6 @@ the stack and looks for leftover processes runs last.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,12 +35,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         items[slot] = item
 
 
+_STARTED: list[RunningStack] = []  # the stack of this process, once started
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Leaving this folder (the next test is elsewhere, or there is none): stop the stack and give
+    the process its environment back. This folder is not a Python package, so pytest keeps its
+    "package" fixtures to the end of the session: without this, a worker's next modules would run
+    with the stack's config and settings."""
+    here = Path(__file__).parent
+    if item.path.parent == here and (nextitem is None or nextitem.path.parent != here):
+        for started in _STARTED:
+            started.stop()
+
+
 @pytest.fixture(scope="package")
 def running(lake, features_zone, config_patch, tmp_path_factory) -> Iterator[RunningStack]:
     """The stack on its lake and config, this process's environment pointing at both (the tests
-    call the jobs' own functions too), stopped at the end if a test did not stop it."""
-    import mlflow
-
+    call the jobs' own functions too) until the stack stops: at the end of the folder, or when a
+    test stops it."""
     home = tmp_path_factory.mktemp("stack")
     own = prepare_lake(lake, features_zone, home / "lake")
     env = {
@@ -54,23 +66,25 @@ def running(lake, features_zone, config_patch, tmp_path_factory) -> Iterator[Run
         "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts"),
         "PIPELINE_CONFIG": str(write_config(config_patch, home / "config")),
     }
-    with pytest.MonkeyPatch.context() as patch:
-        for key, value in env.items():
-            patch.setenv(key, value)
-        # a task whose process is gone is failed (and retried) a minute after its last heartbeat, not
-        # five; a restarted scheduler resets the tasks its dead predecessor ran within 30 s, not 300
-        settings = {"AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True",
-                    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60",
-                    "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "30"}
-        stack = RunningStack(home, own, env, airflow_settings=settings, connect=True)
-        try:
-            patch.setenv("MLFLOW_TRACKING_URI", stack.stack.mlflow.url)
-            yield stack
-        finally:
-            stack.stop()
-    # The jobs' MLflow client set the global URI, and mlflow.set_tracking_uri also writes it to
-    # os.environ: point both back at the session's store.
-    mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
+    patch = pytest.MonkeyPatch()
+    for key, value in env.items():
+        patch.setenv(key, value)
+    # a task whose process is gone is failed (and retried) a minute after its last heartbeat, not
+    # five; a restarted scheduler resets the tasks its dead predecessor ran within 30 s, not 300
+    settings = {"AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True",
+                "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60",
+                "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "30"}
+    try:
+        stack = RunningStack(home, own, env, patch, airflow_settings=settings, connect=True)
+    except BaseException:
+        patch.undo()
+        raise
+    patch.setenv("MLFLOW_TRACKING_URI", stack.stack.mlflow.url)
+    _STARTED.append(stack)
+    try:
+        yield stack
+    finally:
+        stack.stop()
 
 
 @pytest.fixture(scope="package")

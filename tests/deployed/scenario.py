@@ -97,16 +97,30 @@ def turn_outcomes(path: str) -> None:
 
 
 class RunningStack:
-    """The shared stack, and a way to stop it before the session ends (the last test does)."""
+    """The shared stack, and a way to stop it before the session ends (the last test does). While
+    it runs, ``patch`` (a pytest MonkeyPatch) holds this process's environment changes for it;
+    stopping undoes them."""
 
-    def __init__(self, home: Path, lake, env: dict[str, str], **options: Any) -> None:
-        self.home, self.lake = home, lake  # the lake: prepare_lake's
+    def __init__(self, home: Path, lake, env: dict[str, str], patch: Any, **options: Any) -> None:
+        self.home, self.lake, self._patch = home, lake, patch  # the lake: prepare_lake's
         self._context = running_stack(home, env, **options)
         self.stack: Stack = self._context.__enter__()
         self.stopped = False
 
     def stop(self) -> None:
-        """Stop every part of the stack (once; the fixture's teardown calls it again)."""
-        if not self.stopped:
-            self.stopped = True
+        """Stop every part of the stack and undo the environment changes (once; the fixture's
+        teardown and the folder's end call it again)."""
+        if self.stopped:
+            return
+        self.stopped = True
+        try:
             self._context.__exit__(None, None, None)
+        finally:
+            import os
+
+            import mlflow
+
+            self._patch.undo()
+            # The jobs' MLflow client set the global URI, and mlflow.set_tracking_uri also writes it
+            # to os.environ: point both back at the session's store.
+            mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
