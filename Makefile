@@ -10,7 +10,7 @@ ENV := source scripts/env.sh &&
 help:
 	@echo "make demo       install, land the example data, train and score through Airflow, print a summary"
 	@echo "make test       run the whole test suite"
-	@echo "make test-fast  the suite without the end-to-end runs (about 9 minutes): the loop while developing"
+	@echo "make test-fast  the suite without the end-to-end runs (about 8 minutes): the loop while developing"
 	@echo "make lint       ruff"
 	@echo "make docs       the docs site from docs/ into site/ (mkdocs --strict: a broken link fails it)"
 	@echo "make bench      every benchmark: results table and plots in benchmarks/results/ (make bench SMOKE=1:"
