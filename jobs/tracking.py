@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.config import TrackingSpec, artifact_root, tracking_uri
+from jobs.config import artifact_root, tracking_uri
 from jobs.errors import DataError
 
 
@@ -22,12 +22,6 @@ def client():  # noqa: ANN201 - MlflowClient, imported lazily
 
 class TrackingServerUnavailable(RuntimeError):
     """The tracking server does not answer. Not a data error: the task is retried."""
-
-
-def configure_tracking(spec: TrackingSpec) -> dict[str, str]:
-    """:meth:`TrackingSpec.apply`: the ``tracking.*`` settings as MLflow's environment variables,
-    where the environment does not set them already (every job's :func:`parse_job_args` does it)."""
-    return spec.apply()
 
 
 def check_tracking_server(uri: str | None = None, timeout: float = 10) -> None:

@@ -192,9 +192,16 @@ class AirflowServer:
             time.sleep(2)
 
     def unpause(self, dag_id: str) -> None:
-        reply = self.request("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
-        if reply["is_paused"]:
-            raise AirflowError(f"DAG {dag_id!r} is still paused: {reply}")
+        self._set_paused(dag_id, False)
+
+    def pause(self, dag_id: str) -> None:
+        """Pause ``dag_id``: the scheduler starts none of its runs (a triggered one stays queued)."""
+        self._set_paused(dag_id, True)
+
+    def _set_paused(self, dag_id: str, paused: bool) -> None:
+        reply = self.request("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": paused})
+        if reply["is_paused"] is not paused:
+            raise AirflowError(f"DAG {dag_id!r} is {'not ' if paused else ''}paused: {reply}")
 
     def backfill(
         self,

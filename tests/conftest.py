@@ -68,10 +68,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
     class ByModule(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return "tests/deployed" if path.startswith("tests/deployed/") else path
+            return _scope(nodeid)
 
     return ByModule(config, log)
+
+
+def _scope(nodeid: str) -> str:
+    """What one worker runs whole: a test's module, or ``tests/deployed`` for any test under it."""
+    path = nodeid.split("::", 1)[0]
+    return "tests/deployed" if path.startswith("tests/deployed/") else path
 
 
 # The modules that take minutes on this machine, longest first, after tests/deployed/ (measured under
@@ -97,19 +102,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     long one alone; then the rest. A stable sort: each module's tests keep their order."""
     if not WORKER:
         return
-    with_lake = {item.nodeid.split("::", 1)[0] for item in items if "lake" in item.fixturenames}
-    longest = ["tests/deployed/", *LONGEST_FIRST]
+    with_lake = {_scope(item.nodeid) for item in items if "lake" in item.fixturenames}
+    longest = ["tests/deployed", *LONGEST_FIRST]
 
-    def longest_rank(path: str) -> int:
-        return next((n for n, prefix in enumerate(longest) if path.startswith(prefix)), len(longest))
+    def longest_rank(scope: str) -> int:
+        return longest.index(scope) if scope in longest else len(longest)
 
     first = min(with_lake, key=longest_rank, default="")
 
     def rank(item: pytest.Item) -> tuple[int, int]:
-        path = item.nodeid.split("::", 1)[0]
-        if path == first or (first.startswith("tests/deployed/") and path.startswith("tests/deployed/")):
+        scope = _scope(item.nodeid)
+        if scope == first:
             return 0, 0
-        return (2, longest_rank(path)) if path in with_lake else (1, 0)
+        return (2, longest_rank(scope)) if scope in with_lake else (1, 0)
 
     items.sort(key=rank)
 

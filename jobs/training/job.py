@@ -46,7 +46,7 @@ from jobs.config import PRECISIONS, JobArgs, job_parser, optional, optional_choi
 from jobs.errors import run_job
 from jobs.lake.spark import configure_logging, get_spark, require_cuda
 from jobs.selection.gate import PROMOTION_METRICS
-from jobs.tracking import check_tracking_server, configure_tracking
+from jobs.tracking import check_tracking_server
 from jobs.training.data import check_labels, feature_dirs, fit_preprocessor, split_validation
 from jobs.training.lifecycle import failed_on_error, terminate_on_signal
 from jobs.training.loop import train_fn
@@ -116,8 +116,8 @@ def main(argv: list[str] | None = None) -> None:
         require_cuda("GPU training (--use-gpu true / train.use_gpu)",
                      "train on the CPU with --use-gpu false, or run the job on a machine with GPUs")
     terminate_on_signal()  # SIGTERM or a dead parent: end the run as FAILED and stop the ranks
-    # Bounded MLflow calls, and a tracking server that does not answer fails the job now, saying so.
-    configure_tracking(args.config.tracking)
+    # MLflow's calls are bounded (parse_job_args applied tracking.*); a tracking server that does not
+    # answer fails the job now, saying so.
     check_tracking_server(timeout=args.config.tracking.check_timeout)
     cfg, spec = args.config.train, args.config.features
     use_gpu, local_mode, precision = cfg.use_gpu, cfg.local_mode, cfg.precision

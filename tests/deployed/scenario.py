@@ -36,6 +36,7 @@ DAYS = [dt.date(2013, 1, 8), dt.date(2013, 1, 9), dt.date(2013, 1, 10)]  # backf
 DECAY_DAY = DAYS[1]  # its outcomes turn around for the flights from TURNED
 DRIFT_DAY = DAYS[2]  # its flights arrive with every distance four times too long
 TURNED = {"EWR", "JFK"}  # two of the three airports: about two thirds of a day's flights
+KEYS = ["carrier", "flight", "origin", "sched_dep_time"]  # a flight's key in the raw data and the predictions
 TRAIN_TIMEOUT = 420  # two epochs of 5 days on one rank: about a minute, with room for a loaded machine
 
 

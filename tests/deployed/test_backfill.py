@@ -39,11 +39,10 @@ import pytest
 from jobs.lake.layout import DECAY_REPORT, DRIFT_REPORT, PARTITION, partition_day, partition_name
 from tests.airflow_server import health_probe
 from tests.browser import SCREENSHOTS, Page, chromium
-from tests.deployed.scenario import DAGS, DAYS, DECAY_DAY, DRIFT_DAY, TRAIN_DATE
+from tests.deployed.scenario import DAGS, DAYS, DECAY_DAY, DRIFT_DAY, KEYS, TRAIN_DATE
 
 pytestmark = pytest.mark.e2e
 
-KEYS = ["carrier", "flight", "origin", "sched_dep_time"]
 LATENCY = Path(os.environ["PIPELINE_TEST_HOME"]) / "api-health-latency.json"  # the health check's figures
 
 

@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tests.deployed.scenario import DAGS, DAYS
+from tests.deployed.scenario import DAGS, DAYS, KEYS
 
 pytestmark = pytest.mark.e2e
 
@@ -54,7 +54,7 @@ def _wait_for_run(airflow, dag_id: str, run_id: str, timeout: float) -> dict:
 def test_a_lost_scheduler_started_again_retries_the_killed_task_and_writes_the_day_once(stack, stack_lake, training):
     airflow, lake, day = stack.airflow, stack_lake, DAYS[0]
     # the day is ingested again; its scoring is not part of this case
-    airflow.request("PATCH", "/api/v2/dags/score_pipeline", {"is_paused": True})
+    airflow.pause("score_pipeline")
     run_id = airflow.trigger("ingest_pipeline", {"run_date": day.isoformat()})["dag_run_id"]
     airflow.wait_for_task("ingest_pipeline", run_id, "validate_raw", "running", timeout=300, poll=1)
     time.sleep(5)  # its spark-submit under way
@@ -72,7 +72,7 @@ def test_a_lost_task_worker_is_failed_by_its_missing_heartbeat_and_the_retry_wri
         stack, stack_lake, training):
     airflow, lake, day = stack.airflow, stack_lake, DAYS[1]
     clean = _day_rows(lake, day)  # what the backfill's run of the day wrote
-    airflow.request("PATCH", "/api/v2/dags/score_pipeline", {"is_paused": True})  # ingest alone, as above
+    airflow.pause("score_pipeline")  # ingest alone, as above
     run_id = airflow.trigger("ingest_pipeline", {"run_date": day.isoformat()})["dag_run_id"]
     ti = airflow.wait_for_task("ingest_pipeline", run_id, "validate_raw", "running", timeout=300, poll=1)
     time.sleep(5)  # its spark-submit under way
@@ -175,9 +175,6 @@ def test_the_mlflow_server_lost_while_a_day_is_scored_fails_the_try_saying_so_an
     assert str(current_champion(mlflow.MlflowClient(stack.mlflow.url), MODEL).version) == champion
 
 
-KEYS = ["carrier", "flight", "origin", "sched_dep_time"]
-
-
 def _wait_for_try(airflow, dag_id: str, run_id: str, task_id: str, try_number: int, timeout: float) -> str:
     """Wait until try ``try_number`` of ``task_id`` has ended; the state it left (up_for_retry,
     success, failed)."""
@@ -203,7 +200,7 @@ def test_fifty_trigger_requests_at_once_are_each_accepted_or_refused_cleanly(sta
     from tests.airflow_server import AirflowError
 
     airflow, dag_id = stack.airflow, "train_pipeline"
-    airflow.request("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": True})
+    airflow.pause(dag_id)
     before = {r["dag_run_id"] for r in airflow.dag_runs(dag_id)}
 
     def trigger(_: int) -> tuple[int, str]:

@@ -120,12 +120,11 @@ def test_a_dead_tracking_server_fails_training_within_two_minutes_saying_so(feat
 
 def test_tracking_settings_bound_mlflow_calls_and_the_environment_wins(config, monkeypatch):
     from jobs.config import TRACKING_ENV
-    from jobs.tracking import configure_tracking
 
     for variable in TRACKING_ENV.values():
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "7")
-    applied = configure_tracking(config.tracking)
+    applied = config.tracking.apply()
     assert applied["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "7"  # set by the operator: kept
     assert applied["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == str(config.tracking.max_retries)
     from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR, MLFLOW_HTTP_REQUEST_MAX_RETRIES
