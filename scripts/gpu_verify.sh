@@ -8,6 +8,12 @@
 #
 #   bash scripts/gpu_verify.sh [OUT_DIR]      # default: benchmarks/results/gpu
 #
+# Settings (environment), for a machine lent for minutes rather than hours:
+#   GPU_VERIFY_STEPS          which parts, in order (default: "tests training scoring")
+#   GPU_VERIFY_PYTEST_ARGS    extra pytest arguments for the tests (e.g. "-n 4": pytest-xdist)
+#   GPU_VERIFY_TRAINING_ARGS  benchmarks.training's arguments after --use-gpu (default: --repeat 2)
+#   GPU_VERIFY_SCORING_ARGS   benchmarks.scoring_gpu's (default: --rows 10000000 --repeat 3)
+#
 # On a GPU machine with this project installed (make install), run it as it is. On one without
 # network, Java, pyspark or MLflow, bring the offline kit first (scripts/devkit_build.sh builds
 # .devkit1/ and .devkit2/ here; copy both in) and `source scripts/devkit_setup.sh` before this.
@@ -31,6 +37,14 @@ fail() {
   exit 1
 }
 
+steps="${GPU_VERIFY_STEPS:-tests training scoring}"
+for s in $steps; do
+  case "$s" in
+    tests | training | scoring) ;;
+    *) fail "unknown step '$s' in GPU_VERIFY_STEPS (the steps: tests training scoring)" ;;
+  esac
+done
+
 step() {
   local name="$1"
   shift
@@ -51,9 +65,19 @@ cat "$out/gpu.txt"
 "$python" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' \
   || fail "torch sees no CUDA device (is it a CUDA build? CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-unset})"
 
-step gpu_tests "$python" -m pytest -q -p no:cacheprovider tests/jobs/training/test_gpu.py \
-  tests/jobs/training/test_train_on_cluster.py::test_gpu_training_on_a_standalone_worker_that_advertises_its_gpus \
-  tests/jobs/training/test_train.py tests/jobs/scoring/test_score.py
-step training_benchmark "$python" -m benchmarks.training --use-gpu --repeat 2 --out "$out"
-step scoring_gpu_benchmark "$python" -m benchmarks.scoring_gpu --rows 10000000 --repeat 3 --out "$out"
-echo "==> every GPU check passed; logs and figures in $out"
+for s in $steps; do
+  case "$s" in
+    tests)
+      # shellcheck disable=SC2086  # the settings are word lists
+      step gpu_tests "$python" -m pytest -q -p no:cacheprovider ${GPU_VERIFY_PYTEST_ARGS:-} tests/jobs/training/test_gpu.py \
+        tests/jobs/training/test_train_on_cluster.py::test_gpu_training_on_a_standalone_worker_that_advertises_its_gpus \
+        tests/jobs/training/test_train.py tests/jobs/scoring/test_score.py ;;
+    training)
+      # shellcheck disable=SC2086
+      step training_benchmark "$python" -m benchmarks.training --use-gpu ${GPU_VERIFY_TRAINING_ARGS:---repeat 2} --out "$out" ;;
+    scoring)
+      # shellcheck disable=SC2086
+      step scoring_gpu_benchmark "$python" -m benchmarks.scoring_gpu ${GPU_VERIFY_SCORING_ARGS:---rows 10000000 --repeat 3} --out "$out" ;;
+  esac
+done
+echo "==> every GPU check asked for ($steps) passed; logs and figures in $out"

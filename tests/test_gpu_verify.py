@@ -47,3 +47,11 @@ def test_gpu_verify_stops_when_torch_sees_no_cuda_device(no_cuda, tmp_path):
     assert "Fake GPU" in done.stdout
     assert "gpu_verify: torch sees no CUDA device" in done.stderr
     assert not list((tmp_path / "out").glob("*.log"))
+
+
+def test_gpu_verify_refuses_an_unknown_step_before_anything_runs(tmp_path):
+    done = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "out")], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "GPU_VERIFY_STEPS": "tests benchmark"})
+    assert done.returncode == 1
+    assert "unknown step 'benchmark' in GPU_VERIFY_STEPS" in done.stderr
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())

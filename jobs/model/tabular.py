@@ -56,7 +56,9 @@ class Preprocessor:
         n = len(frame)
         cats = np.zeros((n, len(self.categorical)), dtype=np.int64)
         for j, col in enumerate(self.categorical):
-            codes = pd.Categorical(frame[col].astype("string"), categories=self.vocab[col]).codes
+            # A lookup, not pd.Categorical(values, categories=...): pandas 3 deprecates values outside
+            # the categories there (pandas 4 raises), and an unseen value is what scoring meets.
+            codes = pd.Index(self.vocab[col], dtype="string").get_indexer(frame[col].astype("string"))
             cats[:, j] = codes.astype(np.int64) + 1  # -1 (unseen or null) becomes UNKNOWN_INDEX
         nums = np.zeros((n, len(self.numeric)), dtype=np.float32)
         for j, col in enumerate(self.numeric):

@@ -23,6 +23,25 @@ def test_encode_maps_unknown_and_null_categories_to_the_shared_index():
     assert cats.dtype == np.int64 and nums.dtype == np.float32
 
 
+def test_encode_builds_no_categorical_from_values_outside_its_categories(monkeypatch):
+    """pandas 3 deprecates pd.Categorical(values, categories=...) with values outside the categories
+    and pandas 4 raises there (pandas 3.1 warned, rehearsing the GPU run on Python 3.12): scoring meets
+    unseen values every day, so the encoding must not depend on it. Here it raises as pandas 4 will."""
+    real = pd.Categorical
+
+    def strict(values=None, categories=None, *args, **kwargs):
+        if categories is not None:
+            outside = set(pd.Series(values).dropna()) - set(categories)
+            if outside:
+                raise ValueError(f"values outside the categories: {sorted(outside)}")
+        return real(values, categories, *args, **kwargs)
+
+    monkeypatch.setattr(pd, "Categorical", strict)
+    frame = pd.DataFrame({"carrier": ["UA", "ZZ", None, "AA"], "distance": [150.0, np.nan, 100.0, 0.0]})
+    cats, _ = PRE.encode(frame)
+    assert cats[:, 0].tolist() == [2, UNKNOWN_INDEX, UNKNOWN_INDEX, 1]
+
+
 def test_preprocessor_survives_a_json_round_trip():
     assert Preprocessor.from_json(PRE.to_json()) == PRE
 
