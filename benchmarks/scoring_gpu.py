@@ -231,6 +231,10 @@ def run(home: Path, out: Path, big_rows: int, repeat: int, batches: list[int]) -
     spark = get_spark("bench-scoring-gpu", {
         "spark.master": f"local[{cores}]", "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
         "spark.sql.files.maxPartitionBytes": str(16 << 20),
+        # Each task turns an Arrow batch of rows into on-heap columns in the JVM: with
+        # score.gpu_batch_size rows a batch and one task per core, the default 1 GiB heap ran out
+        # (java.lang.OutOfMemoryError, 16 tasks, the first run on an H200 machine).
+        "spark.driver.memory": f"{max(2, cores // 2)}g",
     })
     lake = feature_lake(spark, home, config, FIRST_DAY, JANUARY, setup)
     with stopwatch(setup, "train_and_log_s"):

@@ -33,3 +33,12 @@ def test_pipeline_require_gpu_turns_a_gpu_test_s_skip_into_a_failure(tmp_path):
     failed, code = outputs["1"]
     assert code == 1 and "1 error" in failed, failed[-3000:]  # failed in its setup, before any fixture
     assert "PIPELINE_REQUIRE_GPU=1 but torch sees no CUDA device here" in failed
+
+
+def test_the_job_scripts_the_gpu_test_submits_exist():
+    """The GPU test is skipped here: what it submits is checked here, where it cannot skip."""
+    from orchestration.spark_jobs import APPLICATIONS, JOBS_DIR
+    from tests.jobs.training.test_gpu import JOBS
+
+    assert JOBS == {job: JOBS_DIR / APPLICATIONS[job] for job in JOBS}
+    assert all(path.is_file() for path in JOBS.values()), JOBS

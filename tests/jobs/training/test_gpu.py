@@ -20,11 +20,15 @@ from tests.jobs.training.test_train_on_cluster import REPO, RUN_DATE, gpus, smal
 pytestmark = [pytest.mark.e2e, pytest.mark.gpu]  # skipped without CUDA; failed then with PIPELINE_REQUIRE_GPU=1
 
 SCORE_DATE = RUN_DATE + dt.timedelta(days=1)
+# The scripts the DAGs submit (this test first ran on a GPU after jobs/ moved to one package per stage and
+# still submitted jobs/train.py). Not read from orchestration.spark_jobs: a GPU machine may have no
+# Airflow. tests/test_gpu_marker.py checks them against the DAGs' table on the CPU.
+JOBS = {"train": REPO / "jobs/training/job.py", "score": REPO / "jobs/scoring/job.py"}
 
 
 def submit(job: str, *args: str, env: dict[str, str]) -> str:
     done = subprocess.run(
-        ["spark-submit", "--master", "local[4]", str(REPO / f"jobs/{job}.py"), *args],
+        ["spark-submit", "--master", "local[4]", str(JOBS[job]), *args],
         env=env, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
