@@ -24,6 +24,7 @@ SCORE_DATE = RUN_DATE + dt.timedelta(days=1)
 # still submitted jobs/train.py). Not read from orchestration.spark_jobs: a GPU machine may have no
 # Airflow. tests/test_gpu_marker.py checks them against the DAGs' table on the CPU.
 JOBS = {"train": REPO / "jobs/training/job.py", "score": REPO / "jobs/scoring/job.py"}
+GPU_BATCH = 256
 
 
 def submit(job: str, *args: str, env: dict[str, str]) -> str:
@@ -39,7 +40,10 @@ def test_gpu_training_in_bf16_and_gpu_scoring_equal_to_the_cpu(features_zone, co
     import mlflow
     import pyarrow.parquet as pq
 
-    config_path, features_lake, _ = small_window(features_zone, config_patch, tmp_path, model_name="gpu_model")
+    # The bundled gpu_batch_size (2048) gives this 3-day window four optimizer steps: holdout ROC AUC 0.48
+    # on the H200 machine, and 0.48 on the CPU with batch_size 2048 too (0.56 with 256). Small GPU steps here.
+    config_path, features_lake, _ = small_window(features_zone, config_patch, tmp_path, model_name="gpu_model",
+                                                 gpu_batch_size=GPU_BATCH)
     features_zone.copy([SCORE_DATE], features_lake / "features")
     tracking = f"sqlite:///{tmp_path}/mlflow.db"
     env = {**os.environ, "MLFLOW_TRACKING_URI": tracking, "PIPELINE_MLFLOW_ARTIFACTS": str(tmp_path / "art"),
@@ -53,7 +57,7 @@ def test_gpu_training_in_bf16_and_gpu_scoring_equal_to_the_cpu(features_zone, co
     params = client.get_run(version.run_id).data.params
     assert params["training_precision"] == "bf16" and params["training_device"] != "cpu"
     assert params["num_processes"] == str(gpus())  # one rank per GPU of the machine
-    assert params["batch_size"] == str(config.train.gpu_batch_size)
+    assert params["batch_size"] == str(GPU_BATCH) != str(config.train.batch_size)  # the GPU's setting
     assert float(version.tags["holdout_roc_auc"]) > 0.5
 
     predictions = features_lake / "predictions" / partition_name(SCORE_DATE)
