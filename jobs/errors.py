@@ -66,12 +66,31 @@ def disk_full(err: BaseException) -> str | None:
     return None
 
 
+PY4J_CALL = "An error occurred while calling"  # the first line of every Py4JJavaError
+JAVA_PACKAGE = re.compile(r"^(?:[a-z_$][\w$]*\.)+(?=[A-Z])")  # org.apache.spark. in org.apache.spark.SparkException
+# Where a Java exception's message ends: its stack frames, its causes, a Python worker's traceback.
+TRACE_LINE = re.compile(r'^(at |Caused by:|Suppressed:|\.\.\. \d+ more$|Traceback |File ")')
+
+
 def headline(err: BaseException, limit: int = 600) -> str:
     """An exception in one line: its type and the first line of its message (Py4J's Java stack
-    traces and Python's causes left out)."""
-    first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
+    traces and Python's causes left out). For a Java exception raised through Py4J, whose first line
+    only names the JVM method called, the Java exception's message instead: its first two lines
+    before any stack trace, joined (a failed Spark stage's reason, a lost executor say, is on the
+    second)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    if first.startswith(PY4J_CALL) and len(lines) > 1:
+        java = []
+        for line in lines[1:3]:
+            if TRACE_LINE.match(line):
+                break
+            java.append(line.removeprefix(": "))
+        if java:
+            first = " ".join([JAVA_PACKAGE.sub("", java[0]), *java[1:]])
     text = f"{type(err).__name__}: {first}" if first else type(err).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
 
 
 def run_job(main: Callable[[], None]) -> None:

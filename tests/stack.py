@@ -334,6 +334,22 @@ class SparkCluster:
                    alive=_exited("the Spark worker", self.processes[1], self.log), log=self.log)
         return self
 
+    def kill_worker(self) -> list[str]:
+        """SIGKILL the worker and everything under it (its executors, their Python workers and
+        whatever those started), as when the worker's machine dies; the command lines killed."""
+        return _kill_tree(self.processes[1], "the Spark worker")
+
+    def restart_worker(self) -> SparkCluster:
+        """Start the worker again (after :meth:`kill_worker`) and wait until the master counts the
+        new one alive."""
+        gone = {worker["id"] for worker in self.status().get("workers", [])}
+        self.processes[1] = self._start(*self.worker_args)
+        self.processes.pop()  # _start appended it too
+        wait_until(lambda: any(w["id"] not in gone and w["state"] == "ALIVE" for w in self.status()["workers"]),
+                   "the restarted Spark worker", self.timeout,
+                   alive=_exited("the Spark worker", self.processes[1], self.log), log=self.log)
+        return self
+
 
 def spark_cluster_env(work: Path) -> dict[str, str]:
     """The environment of the master and worker: pyspark's folder as SPARK_HOME, this Python on the

@@ -73,3 +73,18 @@ def test_a_file_that_is_not_parquet_in_a_zone_is_a_data_error_naming_it(spark, t
     assert done.returncode == DATA_ERROR_EXIT, done.stderr[-2000:]  # not retried
     assert error_file.read_text() == problem  # what the Airflow task's failure says
     assert done.stderr.strip().splitlines()[-1].endswith(f"data error (not retried): {problem}")
+
+
+def test_a_java_exception_through_py4j_is_told_by_its_own_message_not_by_the_method_called(spark):
+    """A Py4JJavaError's first line only names the JVM method called ("An error occurred while
+    calling o303.collectToPython."): the one line a failed job logs is the Java exception's message
+    (a lost worker's training said nothing more than that before)."""
+    from py4j.protocol import Py4JJavaError
+
+    from jobs.errors import headline
+
+    with pytest.raises(Py4JJavaError) as failed:
+        spark._jvm.java.lang.Class.forName("no.such.Job")
+    assert str(failed.value).startswith("An error occurred while calling")
+    assert headline(failed.value) == "Py4JJavaError: ClassNotFoundException: no.such.Job"
+    assert headline(RuntimeError("first line\nsecond")) == "RuntimeError: first line"  # others as before

@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import datetime as dt
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jobs.lake.layout import partition_name
+from tests.airflow_server import _kill_tree
 from tests.stack import running_spark_cluster
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[3]
 RUN_DATE = dt.date(2013, 1, 6)  # 3 training days + 2 holdout days: 2013-01-02..2013-01-06
+LONG_EPOCHS = 16  # many short epochs, so that a kill lands mid-training
 
 
 @pytest.fixture(scope="module")
@@ -45,30 +48,77 @@ def small_window(features_zone, config_patch, tmp_path: Path, **train: Any) -> t
     return config_path, features_lake, train_days
 
 
-def test_training_runs_as_a_barrier_stage_on_a_standalone_cluster(cluster, spark, features_zone, config_patch,
-                                                                    tmp_path):
+def test_training_runs_as_a_barrier_stage_on_the_cluster_and_resumes_after_its_worker_is_lost(
+        cluster, spark, features_zone, config_patch, tmp_path):
+    """Training with local_mode false runs its two ranks as a barrier stage on the cluster's
+    executor, not on the driver. Issue 27, case 4, on the same training (one cluster training, not
+    two, for the suite's time): the worker that runs both ranks dies mid-training (SIGKILL to it,
+    its executor and the ranks under it, as when its machine goes). The job fails at once (Spark
+    does not retry a barrier stage that lost a task), as a fault (retried) whose one line says so;
+    the MLflow run is not left RUNNING; the retry, on a worker started again, resumes the same run
+    after its last checkpoint, counts every epoch once and registers one version."""
     import mlflow
 
-    config_path, features_lake, train_days = small_window(features_zone, config_patch, tmp_path, num_processes=2,
-                                                          model_name="cluster_model")
+    from jobs.errors import DATA_ERROR_EXIT
+
+    config_path, lake, train_days = small_window(features_zone, config_patch, tmp_path, num_processes=2,
+                                                 model_name="cluster_model", epochs=LONG_EPOCHS, batch_size=64)
     tracking = f"sqlite:///{tmp_path}/mlflow.db"
     env = {**cluster.env, "MLFLOW_TRACKING_URI": tracking, "PIPELINE_MLFLOW_ARTIFACTS": str(tmp_path / "art")}
-    done = subprocess.run(
-        ["spark-submit", "--master", cluster.url, "--conf", "spark.executor.memory=1g",
-         str(REPO / "jobs/training/job.py"), "--run-date", RUN_DATE.isoformat(), "--config", str(config_path),
-         "--lake-root", str(features_lake), "--local-mode", "false"],
-        env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
-    output = done.stdout + done.stderr
-    assert "Started distributed training with 2 executor processes" in output  # not on the driver
-    assert "epoch 2/2" in output
+    command = ["spark-submit", "--master", cluster.url, "--conf", "spark.executor.memory=1g",
+               str(REPO / "jobs/training/job.py"), "--run-date", RUN_DATE.isoformat(), "--config", str(config_path),
+               "--lake-root", str(lake), "--local-mode", "false"]
+    checkpoints = lake / "checkpoints" / "training" / partition_name(RUN_DATE)
 
+    def epochs_done() -> int:
+        return max((int(p.stem.removeprefix("epoch-")) for p in checkpoints.glob("*/epoch-*.pt")), default=0)
+
+    log = tmp_path / "killed.log"
+    with log.open("w") as out:
+        first = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while epochs_done() < 1:
+            assert first.poll() is None, "training ended before its first checkpoint:\n" + log.read_text()[-4000:]
+            assert time.monotonic() < deadline, "no checkpoint within 300 s:\n" + log.read_text()[-4000:]
+            time.sleep(0.1)
+        killed = cluster.kill_worker()
+        lost_at = time.monotonic()
+        code = first.wait(timeout=180)
+        failed_after = time.monotonic() - lost_at
+    finally:
+        if first.poll() is None:
+            _kill_tree(first, "the train job")
+    output = log.read_text()
+    assert "Started distributed training with 2 executor processes" in output  # not on the driver
+    assert any("CoarseGrainedExecutorBackend" in line for line in killed), killed  # the executor went too
+    assert code not in (0, DATA_ERROR_EXIT), output[-4000:]  # a fault: Airflow retries it
+    # One line that says what happened (it said only "Py4JJavaError: An error occurred while calling
+    # o303.collectToPython." before): Spark gives up on a barrier stage that lost a task at once.
+    fault = next(line for line in output.splitlines() if "failed (a fault: Airflow retries the task)" in line)
+    assert "SparkException: Job aborted due to stage failure: Could not recover from a failed barrier" in fault
+    assert "ExecutorLostFailure" in fault and "worker lost" in fault, fault
+    assert failed_after < 120
+    killed_after = epochs_done()
+    assert 1 <= killed_after < LONG_EPOCHS, "the kill must land mid-training"
     client = mlflow.MlflowClient(tracking)
-    version = client.get_model_version_by_alias("cluster_model", "champion")
-    run = client.get_run(version.run_id)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    (dead,) = client.search_runs(experiments)
+    assert dead.info.status == "FAILED"  # not left RUNNING
+
+    cluster.restart_worker()
+    retry = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    retried = retry.stdout + retry.stderr
+    assert retry.returncode == 0, retried[-6000:]
+    assert f"resuming MLflow run {dead.info.run_id} after epoch {killed_after}" in retried
+    (run,) = client.search_runs(experiments)  # the same run, not a fork
+    assert run.info.run_id == dead.info.run_id and run.info.status == "FINISHED"
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "train_loss")) == list(range(LONG_EPOCHS))
+    (version,) = client.search_model_versions("name = 'cluster_model'")
+    assert version.run_id == run.info.run_id
+    assert client.get_model_version_by_alias("cluster_model", "champion").version == version.version
     assert run.data.params["local_mode"] == "False" and run.data.params["num_processes"] == "2"
-    labelled = spark.read.parquet(*[str(features_lake / "features" / partition_name(d)) for d in train_days])
+    labelled = spark.read.parquet(*[str(lake / "features" / partition_name(d)) for d in train_days])
     assert run.data.metrics["train_rows"] == labelled.where("label IS NOT NULL").count()
 
 
