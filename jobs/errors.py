@@ -92,7 +92,6 @@ def headline(err: BaseException, limit: int = 600) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-
 def run_job(main: Callable[[], None]) -> None:
     """Run a job's ``main``; on a :class:`DataError` (or a :func:`data_problem`), log it, record it
     and exit with DATA_ERROR_EXIT; on anything else, log it in one line and exit 1 (retried)."""

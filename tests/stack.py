@@ -343,8 +343,8 @@ class SparkCluster:
         """Start the worker again (after :meth:`kill_worker`) and wait until the master counts the
         new one alive."""
         gone = {worker["id"] for worker in self.status().get("workers", [])}
-        self.processes[1] = self._start(*self.worker_args)
-        self.processes.pop()  # _start appended it too
+        self._start(*self.worker_args)
+        self.processes[1] = self.processes.pop()  # the new worker in the dead one's place
         wait_until(lambda: any(w["id"] not in gone and w["state"] == "ALIVE" for w in self.status()["workers"]),
                    "the restarted Spark worker", self.timeout,
                    alive=_exited("the Spark worker", self.processes[1], self.log), log=self.log)

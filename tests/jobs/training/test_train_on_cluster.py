@@ -16,6 +16,7 @@ import pytest
 
 from jobs.lake.layout import partition_name
 from tests.airflow_server import _kill_tree
+from tests.jobs.training.test_train_resume import checkpointed_epochs
 from tests.stack import running_spark_cluster
 
 pytestmark = pytest.mark.e2e
@@ -71,7 +72,7 @@ def test_training_runs_as_a_barrier_stage_on_the_cluster_and_resumes_after_its_w
     checkpoints = lake / "checkpoints" / "training" / partition_name(RUN_DATE)
 
     def epochs_done() -> int:
-        return max((int(p.stem.removeprefix("epoch-")) for p in checkpoints.glob("*/epoch-*.pt")), default=0)
+        return checkpointed_epochs(checkpoints)
 
     log = tmp_path / "killed.log"
     with log.open("w") as out:

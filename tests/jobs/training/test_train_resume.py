@@ -57,10 +57,13 @@ def _finish(home: Path, store: str, proc: subprocess.Popen) -> None:
     assert code == 0, (home / f"{store}.log").read_text()[-4000:]
 
 
+def checkpointed_epochs(folder: Path) -> int:
+    """Epochs the newest checkpoint under a day's checkpoint ``folder`` holds (its file name says so)."""
+    return max((int(path.stem.removeprefix("epoch-")) for path in folder.glob("*/epoch-*.pt")), default=0)
+
+
 def _epochs_done(home: Path) -> int:
-    """Epochs the newest checkpoint holds (its file name says so)."""
-    found = (home / "lake" / "checkpoints" / "training" / partition_name(RUN_DATE)).glob("*/epoch-*.pt")
-    return max((int(path.stem.removeprefix("epoch-")) for path in found), default=0)
+    return checkpointed_epochs(home / "lake" / "checkpoints" / "training" / partition_name(RUN_DATE))
 
 
 def _client(home: Path, store: str):
