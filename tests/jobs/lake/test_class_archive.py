@@ -1,0 +1,50 @@
+"""Spark's class archive (``make class-archive``, which ``make test`` builds): the environment's
+spark-submits start from it, and one that cannot use it runs as before, saying so."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from jobs.lake.class_archive import default_path
+
+APP = """
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+print("rows:", spark.range(1000).count())
+spark.stop()
+"""
+
+
+def _submit(tmp_path: Path, options: str, *args: str) -> tuple[str, list[str]]:
+    """spark-submit the tiny app with ``options`` as SPARK_SUBMIT_OPTS; its output and the
+    JVM's class-loading log."""
+    app, loaded = tmp_path / "app.py", tmp_path / "classes.log"
+    app.write_text(APP)
+    env = {**os.environ, "SPARK_SUBMIT_OPTS": f"{options} -Xlog:class+load=info:file={loaded}"}
+    done = subprocess.run(["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false", *args, str(app)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout + done.stderr, loaded.read_text().splitlines()
+
+
+def test_spark_submits_map_spark_s_classes_from_the_archive_and_go_on_without_it(tmp_path):
+    archive = default_path()
+    assert archive.exists(), f"no {archive}: run `make class-archive` (make test does)"
+    assert os.environ["SPARK_SUBMIT_OPTS"] == f"-XX:SharedArchiveFile={archive}"  # scripts/env.sh
+
+    output, classes = _submit(tmp_path, os.environ["SPARK_SUBMIT_OPTS"])
+    assert "rows: 1000" in output
+    mapped = [line for line in classes if line.endswith("source: shared objects file (top)")]
+    spark = [line for line in mapped if " org.apache.spark." in line]
+    assert len(mapped) > 8000 and len(spark) > 3000, (len(mapped), len(spark))  # Spark's own, not only the JDK's
+
+    # a class path the archive was not built for (a jar put in front of Spark's): one warning, and
+    # the job runs with its classes loaded from the jars
+    (tmp_path / "first.jar").write_bytes(b"")
+    output, classes = _submit(tmp_path, os.environ["SPARK_SUBMIT_OPTS"], "--driver-class-path",
+                              str(tmp_path / "first.jar"))
+    assert "rows: 1000" in output
+    assert "Unable to use shared archive" in output
+    assert not any(line.endswith("shared objects file (top)") for line in classes)
