@@ -7,7 +7,11 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from jobs.lake.class_archive import default_path
+
+pytestmark = pytest.mark.e2e  # two spark-submits of their own
 
 APP = """
 from pyspark.sql import SparkSession
