@@ -23,7 +23,7 @@ RUN pip install --no-cache-dir -e '.[deploy]' \
     && ln -s "$(python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')" /opt/spark
 # Spark's classes parsed once for every spark-submit of this image (jobs/lake/class_archive.py;
 # SPARK_SUBMIT_OPTS in docker-compose.yml points at it): built here, against these very jars.
-RUN SPARK_LOCAL_IP=127.0.0.1 python -m jobs.lake.class_archive --out /usr/local/spark-classes.jsa
+RUN python -m jobs.lake.class_archive --out /usr/local/spark-classes.jsa
 COPY dags ./dags
 COPY plugins ./plugins
 COPY scripts ./scripts

@@ -3,8 +3,8 @@
 Every task of the DAGs is a spark-submit, and each one starts a JVM that loads and verifies some
 fifteen thousand classes of Spark's jars before the job's first line runs: on a small machine
 that is most of a short job's CPU. Java 17's dynamic class-data sharing (JEP 350) keeps those
-classes, already parsed and verified, in a file the JVM maps at start. ``make install`` builds
-one for this environment's pyspark::
+classes, already parsed and verified, in a file the JVM maps at start. ``make class-archive``
+(which ``make test`` and ``make airflow`` run) builds one for this environment's pyspark::
 
     python -m jobs.lake.class_archive [--out PATH]
 
@@ -67,16 +67,12 @@ def workload(folder: str) -> None:
     import pandas as pd
     from pyspark.ml.classification import LogisticRegression
     from pyspark.ml.feature import VectorAssembler
-    from pyspark.sql import SparkSession, Window
+    from pyspark.sql import Window
     from pyspark.sql import functions as F  # noqa: N812 - pyspark's own idiom
 
-    from jobs.lake.spark import SESSION_CONF
+    from jobs.lake.spark import get_spark
 
-    builder = SparkSession.builder.appName("class archive")
-    for key, value in SESSION_CONF.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    spark = get_spark("class archive")  # the jobs' own session settings
     rows = pd.DataFrame({"day": ["2013-01-01", "2013-01-02"] * 50, "origin": ["EWR", "JFK", "LGA", "JFK"] * 25,
                          "delay": [float(i % 7) for i in range(100)], "label": [i % 2 for i in range(100)]})
     csv = f"{folder}/raw.csv"
