@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.common import pipeline_environment
+from tests import jit
 
 REPO = Path(__file__).resolve().parents[1]
 # One home per test process, even if this module were imported a second time under another name.
@@ -46,6 +47,9 @@ if REQUIRE_GPU:
 os.environ["PIPELINE_TEST_HOME"] = str(SESSION_HOME)
 # The interpreter running the tests is the venv's: its bin (spark-submit, airflow) comes first.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+# The JVMs the tests start compile with C1 only; this process's session keeps every tier (tests/jit.py).
+if jit.ONE_JOB not in os.environ.get("SPARK_SUBMIT_OPTS", ""):  # an xdist worker has it from the controller
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {jit.ONE_JOB}".strip()
 
 # Days of real data the tests land: enough for a tiny training window and a scoring day.
 FIRST_DAY = dt.date(2013, 1, 1)
@@ -136,7 +140,7 @@ def spark():
     """The one SparkSession of the test run: local[2], like the embedded default."""
     from jobs.lake.spark import get_spark
 
-    session = get_spark("tests", {"spark.master": "local[2]", "spark.ui.enabled": "false"})
+    session = get_spark("tests", {"spark.master": "local[2]", "spark.ui.enabled": "false", **jit.LONG_LIVED})
     yield session
     session.stop()
 

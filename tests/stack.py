@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.lake.spark import REMOTE_ENV
+from tests import jit
 from tests.airflow_server import AirflowServer, _free_port, _kill_tree, _stop, _tail, descendants, running_airflow
 
 LOOPBACK = "127.0.0.1"
@@ -422,6 +423,7 @@ def running_connect_server(work: Path, env: dict[str, str], *, master: str = "lo
     environment = {**spark_cluster_env(work), **env}
     argv = command(port, master)
     argv[0] = str(Path(environment["SPARK_HOME"]) / "bin" / argv[0])  # pyspark's own, whatever PATH holds
+    argv[1:1] = jit.long_lived_args()  # it serves every nightly job of the run: every JIT tier
     with log.open("ab") as out:
         process = subprocess.Popen(argv, env=environment, stdout=out,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)

@@ -57,3 +57,12 @@ spark.stop()
     out = subprocess.run([str(REPO / ".venv/bin/python"), "-c", script], env=env, capture_output=True, text=True,
                          timeout=300, check=True).stdout
     assert out.strip().splitlines()[-1] == "['127.0.0.1']"
+
+
+def test_the_test_session_keeps_every_jit_tier_and_the_jobs_the_tests_start_stop_at_c1(spark):
+    """tests/jit.py: this process's session lives for the run, so its compiler goes to C2; the
+    spark-submits the tests start get C1 only through SPARK_SUBMIT_OPTS."""
+    from tests import jit
+
+    assert jit.tier(spark.sparkContext._jvm) == 4
+    assert os.environ["SPARK_SUBMIT_OPTS"].split()[-1] == jit.ONE_JOB
