@@ -1,5 +1,5 @@
 """How far the JIT compiler of the suite's Spark JVMs goes: every tier for the two that live for the
-whole run, C1 only for the rest (docs/tests.md, "The JVMs' compiler").
+whole run (with the parallel collector), C1 only for the rest (docs/tests.md).
 
 The JVMs the tests start live for one job over a few days of data (a task's spark-submit, a job's
 own session): stopping their compiler at C1 (tier 1) costs them a third to a half less CPU on a
@@ -13,8 +13,10 @@ from __future__ import annotations
 # Appended to SPARK_SUBMIT_OPTS (tests/conftest.py), so every spark-submit the tests start gets it.
 ONE_JOB = "-XX:TieredStopAtLevel=1"
 # A long-lived JVM's spark-submit settings: the launcher puts the driver's default Java options after
-# SPARK_SUBMIT_OPTS, and of two values of a JVM flag the last wins.
-LONG_LIVED = {"spark.driver.defaultJavaOptions": "-XX:TieredStopAtLevel=4"}
+# SPARK_SUBMIT_OPTS, and of two values of a JVM flag the last wins. Its collector is the parallel
+# one, not G1 (Java's default on this machine), whose concurrent threads cost a session about a
+# tenth more CPU on 2 cores (docs/performance.md).
+LONG_LIVED = {"spark.driver.defaultJavaOptions": "-XX:TieredStopAtLevel=4 -XX:+UseParallelGC"}
 
 
 def long_lived_args() -> list[str]:
@@ -28,3 +30,8 @@ def tier(jvm) -> int:
     bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
         jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
     return int(bean.getVMOption("TieredStopAtLevel").getValue())
+
+
+def collectors(jvm) -> list[str]:
+    """The garbage collectors of the JVM behind ``jvm``, by the names it gives them."""
+    return [bean.getName() for bean in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()]

@@ -60,9 +60,11 @@ spark.stop()
 
 
 def test_the_test_session_keeps_every_jit_tier_and_the_jobs_the_tests_start_stop_at_c1(spark):
-    """tests/jit.py: this process's session lives for the run, so its compiler goes to C2; the
-    spark-submits the tests start get C1 only through SPARK_SUBMIT_OPTS."""
+    """tests/jit.py: this process's session lives for the run, so its compiler goes to C2 (and it
+    collects with the parallel collector); the spark-submits the tests start get C1 only through
+    SPARK_SUBMIT_OPTS."""
     from tests import jit
 
     assert jit.tier(spark.sparkContext._jvm) == 4
+    assert jit.collectors(spark.sparkContext._jvm) == ["PS Scavenge", "PS MarkSweep"]  # the parallel collector
     assert os.environ["SPARK_SUBMIT_OPTS"].split()[-1] == jit.ONE_JOB
