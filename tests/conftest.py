@@ -140,7 +140,7 @@ def spark():
     """The one SparkSession of the test run: local[2], like the embedded default."""
     from jobs.lake.spark import get_spark
 
-    session = get_spark("tests", {"spark.master": "local[2]", "spark.ui.enabled": "false", **jit.LONG_LIVED})
+    session = get_spark("tests", {"spark.master": "local[2]", "spark.ui.enabled": "false", **jit.SESSION})
     yield session
     session.stop()
 

@@ -1,5 +1,5 @@
 """How far the JIT compiler of the suite's Spark JVMs goes: every tier for the two that live for the
-whole run (with the parallel collector), C1 only for the rest (docs/tests.md).
+whole run (the sessions with the parallel collector), C1 only for the rest (docs/tests.md).
 
 The JVMs the tests start live for one job over a few days of data (a task's spark-submit, a job's
 own session): stopping their compiler at C1 (tier 1) costs them a third to a half less CPU on a
@@ -12,12 +12,13 @@ from __future__ import annotations
 
 # Appended to SPARK_SUBMIT_OPTS (tests/conftest.py), so every spark-submit the tests start gets it.
 ONE_JOB = "-XX:TieredStopAtLevel=1"
-# A long-lived JVM's spark-submit settings: the launcher puts the driver's default Java options after
-# SPARK_SUBMIT_OPTS, and of two values of a JVM flag the last wins. Its collector is the parallel
-# one, not G1 (Java's default on this machine), whose concurrent threads cost a session about a
-# tenth more CPU on 2 cores (docs/performance.md).
-LONG_LIVED = {"spark.driver.defaultJavaOptions": "-XX:TieredStopAtLevel=4 -XX:+UseParallelGC"}
-
+# A long-lived JVM's spark-submit settings (the Connect server's): the launcher puts the driver's
+# default Java options after SPARK_SUBMIT_OPTS, and of two values of a JVM flag the last wins.
+EVERY_TIER = "-XX:TieredStopAtLevel=4"
+LONG_LIVED = {"spark.driver.defaultJavaOptions": EVERY_TIER}
+# A test process's own session also collects with the parallel collector, not G1 (Java's default
+# here), whose concurrent threads cost it about a tenth more CPU on 2 cores (docs/performance.md).
+SESSION = {"spark.driver.defaultJavaOptions": f"{EVERY_TIER} -XX:+UseParallelGC"}
 
 def long_lived_args() -> list[str]:
     """LONG_LIVED as spark-submit arguments."""
