@@ -48,8 +48,9 @@ os.environ["PIPELINE_TEST_HOME"] = str(SESSION_HOME)
 # The interpreter running the tests is the venv's: its bin (spark-submit, airflow) comes first.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
 # The JVMs the tests start compile with C1 only; this process's session keeps every tier (tests/jit.py).
-if jit.ONE_JOB not in os.environ.get("SPARK_SUBMIT_OPTS", ""):  # an xdist worker has it from the controller
-    os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {jit.ONE_JOB}".strip()
+_submit_opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
+if jit.ONE_JOB not in _submit_opts.split():  # an xdist worker has it from the controller already
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{_submit_opts} {jit.ONE_JOB}".strip()
 
 # Days of real data the tests land: enough for a tiny training window and a scoring day.
 FIRST_DAY = dt.date(2013, 1, 1)

@@ -14,11 +14,11 @@ from __future__ import annotations
 ONE_JOB = "-XX:TieredStopAtLevel=1"
 # A long-lived JVM's spark-submit settings (the Connect server's): the launcher puts the driver's
 # default Java options after SPARK_SUBMIT_OPTS, and of two values of a JVM flag the last wins.
-EVERY_TIER = "-XX:TieredStopAtLevel=4"
-LONG_LIVED = {"spark.driver.defaultJavaOptions": EVERY_TIER}
+LONG_LIVED = {"spark.driver.defaultJavaOptions": "-XX:TieredStopAtLevel=4"}
 # A test process's own session also collects with the parallel collector, not G1 (Java's default
 # here), whose concurrent threads cost it about a tenth more CPU on 2 cores (docs/performance.md).
-SESSION = {"spark.driver.defaultJavaOptions": f"{EVERY_TIER} -XX:+UseParallelGC"}
+SESSION = {key: f"{value} -XX:+UseParallelGC" for key, value in LONG_LIVED.items()}
+
 
 def long_lived_args() -> list[str]:
     """LONG_LIVED as spark-submit arguments."""
