@@ -62,6 +62,11 @@ SERVER_SETTINGS = {
 }
 
 
+RESTART_DELAY = 5  # seconds between two restarts of one component under the restart policy
+MAX_RESTARTS = 10  # more restarts of one component than this within RESTART_WINDOW: a crash loop, reported
+RESTART_WINDOW = 600
+
+
 class AirflowError(RuntimeError):
     """The test server did not start, or a call or run did not go as expected."""
 
@@ -91,6 +96,12 @@ class AirflowServer:
     secrets: dict[str, str] = field(default_factory=dict, repr=False)  # what must never show: name -> value
     commands: dict[str, list[str]] = field(default_factory=dict, repr=False)  # name -> its command line
     environment: dict[str, str] = field(default_factory=dict, repr=False)  # what every process gets
+    # Restart policy (docker-compose.yml's ``restart: unless-stopped``): :meth:`check_alive` starts
+    # a component that exited again, unless it was killed on purpose (:meth:`kill`); each restart
+    # is recorded here as (component, exit code, when).
+    restart: bool = False
+    restarts: list[tuple[str, int, float]] = field(default_factory=list)
+    _held: set[str] = field(default_factory=set, repr=False)  # killed on purpose: down until start()
 
     # --- plumbing -------------------------------------------------------------------------------
 
@@ -121,6 +132,7 @@ class AirflowServer:
 
     def start(self, name: str) -> None:
         """Start component ``name`` (a key of ``commands``), its output appended to its log."""
+        self._held.discard(name)
         with self.logs[name].open("ab") as out:
             self.processes[name] = subprocess.Popen(
                 self.commands[name], env=self.environment, stdout=out, stderr=subprocess.STDOUT,
@@ -130,7 +142,9 @@ class AirflowServer:
     def kill(self, name: str) -> list[str]:
         """SIGKILL component ``name`` and every process under it (for the scheduler: its executor's
         workers, the task processes they supervise and the JVMs those started), as the loss of the
-        machine it runs on would; the command lines killed, all gone when this returns."""
+        machine it runs on would; the command lines killed, all gone when this returns. Down until
+        :meth:`start`: the restart policy leaves a component killed on purpose alone."""
+        self._held.add(name)
         killed = _kill_tree(self.processes[name], f"airflow {name}")
         self.processes[name].wait(timeout=10)
         return killed
@@ -156,10 +170,24 @@ class AirflowServer:
         return self.request("GET", "/api/v2/eventLogs", query={"dag_id": dag_id, "event": event})["event_logs"]
 
     def check_alive(self) -> None:
-        """Raise if a component has exited."""
+        """Raise if a component has exited; under the restart policy, start it again instead (not
+        sooner than RESTART_DELAY after its last restart, and at most MAX_RESTARTS times within
+        RESTART_WINDOW: a crash loop raises), saying so in its log."""
         for name, proc in self.processes.items():
-            if proc.poll() is not None:
-                raise AirflowError(f"airflow {name} exited with code {proc.returncode}\n{_tail(self.logs[name], 60)}")
+            if proc.poll() is None or name in self._held:
+                continue
+            mine = [when for component, _, when in self.restarts if component == name]
+            recent = [when for when in mine if time.time() - when < RESTART_WINDOW]
+            if self.restart and len(recent) < MAX_RESTARTS:
+                if mine and time.time() - mine[-1] < RESTART_DELAY:
+                    continue  # down a little longer, as compose's back-off keeps it
+                self.restarts.append((name, proc.returncode, time.time()))
+                with self.logs[name].open("a") as out:
+                    out.write(f"==> airflow {name} exited with code {proc.returncode}: started again "
+                              "(restart policy)\n")
+                self.start(name)
+                continue
+            raise AirflowError(f"airflow {name} exited with code {proc.returncode}\n{_tail(self.logs[name], 60)}")
 
     def health(self) -> dict[str, Any]:
         return self.request("GET", "/api/v2/monitor/health")
@@ -439,6 +467,7 @@ def running_airflow(
     triggerer: bool = False,
     port: int | None = None,
     api_workers: int = 1,
+    restart: bool = False,
 ) -> Iterator[AirflowServer]:
     """Start Airflow with ``AIRFLOW_HOME`` at ``home/airflow``; stop it, whatever happens, on exit.
 
@@ -450,6 +479,7 @@ def running_airflow(
     ``database_url``: the metadata DB's SQLAlchemy URL (e.g. a PostgreSQL database of
     ``tests/stack.py``); default a SQLite file in the home. ``triggerer``: start the triggerer
     too, and wait for it to be healthy. ``port``: the API server's (default: a free one).
+    ``restart``: the restart policy of a deployment (:attr:`AirflowServer.restart`).
     """
     airflow_home = Path(home) / "airflow"
     airflow_home.mkdir(parents=True, exist_ok=True)
@@ -483,7 +513,7 @@ def running_airflow(
     processes: dict[str, subprocess.Popen] = {}
     server = AirflowServer(url=url, home=airflow_home, logs=logs, processes=processes, secrets=keys,
                            commands={name: ["airflow", *args] for name, args in components.items()},
-                           environment=proc_env)
+                           environment=proc_env, restart=restart)
     try:
         for name in components:
             server.start(name)

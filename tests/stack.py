@@ -106,8 +106,45 @@ class Postgres:
     port: int
     folder: Path
     log: Path
-    process: subprocess.Popen = field(repr=False)
+    process: subprocess.Popen | None = field(repr=False)
     superuser_password: str = field(default="", repr=False)
+    command: list[str] = field(default_factory=list, repr=False)
+    user: dict[str, str] = field(default_factory=dict, repr=False)  # run as (root runs it as postgres)
+    timeout: float = 60
+
+    def start(self) -> Postgres:
+        """Start the server (again: same port and data folder), its output appended to its log."""
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(self.command, cwd=self.folder, stdout=out, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True, **self.user)
+        return self
+
+    def ready(self) -> Postgres:
+        """Wait until the server accepts logins (after a crash: once its recovery has replayed the WAL)."""
+        def accepts_logins() -> bool:
+            import psycopg2
+
+            try:
+                self.connect().close()
+            except psycopg2.OperationalError as exc:  # "the database system is starting up", refused
+                raise OSError(str(exc)) from exc
+            return True
+
+        wait_until(accepts_logins, f"PostgreSQL on port {self.port}", self.timeout,
+                   alive=_exited("postgres", self.process, self.log), log=self.log)
+        return self
+
+    def stop_immediately(self) -> str:
+        """``pg_ctl stop -m immediate``: every server process quits at once, open transactions and
+        unwritten pages lost, as a crash would; the next start recovers from the WAL. What pg_ctl
+        said."""
+        done = subprocess.run([str(postgres_bin() / "pg_ctl"), "stop", "--pgdata", str(self.folder / "data"),
+                               "--mode", "immediate", "--wait"], capture_output=True, text=True, timeout=60,
+                              cwd=self.folder, **self.user)
+        if done.returncode != 0:
+            raise StackError(f"pg_ctl stop failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+        self.process.wait(timeout=30)
+        return done.stdout.strip()
 
     def connect(self, dbname: str = "postgres") -> Any:
         """A psycopg2 connection as the superuser, in autocommit mode (CREATE DATABASE needs it)."""
@@ -145,8 +182,9 @@ def running_postgres(home: Path, *, port: int | None = None, keep: bool = False,
                      timeout: float = 60) -> Iterator[Postgres]:
     """Start a PostgreSQL cluster listening on loopback only; stop it on exit.
 
-    ``keep=False`` (tests): a new cluster in a throw-away folder, removed on exit, with durability
-    off (``fsync``), which a test does not need. ``keep=True`` (``make airflow``): the cluster in
+    ``keep=False`` (tests): a new cluster in a throw-away folder, removed on exit, without flushes
+    to the disk (``fsync``): it survives its own crash (:meth:`Postgres.stop_immediately`), not the
+    machine's, which a test does not need. ``keep=True`` (``make airflow``): the cluster in
     ``home/postgres``, made on the first start and used again by the next.
 
     As root the server runs as the ``postgres`` user, which cannot enter a test's private temporary
@@ -164,7 +202,7 @@ def running_postgres(home: Path, *, port: int | None = None, keep: bool = False,
     if as_root:
         shutil.chown(folder, POSTGRES_USER, POSTGRES_USER)
     data, log, password_file = folder / "data", folder / "postgres.log", folder / "superuser.password"
-    process = None
+    server: Postgres | None = None
     try:
         if not (data / "PG_VERSION").exists():
             password_file.write_text(secrets.token_urlsafe(24))
@@ -182,32 +220,20 @@ def running_postgres(home: Path, *, port: int | None = None, keep: bool = False,
         port = port or _free_port()
         settings = {"listen_addresses": LOOPBACK, "port": str(port), "unix_socket_directories": str(folder)}
         if not keep:
-            settings.update(fsync="off", synchronous_commit="off", full_page_writes="off")
-        with log.open("ab") as out:
-            if as_root:
-                shutil.chown(log, POSTGRES_USER, POSTGRES_USER)
-            options = [arg for key, value in settings.items() for arg in ("-c", f"{key}={value}")]
-            process = subprocess.Popen(
-                [str(bindir / "postgres"), "-D", str(data), *options],
-                cwd=folder, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                **user,
-            )
-        server = Postgres(port=port, folder=folder, log=log, process=process,
-                          superuser_password=password_file.read_text().strip())
-
-        def accepts_logins() -> bool:
-            import psycopg2
-
-            try:
-                server.connect().close()
-            except psycopg2.OperationalError as exc:  # "the database system is starting up", refused
-                raise OSError(str(exc)) from exc
-            return True
-
-        wait_until(accepts_logins, f"PostgreSQL on port {port}", timeout, alive=_exited("postgres", process, log),
-                   log=log)
+            # no flush to the disk (a test need not survive the machine's crash), but each commit
+            # still reaches the WAL before it returns: a crash of the server loses nothing committed
+            settings.update(fsync="off", full_page_writes="off")
+        if as_root:
+            log.touch()
+            shutil.chown(log, POSTGRES_USER, POSTGRES_USER)
+        options = [arg for key, value in settings.items() for arg in ("-c", f"{key}={value}")]
+        server = Postgres(port=port, folder=folder, log=log, process=None,
+                          superuser_password=password_file.read_text().strip(),
+                          command=[str(bindir / "postgres"), "-D", str(data), *options], user=user, timeout=timeout)
+        server.start().ready()
         yield server
     finally:
+        process = server.process if server else None  # the one running now, if it was started again
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGINT)  # "fast" shutdown: roll back open transactions, then exit
             try:
@@ -522,7 +548,7 @@ def running_stack(
             task_env[REMOTE_ENV] = server.url
         airflow = parts.enter_context(
             running_airflow(home, task_env, settings=airflow_settings, database_url=airflow_db, triggerer=True,
-                            port=airflow_port, api_workers=api_workers)
+                            port=airflow_port, api_workers=api_workers, restart=True)
         )
         mlflow.ready()
         if cluster:

@@ -219,6 +219,48 @@ def test_compose_and_local_stacks_name_the_same_settings():
         assert named - set(SPARK_DEPLOYMENT_ONLY) == pipeline, f"{name}'s pipeline settings differ from the local ones"
 
 
+def test_the_local_stack_restarts_airflow_components_as_compose_does(tmp_path, monkeypatch):
+    """Compose restarts every Airflow service that exits (``restart: unless-stopped``); the local
+    stack (``tests/stack.py``, ``make airflow``) does the same in ``check_alive``: a component that
+    exited is started again and recorded, not sooner than the delay after its last restart; one
+    killed on purpose stays down until started; a crash loop is reported instead of restarted."""
+    from tests import airflow_server
+    from tests.airflow_server import AirflowError, AirflowServer
+
+    services = _compose()["services"]
+    airflow = [name for name in services if name.startswith("airflow-") and name != "airflow-init"]
+    assert len(airflow) == 4 and {services[name]["restart"] for name in airflow} == {"unless-stopped"}
+
+    monkeypatch.setattr(airflow_server, "MAX_RESTARTS", 2)
+    server = AirflowServer(url="", home=tmp_path, logs={"dag-processor": tmp_path / "dag-processor.out"},
+                           processes={}, commands={"dag-processor": ["sh", "-c", "exit 3"]}, restart=True)
+
+    def exited() -> None:
+        server.processes["dag-processor"].wait(timeout=10)
+
+    server.start("dag-processor")
+    exited()
+    server.check_alive()  # started again
+    assert [(name, code) for name, code, _ in server.restarts] == [("dag-processor", 3)]
+    exited()
+    server.check_alive()  # within RESTART_DELAY: left down for now
+    assert len(server.restarts) == 1
+    monkeypatch.setattr(airflow_server, "RESTART_DELAY", 0)
+    server.check_alive()
+    assert len(server.restarts) == 2
+    assert "exited with code 3: started again (restart policy)" in (tmp_path / "dag-processor.out").read_text()
+    exited()
+    with pytest.raises(AirflowError, match="dag-processor exited with code 3"):
+        server.check_alive()  # a third exit within the window: a crash loop
+
+    server.restarts.clear()
+    server.commands["dag-processor"] = ["sleep", "30"]
+    server.start("dag-processor")
+    server.kill("dag-processor")  # on purpose (a test's kill): down until started
+    server.check_alive()
+    assert server.restarts == [] and server.processes["dag-processor"].poll() is not None
+
+
 def test_settings_that_do_not_depend_on_a_path_have_the_local_value():
     fixed = {n: v for n, v in _local_env().items()
              if str(REPO) not in v and n not in LOCAL_ONLY and n not in DIFFERENT_VALUE}

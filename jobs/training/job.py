@@ -49,7 +49,7 @@ from jobs.selection.gate import PROMOTION_METRICS
 from jobs.tracking import check_tracking_server
 from jobs.training.data import check_labels, feature_dirs, fit_preprocessor, split_validation
 from jobs.training.lifecycle import failed_on_error, terminate_on_signal
-from jobs.training.loop import train_fn
+from jobs.training.loop import rank_errors, train_fn
 from jobs.training.publish import TrainingRun, open_run, publish
 from jobs.training.rank import RankConfig, batch_size
 from jobs.training.resources import gpu_resources, training_processes
@@ -176,9 +176,16 @@ def main(argv: list[str] | None = None) -> None:
 
     # Any failure from here on, SIGTERM included, ends the run as FAILED (a retry still resumes it).
     with failed_on_error(client(), run.run_id):
-        result = TorchDistributor(num_processes=num_processes, local_mode=local_mode, use_gpu=use_gpu).run(
-            train_fn, rank
-        )
+        rank_errors(run.checkpoint_dir, clear=True)  # what an earlier attempt's ranks said
+        try:
+            result = TorchDistributor(num_processes=num_processes, local_mode=local_mode, use_gpu=use_gpu).run(
+                train_fn, rank
+            )
+        except RuntimeError as err:  # "TorchDistributor failed during training": the ranks say why
+            said = rank_errors(run.checkpoint_dir)
+            if said:
+                raise RuntimeError(f"training failed: {'; '.join(said)}") from err
+            raise
         if not result:
             raise RuntimeError("training returned no result from rank 0")
         if args.parent_run_id:  # a sweep candidate: the report, no registration

@@ -145,15 +145,51 @@ def train_fn(job: RankConfig) -> dict[str, Any] | None:
     """
     import mlflow
 
-    from jobs.training.loop import train_rank
+    from jobs.training.loop import note_rank_error, train_rank
 
     try:
         return train_rank(job)
-    except BaseException:
+    except BaseException as err:
+        note_rank_error(job.checkpoint_dir, err)
         # MLflow ends an open run as FINISHED when the process exits: say what really happened.
         if mlflow.active_run() is not None:
             mlflow.end_run(status="FAILED")
         raise
+
+
+RANK_ERROR = "rank-{rank}.error"  # in the checkpoint folder: what ended a rank, in one line
+
+
+def note_rank_error(checkpoint_dir: str | None, err: BaseException) -> None:
+    """Write what ended this rank, in one line, into the training's checkpoint folder (in the lake,
+    which the driver reads wherever the rank ran): TorchDistributor itself says only "failed during
+    training", the cause being in the rank's output. Never raises over ``err``."""
+    import os
+
+    if not checkpoint_dir:
+        return
+    try:
+        from jobs.errors import headline
+        from jobs.lake.storage import write_text
+
+        rank = os.environ.get("RANK", "0")
+        write_text(f"{checkpoint_dir}/{RANK_ERROR.format(rank=rank)}", f"rank {rank}: {headline(err)}")
+    except Exception:  # the rank's own error is what matters
+        pass
+
+
+def rank_errors(checkpoint_dir: str, *, clear: bool = False) -> list[str]:
+    """The lines :func:`note_rank_error` wrote for the ranks of the last attempt, rank by rank;
+    with ``clear``, remove them (before an attempt starts)."""
+    from jobs.lake.storage import delete_file, list_files, read_bytes
+
+    found = []
+    for path in list_files(checkpoint_dir, ".error"):
+        if clear:
+            delete_file(path)
+        else:
+            found.append((read_bytes(path) or b"").decode(errors="replace").strip())
+    return found
 
 
 def train_in_process(job: RankConfig) -> dict[str, Any] | None:

@@ -9,6 +9,7 @@ the stack and looks for leftover processes runs last.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,11 @@ def training(stack) -> dict[str, Any]:
     assert current_champion(client, MODEL) is None
     [version] = client.search_model_versions(f"name = '{MODEL}'")
     assert version.tags["gate_decision"] == "awaiting_approval", version.tags
+    # A person reads the request first. An answer within a second of it races the scheduler's
+    # handling of the paused try's end (Airflow 3.3.2): the task, queued again by the answer, is
+    # then failed ("finished with state success, but the task instance's state attribute is
+    # queued") and retried, asking again.
+    time.sleep(5)
     answer = airflow.hitl("train_pipeline", run_id, "approve_champion", answer=["Approve"])
     assert answer["chosen_options"] == ["Approve"], answer
 

@@ -16,6 +16,12 @@ and task states, the lock files.
   try has ended): the try fails as a fault, saying so in one line (not as "no champion", a data
   error never retried), the server comes back, the retry scores the day once with the champion;
   the drift and scoring reports are whole, nothing is left staged or locked.
+- The lake's disk full under the predictions while a scored day is scored again: the try fails
+  as a fault saying so, the day's partition stays as it was, no staging; space freed, the retry
+  writes the day once.
+- PostgreSQL crashed (``pg_ctl stop -m immediate``) for 15 s under a retraining: it recovers;
+  what of Airflow exits is restarted by the stack's restart policy; the run ends in a clear
+  state, nothing left running in Airflow or MLflow; the champion moved only if the gate ran.
 - Load, in part: 50 trigger requests at once are each accepted or refused cleanly (the backfills'
   health-check latencies are measured in ``test_backfill.py``).
 """
@@ -31,7 +37,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tests.deployed.scenario import DAGS, DAYS, KEYS
+from tests.deployed.scenario import DAGS, DAYS, KEYS, TRAIN_DATE, TRAIN_TIMEOUT
+from tests.stack import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -175,6 +182,22 @@ def test_the_mlflow_server_lost_while_a_day_is_scored_fails_the_try_saying_so_an
     assert str(current_champion(mlflow.MlflowClient(stack.mlflow.url), MODEL).version) == champion
 
 
+def _wait_for_rest(airflow, timeout: float) -> None:
+    """Wait until no run of any DAG is unfinished, whatever its tries' states (a paused DAG's queued
+    runs wait for it to be unpaused: they count as at rest)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        airflow.check_alive()
+        paused = {dag_id for dag_id in DAGS if airflow.request("GET", f"/api/v2/dags/{dag_id}")["is_paused"]}
+        unfinished = [(dag_id, r["dag_run_id"], r["state"]) for dag_id in DAGS for r in airflow.dag_runs(dag_id)
+                      if r["state"] not in ("success", "failed") and not (dag_id in paused and r["state"] == "queued")]
+        if not unfinished:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"runs not finished within {timeout:.0f} s: {unfinished}")
+        time.sleep(5)
+
+
 def _wait_for_try(airflow, dag_id: str, run_id: str, task_id: str, try_number: int, timeout: float) -> str:
     """Wait until try ``try_number`` of ``task_id`` has ended; the state it left (up_for_retry,
     success, failed)."""
@@ -188,6 +211,124 @@ def _wait_for_try(airflow, dag_id: str, run_id: str, task_id: str, try_number: i
             raise AssertionError(f"{task_id} try {try_number} not ended within {timeout:.0f} s\n"
                                  f"{airflow.describe(dag_id)}")
         time.sleep(1)
+
+
+def test_a_full_disk_under_the_predictions_fails_the_try_saying_so_keeps_the_day_and_the_retry_writes_it_once(
+        stack, stack_lake, training, small_disk, tmp_path):
+    """The predictions zone on a small disk of its own (a tmpfs mounted over it, holding a copy of
+    what the zone held) with no room left, while a day already scored is scored again: the try
+    fails as a fault saying the disk is full, the day's partition is the one written before and no
+    staging is left; space freed, the retry writes the day once. The zone's own folder, under the
+    mount, is untouched and comes back when it is unmounted."""
+    import hashlib
+    import shutil
+
+    airflow, lake, day = stack.airflow, stack_lake, DAYS[0]
+    zone = Path(lake.predictions)
+    partition = Path(lake.partition(lake.predictions, day))
+
+    def digest() -> dict[str, str]:
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in partition.iterdir()}
+
+    underneath = digest()
+    copy = shutil.copytree(zone, tmp_path / "predictions")
+    held = sum(-(-p.stat().st_size // 4096) * 4096 for p in copy.rglob("*") if p.is_file())
+    small_disk(zone, f"{held // 1024 + 1024}k")
+    shutil.copytree(copy, zone, dirs_exist_ok=True)
+    filler = small_disk.fill(zone)
+    assert digest() == underneath
+
+    run_id = airflow.trigger("score_pipeline", {"run_date": day.isoformat()})["dag_run_id"]
+    ti = airflow.wait_for_task("score_pipeline", run_id, "score_batch", "running", timeout=300, poll=1)
+    ended = _wait_for_try(airflow, "score_pipeline", run_id, "score_batch", ti["try_number"], timeout=600)
+    assert ended == "up_for_retry", airflow.describe("score_pipeline")  # a fault: space may be freed
+    assert digest() == underneath  # the day as it was
+    staging = [p.name for p in zone.rglob("*") if p.name.startswith((".spark-staging", "_temporary"))]
+    assert staging == [], staging
+    filler.unlink()  # an operator frees space; the retry (5 s later here) writes the day
+    log = airflow.task_log("score_pipeline", run_id, "score_batch", 1, lines=400, map_index=ti["map_index"])
+    [line] = [line for line in log.splitlines() if "failed (a fault: Airflow retries the task)" in line]
+    assert "the disk is full (No space left on device" in line and "free space on the lake's disk" in line, line
+
+    run = _wait_for_run(airflow, "score_pipeline", run_id, RECOVERY_TIMEOUT)
+    _check_retried_once(airflow, run, "score_batch", skipped=frozenset({"check_drift", "check_decay",
+                                                                       "promote_challenger"}))
+    flights = pd.read_csv(lake.raw_file("flights", day))
+    predictions = pq.read_table(partition).to_pandas()
+    assert len(predictions) == len(flights) and not predictions.duplicated(KEYS).any()
+    assert digest().keys() != underneath.keys()  # replaced by the retry's files
+    staging = [p.name for p in zone.rglob("*") if p.name.startswith((".spark-staging", "_temporary"))]
+    assert staging == [], staging
+    assert [p for p in Path(lake.root, "locks").rglob("*") if p.is_file()] == []
+
+
+def test_postgresql_stopped_immediately_during_training_recovers_and_the_champion_moves_only_with_the_gate(
+        stack, stack_lake, training):
+    """PostgreSQL (Airflow's and MLflow's database) stopped with ``pg_ctl stop -m immediate`` while
+    a retraining logs to MLflow, started again 15 s later: it recovers from its WAL; the MLflow
+    server and Airflow's API server stay up, the Airflow components that exit without their
+    database are started again by the restart policy (as compose's); the run ends (succeeded or
+    failed, nothing left running or queued in Airflow, no run RUNNING in MLflow, every component
+    healthy); the champion moved to this run's version only if its gate ran, and stayed otherwise."""
+    import mlflow
+
+    from jobs.selection.gate import current_champion
+    from tests.deployed.scenario import MODEL
+
+    airflow, day = stack.airflow, TRAIN_DATE  # the first champion's window: its run finished, so trained afresh
+    client = mlflow.MlflowClient(stack.mlflow.url)
+    before = current_champion(client, MODEL)
+    known = {v.version for v in client.search_model_versions(f"name = '{MODEL}'")}
+    airflow.pause("score_pipeline")  # the new champion's re-scoring is not part of this case
+    airflow.unpause("train_pipeline")
+    run_id = airflow.trigger("train_pipeline", {"run_date": day.isoformat()})["dag_run_id"]
+    mine = f"tags.run_date = '{day.isoformat()}'"
+
+    def training_logs() -> bool:  # its MLflow run open, an epoch's metrics in
+        runs = mlflow.search_runs(search_all_experiments=True, output_format="list",
+                                  filter_string=f"{mine} and attributes.status = 'RUNNING'")
+        return any(run.data.metrics for run in runs)
+
+    wait_until(training_logs, "the retraining's first metrics in MLflow", TRAIN_TIMEOUT,
+               alive=airflow.check_alive)
+    assert airflow.restarts == []  # none before
+    said = stack.postgres.stop_immediately()
+    assert "server stopped" in said, said
+    time.sleep(15)  # down: every query of Airflow's processes, the MLflow server and the job fails
+    stack.postgres.start().ready()
+
+    run = _wait_for_run(airflow, "train_pipeline", run_id, RECOVERY_TIMEOUT)  # restarts what exited
+    _wait_for_rest(airflow, timeout=300)
+    assert "database system was not properly shut down; automatic recovery in progress" in \
+        stack.postgres.log.read_text()
+    tis = {ti["task_id"]: ti for ti in airflow.task_instances("train_pipeline") if ti["dag_run_id"] == run_id}
+    running = [ti for dag_id in DAGS for ti in airflow.task_instances(dag_id)
+               if ti["state"] in ("running", "queued", "scheduled", "up_for_retry")]
+    assert running == [], running
+    health = airflow.health()
+    assert {part: state["status"] for part, state in health.items()} == dict.fromkeys(health, "healthy"), health
+    # The DAG processor, the triggerer and at times the scheduler exit when their database is gone
+    # (Airflow's own behaviour); the deployment's restart policy, as compose's, starts them again.
+    restarted = sorted({name for name, _, _ in airflow.restarts})
+    airflow.restarts.clear()  # accounted for: the last test checks that nothing else restarted
+    assert stack.mlflow.health() == "OK"
+    left = mlflow.search_runs(search_all_experiments=True, output_format="list",
+                              filter_string="attributes.status = 'RUNNING'")
+    assert left == [], [(r.info.run_id, r.data.tags.get("run_date")) for r in left]
+    assert [p for p in Path(stack_lake.root, "locks").rglob("*") if p.is_file()] == []
+
+    after = current_champion(client, MODEL)
+    new = [v for v in client.search_model_versions(f"name = '{MODEL}'") if v.version not in known]
+    gated = [v for v in new if v.tags.get("gate_decision") == "promoted"]  # the gate's last step: the alias
+    assert len(new) <= 1 and len(gated) <= 1, new  # one training, registered once at most
+    if gated:
+        assert after.version == gated[0].version != before.version
+        assert tis["train_model"]["state"] == "success", tis["train_model"]
+    else:
+        assert after.version == before.version  # no gate, no move
+    assert run["state"] == ("success" if tis["publish_champion"]["state"] == "success" else "failed"), tis
+    print(f"restarted: {restarted}; train_pipeline {run_id}: {run['state']}; tries "
+          f"{ {name: (ti['state'], ti['try_number']) for name, ti in tis.items()} }")
 
 
 def test_fifty_trigger_requests_at_once_are_each_accepted_or_refused_cleanly(stack, training):

@@ -162,9 +162,11 @@ def test_the_airflow_ui_in_chromium_shows_the_runs_and_opens_the_mlflow_run(stac
 def test_stopping_the_stack_leaves_no_process(running):
     """Last of this folder (``conftest.py`` puts it there): stop the stack and check that every
     process of it (the servers' children, Airflow's task processes and the JVMs they started
-    included) is gone."""
+    included) is gone; and that no Airflow component exited on its own (and was started again by
+    the restart policy) but where a fault case expected it."""
     import psutil
 
+    assert running.stack.airflow.restarts == [], running.stack.airflow.restarts
     processes = running.stack.processes()
     assert len(processes) > 10, processes
     running.stop()

@@ -152,6 +152,32 @@ def test_every_job_bounds_its_mlflow_calls_not_only_training(monkeypatch, tmp_pa
 
 
 @pytest.mark.e2e
+def test_a_tracking_server_lost_mid_training_fails_the_job_saying_what_ended_the_rank(
+        features, config_patch, tmp_path):
+    """The MLflow server lost after the first epoch (as when PostgreSQL behind it restarts, issue 27
+    case 3): rank 0's next MLflow call fails, and the job's one line says so. TorchDistributor
+    itself reports only "TorchDistributor failed during training.View stdout logs for detailed
+    error message.", the cause being in the rank's output far above."""
+    from tests.stack import running_mlflow
+
+    home = make_lake(config_patch, tmp_path, features, epochs=40)
+    with running_mlflow(tmp_path / "mlflow", f"sqlite:///{tmp_path}/server.db") as server:
+        proc = start_training(home, server.url)
+        try:
+            wait_for_epoch(home, proc)
+            server.kill()
+            code = proc.wait(timeout=180)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    log = (home / "train.log").read_text()
+    assert code == 1, log[-3000:]  # a fault: Airflow retries it (and the retry resumes the run)
+    [line] = [line for line in log.splitlines() if "failed (a fault: Airflow retries the task)" in line]
+    assert "RuntimeError: training failed: rank 0: MlflowException: " in line and "View stdout" not in line, line
+    assert epochs_done(home) < 40
+
+
+@pytest.mark.e2e
 def test_a_terminated_training_ends_its_run_as_failed_and_stops_its_ranks(features, config, config_patch, tmp_path):
     """SIGTERM to the train job mid-training (what Airflow sends a task it kills): the ranks stop,
     the job exits within seconds and the MLflow run is FAILED with the reason, not RUNNING forever."""

@@ -1,7 +1,8 @@
-"""Training as a barrier stage on a real Spark standalone cluster (``local_mode=False``).
+"""Training as a barrier stage on a real Spark standalone cluster (``local_mode=False``), and the
+cluster's worker lost under training and under the features job (issue 27, case 4).
 
-The test starts a master and a worker with pyspark's own ``spark-class`` (as docker-compose
-does; ``tests/stack.py``), submits the train job to it with spark-submit, and stops both afterwards.
+The module starts a master and a worker with pyspark's own ``spark-class`` (as docker-compose
+does; ``tests/stack.py``), submits the jobs to it with spark-submit, and stops both afterwards.
 """
 
 from __future__ import annotations
@@ -121,6 +122,88 @@ def test_training_runs_as_a_barrier_stage_on_the_cluster_and_resumes_after_its_w
     assert run.data.params["local_mode"] == "False" and run.data.params["num_processes"] == "2"
     labelled = spark.read.parquet(*[str(lake / "features" / partition_name(d)) for d in train_days])
     assert run.data.metrics["train_rows"] == labelled.where("label IS NOT NULL").count()
+
+
+def test_the_features_job_finishes_every_day_whole_when_its_worker_is_lost_mid_stage(
+        cluster, spark, lake, features_zone, tmp_path):
+    """Issue 27, case 4, the features half: the worker that runs the job's executor dies while a
+    stage's tasks run (SIGKILL to it and its executor, as when its machine goes) and comes back, as
+    a supervisor restarts it. Spark's own task retry covers it (the lost executor's tasks and cached
+    blocks are computed again on the new one): the job succeeds, every day's partition holds each
+    validated flight once, and equals what the job's functions build without a fault; no staging."""
+    import json
+    import urllib.request
+
+    import pyarrow.parquet as pq
+
+    from jobs.config import days_ending
+    from tests.airflow_server import _free_port
+    from tests.conftest import FIRST_DAY, LAST_DAY
+
+    own = tmp_path / "lake"
+    own.mkdir()
+    for name in ("raw", "validated"):  # read only: the session lake's
+        (own / name).symlink_to(f"{lake.root}/{name}")
+    days = days_ending(LAST_DAY, (LAST_DAY - FIRST_DAY).days + 1)
+    ui, events = _free_port(), tmp_path / "events"
+    events.mkdir()
+    command = ["spark-submit", "--master", cluster.url, "--conf", "spark.executor.memory=1g",
+               "--conf", f"spark.ui.port={ui}", "--conf", "spark.eventLog.enabled=true",
+               "--conf", "spark.eventLog.compress=false", "--conf", f"spark.eventLog.dir={events.as_uri()}",
+               str(REPO / "jobs/features/job.py"),
+               "--run-date", LAST_DAY.isoformat(), "--days", str(len(days)), "--lake-root", str(own)]
+
+    def running_tasks() -> int:
+        """Tasks running now in the job's active stages (0 before its UI is up)."""
+        base = f"http://127.0.0.1:{ui}/api/v1/applications"
+        try:
+            with urllib.request.urlopen(base, timeout=2) as reply:
+                [app] = json.load(reply)
+            with urllib.request.urlopen(f"{base}/{app['id']}/stages?status=active", timeout=2) as reply:
+                return sum(stage["numActiveTasks"] for stage in json.load(reply))
+        except (OSError, ValueError):
+            return 0
+
+    log = tmp_path / "features.log"
+    with log.open("w") as out:
+        job = subprocess.Popen(command, env=cluster.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while running_tasks() == 0:
+            assert job.poll() is None, "the job ended before a task ran:\n" + log.read_text()[-4000:]
+            assert time.monotonic() < deadline, "no task running within 300 s:\n" + log.read_text()[-4000:]
+            time.sleep(0.05)
+        killed = cluster.kill_worker()
+        cluster.restart_worker()
+        code = job.wait(timeout=300)
+    finally:
+        if job.poll() is None:
+            _kill_tree(job, "the features job")
+    output = log.read_text()
+    assert any("CoarseGrainedExecutorBackend" in line for line in killed), killed  # its executor went too
+    assert code == 0, output[-6000:]
+    assert "Lost executor 0" in output, output[-6000:]
+    # Spark's event log: tasks running on the lost executor ended as lost (not counted as the
+    # tasks' failures) and ran again, to success, on the new one
+    lines = [line for path in sorted(events.rglob("events_*")) for line in path.read_text().splitlines()]
+    ends = [e for e in map(json.loads, lines) if e["Event"] == "SparkListenerTaskEnd"]
+
+    def tasks(reason: str, executor: str | None = None) -> set[tuple[int, int]]:
+        return {(e["Stage ID"], e["Task Info"]["Index"]) for e in ends if e["Task End Reason"]["Reason"] == reason
+                and executor in (None, e["Task Info"]["Executor ID"])}
+
+    lost, redone = tasks("ExecutorLostFailure"), tasks("Success", executor="1")
+    assert lost and lost <= redone, (lost, redone)
+
+    for day in days:
+        written = pq.read_table(own / "features" / partition_name(day)).num_rows
+        validated = pq.read_table(lake.partition(lake.validated("flights"), day)).num_rows
+        assert written == validated, (day, written, validated)
+    got = spark.read.parquet(str(own / "features")).select(*features_zone.columns)
+    assert got.exceptAll(features_zone.frame(days)).count() == 0
+    assert features_zone.frame(days).exceptAll(got).count() == 0
+    staging = [p.name for p in (own / "features").iterdir() if not p.name.startswith("date=")]
+    assert staging == [], staging
 
 
 def gpus() -> int:
