@@ -124,6 +124,18 @@ def _check_retried_once(airflow, run: dict, task_id: str, skipped: frozenset[str
     assert airflow.health()["scheduler"]["status"] == "healthy"
 
 
+def _locks(lake) -> list[Path]:
+    """Every file left under the lake's locks (a writer that did not release its day)."""
+    return [p for p in Path(lake.root, "locks").rglob("*") if p.is_file()]
+
+
+def _staging(*folders: Path) -> list[Path]:
+    """What Spark's writes left staged under ``folders`` (the prefixes the jobs clean up)."""
+    from jobs.validation.partitions import STAGING_PREFIXES
+
+    return [p for folder in folders for p in folder.rglob("*") if p.name.startswith(STAGING_PREFIXES)]
+
+
 def _check_day_once(lake, day, run_id: str) -> None:
     """The day once: every raw row validated or quarantined, one feature row per validated flight,
     the report of run ``run_id``, no lock and no staging left behind."""
@@ -135,10 +147,8 @@ def _check_day_once(lake, day, run_id: str) -> None:
     assert pq.read_table(lake.partition(lake.features, day)).num_rows == validated
     report = json.loads(Path(lake.validation_report(day, 1)).read_text())
     assert report["run_id"] == run_id and report["success"], report["run_id"]
-    assert [p for p in Path(lake.root, "locks").rglob("*") if p.is_file()] == []
-    staging = [p for zone in ("validated", "quarantine", "features") for p in Path(lake.root, zone).rglob("*")
-               if p.name.startswith((".spark-staging", "_temporary"))]
-    assert staging == [], staging
+    assert _locks(lake) == []
+    assert _staging(*(Path(lake.root, zone) for zone in ("validated", "quarantine", "features"))) == []
 
 
 def test_the_mlflow_server_lost_while_a_day_is_scored_fails_the_try_saying_so_and_the_retry_scores_the_day_once(
@@ -176,9 +186,8 @@ def test_the_mlflow_server_lost_while_a_day_is_scored_fails_the_try_saying_so_an
     assert (drift["run_date"], drift["model_version"], drift["drifted"]) == (day.isoformat(), champion, False)
     summary = json.loads(Path(lake.report("scoring", day)).read_text())
     assert (summary["rows"], summary["model_version"]) == (len(flights), champion)
-    assert [p for p in Path(lake.root, "locks").rglob("*") if p.is_file()] == []
-    staging = [p for p in Path(lake.predictions).rglob("*") if p.name.startswith((".spark-staging", "_temporary"))]
-    assert staging == [], staging
+    assert _locks(lake) == []
+    assert _staging(Path(lake.predictions)) == []
     assert str(current_champion(mlflow.MlflowClient(stack.mlflow.url), MODEL).version) == champion
 
 
@@ -243,8 +252,7 @@ def test_a_full_disk_under_the_predictions_fails_the_try_saying_so_keeps_the_day
     ended = _wait_for_try(airflow, "score_pipeline", run_id, "score_batch", ti["try_number"], timeout=600)
     assert ended == "up_for_retry", airflow.describe("score_pipeline")  # a fault: space may be freed
     assert digest() == underneath  # the day as it was
-    staging = [p.name for p in zone.rglob("*") if p.name.startswith((".spark-staging", "_temporary"))]
-    assert staging == [], staging
+    assert _staging(zone) == []
     filler.unlink()  # an operator frees space; the retry (5 s later here) writes the day
     log = airflow.task_log("score_pipeline", run_id, "score_batch", 1, lines=400, map_index=ti["map_index"])
     [line] = [line for line in log.splitlines() if "failed (a fault: Airflow retries the task)" in line]
@@ -257,9 +265,8 @@ def test_a_full_disk_under_the_predictions_fails_the_try_saying_so_keeps_the_day
     predictions = pq.read_table(partition).to_pandas()
     assert len(predictions) == len(flights) and not predictions.duplicated(KEYS).any()
     assert digest().keys() != underneath.keys()  # replaced by the retry's files
-    staging = [p.name for p in zone.rglob("*") if p.name.startswith((".spark-staging", "_temporary"))]
-    assert staging == [], staging
-    assert [p for p in Path(lake.root, "locks").rglob("*") if p.is_file()] == []
+    assert _staging(zone) == []
+    assert _locks(lake) == []
 
 
 def test_postgresql_stopped_immediately_during_training_recovers_and_the_champion_moves_only_with_the_gate(
@@ -315,7 +322,7 @@ def test_postgresql_stopped_immediately_during_training_recovers_and_the_champio
     left = mlflow.search_runs(search_all_experiments=True, output_format="list",
                               filter_string="attributes.status = 'RUNNING'")
     assert left == [], [(r.info.run_id, r.data.tags.get("run_date")) for r in left]
-    assert [p for p in Path(stack_lake.root, "locks").rglob("*") if p.is_file()] == []
+    assert _locks(stack_lake) == []
 
     after = current_champion(client, MODEL)
     new = [v for v in client.search_model_versions(f"name = '{MODEL}'") if v.version not in known]

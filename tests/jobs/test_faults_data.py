@@ -29,6 +29,7 @@ from jobs.config import TableSpec
 from jobs.errors import DataError
 from jobs.lake.layout import Lake, partition_name
 from jobs.validation.job import validate
+from jobs.validation.partitions import STAGING_PREFIXES
 from jobs.validation.rules import Between, TableSuite, not_null
 from tests.jobs.bad_inputs import CASES, Case, edit
 from tests.jobs.validation.test_validate import (
@@ -326,7 +327,7 @@ def staging(lake: Lake) -> list[Path]:
     found = []
     for zone in ("validated", "quarantine"):
         for table in Path(lake.root, zone).glob("*"):
-            found += [p for p in table.iterdir() if p.name.startswith((".spark-staging-", "_temporary"))]
+            found += [p for p in table.iterdir() if p.name.startswith(STAGING_PREFIXES)]
     return found
 
 

@@ -18,7 +18,7 @@ import pytest
 from jobs.lake.layout import partition_name
 from tests.airflow_server import _kill_tree
 from tests.jobs.training.test_train_resume import checkpointed_epochs
-from tests.stack import running_spark_cluster
+from tests.stack import _get, running_spark_cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -132,7 +132,6 @@ def test_the_features_job_finishes_every_day_whole_when_its_worker_is_lost_mid_s
     blocks are computed again on the new one): the job succeeds, every day's partition holds each
     validated flight once, and equals what the job's functions build without a fault; no staging."""
     import json
-    import urllib.request
 
     import pyarrow.parquet as pq
 
@@ -157,10 +156,9 @@ def test_the_features_job_finishes_every_day_whole_when_its_worker_is_lost_mid_s
         """Tasks running now in the job's active stages (0 before its UI is up)."""
         base = f"http://127.0.0.1:{ui}/api/v1/applications"
         try:
-            with urllib.request.urlopen(base, timeout=2) as reply:
-                [app] = json.load(reply)
-            with urllib.request.urlopen(f"{base}/{app['id']}/stages?status=active", timeout=2) as reply:
-                return sum(stage["numActiveTasks"] for stage in json.load(reply))
+            [app] = json.loads(_get(base, timeout=2))
+            return sum(stage["numActiveTasks"] for stage in json.loads(_get(f"{base}/{app['id']}/stages?status=active",
+                                                                            timeout=2)))
         except (OSError, ValueError):
             return 0
 
