@@ -95,11 +95,15 @@ def headline(err: BaseException, limit: int = 600) -> str:
 def run_job(main: Callable[[], None]) -> None:
     """Run a job's ``main``; on a :class:`DataError` (or a :func:`data_problem`), log it, record it
     and exit with DATA_ERROR_EXIT; on anything else, log it in one line and exit 1 (retried)."""
+    from jobs.lake.spark import release_session
     from jobs.timings import timed_job
 
     try:
         with timed_job():
-            main()
+            try:
+                main()
+            finally:
+                release_session()  # a shared Spark Connect server frees the job's session now
     except Exception as err:  # noqa: BLE001 - every failure gets its one line; the traceback at debug
         problem = f"{type(err).__name__}: {err}" if isinstance(err, DataError) else data_problem(err)
         if problem is None:

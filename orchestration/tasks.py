@@ -42,13 +42,17 @@ DECAY = Asset(name="model_decay", uri="lakeflow://monitoring/decay")
 RUN_DATE = "{{ params.run_date or ds }}"
 
 
+def _events(events: Any, asset: Asset) -> list[Any]:
+    """The events of ``asset`` among a run's triggering events (none: [])."""
+    try:
+        return list(events[asset]) if events else []
+    except KeyError:
+        return []
+
+
 def _extras(events: Any, asset: Asset) -> list[dict[str, Any]]:
     """The ``extra`` of each event of ``asset`` among a run's triggering events (none: [])."""
-    try:
-        found = events[asset] if events else []
-    except KeyError:
-        found = []
-    return [dict(event.extra or {}) for event in found]
+    return [dict(event.extra or {}) for event in _events(events, asset)]
 
 
 # ---- decisions, as plain functions ------------------------------------------------------------
@@ -115,6 +119,27 @@ def scoring_days(run_date: str | None, features: Iterable[dict[str, Any]],
         if extra.get("run_date"):
             days.setdefault(extra["run_date"], True)
     return [{"day": day, "after_retraining": again} for day, again in sorted(days.items())]
+
+
+def unplanned_events(events: Iterable[tuple[dt.datetime, dict[str, Any]]], mark: dt.datetime | None,
+                     triggering: Iterable[tuple[dt.datetime, dict[str, Any]]]) -> tuple[list[dict[str, Any]],
+                                                                                    dt.datetime | None]:
+    """The extras of the ``features`` events that no scoring run has planned yet, and the new mark.
+
+    ``events``: (timestamp, extra) of the Asset's events after ``mark`` (the newest event an
+    earlier run planned; None before the first), ``triggering``: this run's own. Airflow 3.3 makes
+    an Asset-triggered run of the events up to the first one queued while the DAG was at
+    ``max_active_runs``, then drops the queue entry: an event that came after it belongs to no run
+    and starts none (a backfill's last day stayed unscored). So a run plans every event newer than
+    the mark, whether or not it triggered the run; without a mark, from its first triggering event.
+    """
+    triggering = list(triggering)
+    if mark is None:
+        if not triggering:
+            return [], None
+        mark = min(when for when, _ in triggering) - dt.timedelta(microseconds=1)
+    fresh = sorted((when, extra) for when, extra in events if when > mark)
+    return [extra for _, extra in fresh], max([mark, *(when for when, _ in fresh)])
 
 
 def training_plan(run_date: str | None, drift: list[dict[str, Any]], scheduled_end: dt.datetime | None,
@@ -277,12 +302,17 @@ def publish_features(*, asset: Asset = FEATURES) -> Any:
 def plan_scoring(*, features: Asset = FEATURES, champion: Asset = CHAMPION) -> Any:
     """The days this scoring run scores (see :func:`scoring_days`); each must have its features."""
 
-    @task(task_id="plan_scoring")
-    def plan(params: dict[str, Any] | None = None, triggering_asset_events: Any = None) -> list[dict[str, Any]]:
+    @task(task_id="plan_scoring", inlets=[features])
+    def plan(params: dict[str, Any] | None = None, triggering_asset_events: Any = None,
+             inlet_events: Any = None) -> list[dict[str, Any]]:
         from jobs.lake.layout import Lake
 
-        days = scoring_days((params or {}).get("run_date"), _extras(triggering_asset_events, features),
-                            _extras(triggering_asset_events, champion))
+        run_date = (params or {}).get("run_date")
+        fresh = [] if run_date else _unplanned_features(Lake.at(), inlet_events, triggering_asset_events, features)
+        days = scoring_days(run_date, fresh, _extras(triggering_asset_events, champion))
+        if not days and _extras(triggering_asset_events, features):
+            raise AirflowSkipException("the features events of this run were planned by an earlier scoring run "
+                                       "(it started after they came): nothing left to score")
         if not days:
             raise AirflowFailException(
                 "no day to score: this run has no run_date param and no feature or champion event; "
@@ -303,6 +333,27 @@ def plan_scoring(*, features: Asset = FEATURES, champion: Asset = CHAMPION) -> A
         return days
 
     return plan()
+
+
+PLANNED_MARK = "planned-features.json"  # in reports/scoring/: the newest features event a scoring run planned
+
+
+def _unplanned_features(lake: Any, inlet_events: Any, triggering: Any, features: Asset) -> list[dict[str, Any]]:
+    """:func:`unplanned_events` of a scoring run: the mark read from and written to the lake (runs
+    go one at a time, ``max_active_runs=1``), the events from Airflow's record of the Asset."""
+    from jobs.lake.storage import read_json, write_json
+
+    path = f"{lake.reports('scoring')}/{PLANNED_MARK}"
+    stored = (read_json(path) or {}).get("until")
+    mark = dt.datetime.fromisoformat(stored) if stored else None
+    own = [(event.timestamp, dict(event.extra or {})) for event in _events(triggering, features)]
+    since = mark or (min(when for when, _ in own) if own else None)
+    found = [] if since is None else [(event.timestamp, dict(event.extra or {}))
+                                      for event in inlet_events[features].after(since.isoformat())]
+    extras, until = unplanned_events(found, mark, own)
+    if until is not None and until != mark:
+        write_json(path, {"until": until.isoformat()})
+    return extras
 
 
 def drift_event(lake: Any, day: str, after_retraining: bool) -> tuple[dict[str, Any] | None, str]:

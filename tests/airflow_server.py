@@ -27,7 +27,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -257,14 +257,23 @@ class AirflowServer:
         """Trigger a run of ``dag_id`` with ``conf`` as the UI's trigger form does (no logical date)."""
         return self.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf or {}})
 
-    def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
-        reply = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns", query={"limit": 100, "order_by": "logical_date"})
-        return reply["dag_runs"]
+    def _every(self, path: str, key: str, query: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every entry of a listing, page by page (the API answers 100 at most per call)."""
+        found: list[dict[str, Any]] = []
+        while True:
+            reply = self.request("GET", path, query={**query, "limit": 100, "offset": len(found)})
+            found += reply[key]
+            if not reply[key] or len(found) >= reply["total_entries"]:
+                return found
 
-    def task_instances(self, dag_id: str) -> list[dict[str, Any]]:
-        """Every task instance of every run of ``dag_id``."""
-        reply = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances", query={"limit": 100})
-        return reply["task_instances"]
+    def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
+        """Every run of ``dag_id``, oldest logical date first."""
+        return self._every(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", {"order_by": "logical_date"})
+
+    def task_instances(self, dag_id: str, states: Iterable[str] = ()) -> list[dict[str, Any]]:
+        """Every task instance of every run of ``dag_id`` (only those in ``states``, when given)."""
+        query = {"state": list(states)} if states else {}
+        return self._every(f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances", "task_instances", query)
 
     def wait_for_task(self, dag_id: str, run_id: str, task_id: str, state: str, timeout: float,
                       poll: float = 5) -> dict[str, Any]:

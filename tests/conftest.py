@@ -64,6 +64,11 @@ def cuda_devices() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--backfill-days", type=int, default=0,
+                     help="run tests/load/: backfill this many days on the deployed stack (make backfill-90)")
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """Under pytest-xdist (``make test`` runs two workers): a module's tests run on one worker, so

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from jobs.config import PipelineConfig, WindowArgs, import_object, job_parser, parse_job_args
 from jobs.errors import run_job
 from jobs.lake.layout import PARTITION, Lake
-from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, list_partitions
+from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, list_partitions, read_days
 from jobs.validation.partitions import check_not_failed, failed_days, zone_writer
 
 if TYPE_CHECKING:
@@ -37,7 +37,6 @@ def read_inputs(
     """Every configured table from the validated zone: daily ones for ``days``, reference ones as
     of the last day (their latest snapshot on or before it). A day (or a snapshot newer than the
     one found) whose last validation failed is an error, not a missing or older partition."""
-    from pyspark.sql import functions as F
 
     tables = {}
     for name, spec in config.tables.items():
@@ -64,7 +63,7 @@ def read_inputs(
                 )
             wanted = as_of[-1:]
         if wanted:
-            tables[name] = spark.read.parquet(path).where(F.col(PARTITION).isin(wanted))
+            tables[name] = read_days(spark, path, wanted)
         else:
             tables[name] = spark.createDataFrame([], f"{spec.ddl()}, date date")
     return tables
@@ -99,16 +98,19 @@ def main(argv: list[str] | None = None) -> None:
     feed = args.config.validation.feed
     rows_in = tables[feed].count()
     features = build_features(tables, args.config).cache()
-    rows_out = features.count()
-    if rows_out != rows_in:
-        raise RuntimeError(
-            f"feature builder changed the row count: {rows_in} {feed} rows in, {rows_out} feature rows out "
-            "(a join on a non-unique key?)"
-        )
-    # one writer per day of the zone; staging a killed features job left is removed first
-    with zone_writer(spark, args.lake, "features", args.lake.features, args.window, f"features-{args.run_date}"):
-        write_features(features, args.lake.features)
-    labelled = features.where(features[args.config.features.label].isNotNull()).count()
+    try:
+        rows_out = features.count()
+        if rows_out != rows_in:
+            raise RuntimeError(
+                f"feature builder changed the row count: {rows_in} {feed} rows in, {rows_out} feature rows out "
+                "(a join on a non-unique key?)"
+            )
+        # one writer per day of the zone; staging a killed features job left is removed first
+        with zone_writer(spark, args.lake, "features", args.lake.features, args.window, f"features-{args.run_date}"):
+            write_features(features, args.lake.features)
+        labelled = features.where(features[args.config.features.label].isNotNull()).count()
+    finally:
+        features.unpersist()  # a shared Spark Connect server would keep it cached after the job
     log.info(
         "wrote %d feature rows (%d labelled) for %s..%s to %s",
         rows_out, labelled, args.window[0], args.run_date, args.lake.features,

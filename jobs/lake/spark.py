@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.errors import DataError
 from jobs.lake import storage
-from jobs.lake.layout import partition_day
+from jobs.lake.layout import partition_day, partition_name
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
 log = logging.getLogger(__name__)
@@ -157,6 +157,28 @@ def list_partitions(spark: SparkSession, path: str) -> list[dt.date]:
     """The ``date=YYYY-MM-DD`` partitions under ``path`` (none if it does not exist), oldest first."""
     days = [partition_day(name) for name, folder in list_entries(spark, path) if folder]
     return sorted(day for day in days if day is not None)
+
+
+def read_days(spark: SparkSession, zone: str, days: list[dt.date]) -> DataFrame:
+    """The ``days``' partitions of the Parquet zone ``zone``, with their ``date`` column, read by
+    their own folders (each must exist). Reading the zone and filtering on ``date`` would give the
+    same rows, but Spark lists every partition of the zone first: with more than 32 it runs a Spark
+    job to list them, and a job reading one day costs more with every day the lake holds."""
+    return spark.read.option("basePath", zone).parquet(*[f"{zone}/{partition_name(day)}" for day in days])
+
+
+def release_session() -> None:
+    """End this process's Spark Connect session, if it has one: the server frees what the session
+    holds (its state, cached plans, results) now instead of after its idle timeout. Without this, a
+    backfill's jobs left hundreds of sessions on a shared server, which ran out of heap. Classic
+    sessions end with their process."""
+    if os.environ.get("SPARK_CONNECT_MODE_ENABLED") != "1":
+        return
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    session = ConnectSession.getActiveSession()
+    if session is not None:
+        session.stop()
 
 
 def delete_path(spark: SparkSession, path: str) -> bool:

@@ -7,7 +7,7 @@ import datetime as dt
 from typing import TYPE_CHECKING
 
 from jobs.lake.layout import PARTITION, Lake, partition_name
-from jobs.lake.spark import delete_path
+from jobs.lake.spark import delete_path, path_exists, read_days
 from jobs.validation.partitions import clear_failed, mark_failed
 from jobs.validation.report import DataLossError
 from jobs.validation.schema import CORRUPT_RECORD, RECORD, SOURCE_FILE
@@ -40,7 +40,6 @@ def write_zone(spark: SparkSession, df: DataFrame, path: str, expected: dict[str
     partitions that get rows; one that gets none is deleted, so nothing from an earlier run of
     the same days survives.
     """
-    from pyspark.sql import functions as F
 
     for part, rows in expected.items():
         if rows == 0:
@@ -48,8 +47,9 @@ def write_zone(spark: SparkSession, df: DataFrame, path: str, expected: dict[str
     if any(expected.values()):
         order = [c for c, t in df.dtypes if c != PARTITION and not t.startswith("array")]
         df.repartition(PARTITION).sortWithinPartitions(*order).write.mode("overwrite").partitionBy(PARTITION).parquet(path)
-        back = spark.read.parquet(path).where(F.col(PARTITION).isin(list(expected)))
-        rows = back.groupBy(PARTITION).count().collect()
+        days = [dt.date.fromisoformat(part) for part, rows in expected.items() if rows]
+        present = [day for day in days if path_exists(spark, f"{path}/{partition_name(day)}")]
+        rows = read_days(spark, path, present).groupBy(PARTITION).count().collect() if present else []
         written = {r[PARTITION].isoformat(): r["count"] for r in rows}
     else:
         written = {}

@@ -21,10 +21,12 @@ Not a test module.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from tests.stack import Stack, running_stack
 
@@ -95,6 +97,33 @@ def turn_outcomes(path: str) -> None:
     flights.loc[turned & late, "arr_delay"] = "-5"
     flights.loc[turned & ~late, "arr_delay"] = "60"
     flights.to_csv(path, index=False)
+
+
+def locks(lake) -> list[Path]:
+    """Every file left under the lake's locks (a writer that did not release its day)."""
+    return [p for p in Path(lake.root, "locks").rglob("*") if p.is_file()]
+
+
+def staging(*folders: Path) -> list[Path]:
+    """What Spark's writes left staged under ``folders`` (the prefixes the jobs clean up)."""
+    from jobs.validation.partitions import STAGING_PREFIXES
+
+    return [p for folder in folders for p in folder.rglob("*") if p.name.startswith(STAGING_PREFIXES)]
+
+
+def check_day_once(lake, day, run_id: str) -> None:
+    """The day once: every raw row validated or quarantined, one feature row per validated flight,
+    the report of run ``run_id``, no lock and no staging left behind."""
+    raw = len(pd.read_csv(lake.raw_file("flights", day), dtype=str, keep_default_na=False))
+    validated = pq.read_table(lake.partition(lake.validated("flights"), day)).num_rows
+    quarantine = Path(lake.partition(lake.quarantine("flights"), day))
+    quarantined = pq.read_table(quarantine).num_rows if quarantine.exists() else 0
+    assert raw == validated + quarantined, (raw, validated, quarantined)
+    assert pq.read_table(lake.partition(lake.features, day)).num_rows == validated
+    report = json.loads(Path(lake.validation_report(day, 1)).read_text())
+    assert report["run_id"] == run_id and report["success"], report["run_id"]
+    assert locks(lake) == []
+    assert staging(*(Path(lake.root, zone) for zone in ("validated", "quarantine", "features"))) == []
 
 
 class RunningStack:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import statistics
 import time
 from pathlib import Path
@@ -185,7 +186,13 @@ def _check_connect(stack, spark, session_lake, lake, config) -> None:
     for path in nightly:
         text = path.read_text(errors="replace")
         assert "jobs.timings: timings:" in text and "Running Spark version" not in text, path
-    assert "Running Spark version" in stack.connect.log.read_text()
+    server_log = stack.connect.log.read_text(errors="replace")
+    assert "Running Spark version" in server_log
+    # every job released its session when it ended: the server holds none of them until its idle
+    # timeout (an hour), which a backfill's hundreds of sessions outgrew (its heap ran out)
+    used = set(re.findall(r'session_id: "([0-9a-f-]{36})"', server_log))
+    closed = set(re.findall(r"Closing session with userId: .*? and sessionId: ([0-9a-f-]{36})", server_log))
+    assert used and used <= closed, sorted(used - closed)
     for path in logs["train_model"]:
         assert f"Connecting to master {stack.spark.url}" in path.read_text(errors="replace"), path
 

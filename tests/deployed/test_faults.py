@@ -37,7 +37,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tests.deployed.scenario import DAGS, DAYS, KEYS, TRAIN_DATE, TRAIN_TIMEOUT
+from tests.deployed.scenario import DAGS, DAYS, KEYS, TRAIN_DATE, TRAIN_TIMEOUT, check_day_once, locks, staging
 from tests.stack import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -72,7 +72,7 @@ def test_a_lost_scheduler_started_again_retries_the_killed_task_and_writes_the_d
     run = _wait_for_run(airflow, "ingest_pipeline", run_id, RECOVERY_TIMEOUT)
     _check_retried_once(airflow, run, "validate_raw")
     assert "Reset the following 1 orphaned TaskInstances" in airflow.logs["scheduler"].read_text()
-    _check_day_once(lake, day, run_id)
+    check_day_once(lake, day, run_id)
 
 
 def test_a_lost_task_worker_is_failed_by_its_missing_heartbeat_and_the_retry_writes_a_clean_runs_rows(
@@ -93,7 +93,7 @@ def test_a_lost_task_worker_is_failed_by_its_missing_heartbeat_and_the_retry_wri
     timeouts = [e for e in airflow.event_logs("ingest_pipeline", "heartbeat timeout")
                 if (e["run_id"], e["task_id"], e["try_number"]) == (run_id, "validate_raw", 1)]
     assert len(timeouts) == 1, airflow.event_logs("ingest_pipeline", "heartbeat timeout")
-    _check_day_once(lake, day, run_id)
+    check_day_once(lake, day, run_id)
     assert _day_rows(lake, day) == clean
 
 
@@ -122,33 +122,6 @@ def _check_retried_once(airflow, run: dict, task_id: str, skipped: frozenset[str
                if ti["state"] in ("running", "queued", "scheduled")]
     assert running == [], running
     assert airflow.health()["scheduler"]["status"] == "healthy"
-
-
-def _locks(lake) -> list[Path]:
-    """Every file left under the lake's locks (a writer that did not release its day)."""
-    return [p for p in Path(lake.root, "locks").rglob("*") if p.is_file()]
-
-
-def _staging(*folders: Path) -> list[Path]:
-    """What Spark's writes left staged under ``folders`` (the prefixes the jobs clean up)."""
-    from jobs.validation.partitions import STAGING_PREFIXES
-
-    return [p for folder in folders for p in folder.rglob("*") if p.name.startswith(STAGING_PREFIXES)]
-
-
-def _check_day_once(lake, day, run_id: str) -> None:
-    """The day once: every raw row validated or quarantined, one feature row per validated flight,
-    the report of run ``run_id``, no lock and no staging left behind."""
-    raw = len(pd.read_csv(lake.raw_file("flights", day), dtype=str, keep_default_na=False))
-    validated = pq.read_table(lake.partition(lake.validated("flights"), day)).num_rows
-    quarantine = Path(lake.partition(lake.quarantine("flights"), day))
-    quarantined = pq.read_table(quarantine).num_rows if quarantine.exists() else 0
-    assert raw == validated + quarantined, (raw, validated, quarantined)
-    assert pq.read_table(lake.partition(lake.features, day)).num_rows == validated
-    report = json.loads(Path(lake.validation_report(day, 1)).read_text())
-    assert report["run_id"] == run_id and report["success"], report["run_id"]
-    assert _locks(lake) == []
-    assert _staging(*(Path(lake.root, zone) for zone in ("validated", "quarantine", "features"))) == []
 
 
 def test_the_mlflow_server_lost_while_a_day_is_scored_fails_the_try_saying_so_and_the_retry_scores_the_day_once(
@@ -186,8 +159,8 @@ def test_the_mlflow_server_lost_while_a_day_is_scored_fails_the_try_saying_so_an
     assert (drift["run_date"], drift["model_version"], drift["drifted"]) == (day.isoformat(), champion, False)
     summary = json.loads(Path(lake.report("scoring", day)).read_text())
     assert (summary["rows"], summary["model_version"]) == (len(flights), champion)
-    assert _locks(lake) == []
-    assert _staging(Path(lake.predictions)) == []
+    assert locks(lake) == []
+    assert staging(Path(lake.predictions)) == []
     assert str(current_champion(mlflow.MlflowClient(stack.mlflow.url), MODEL).version) == champion
 
 
@@ -252,7 +225,7 @@ def test_a_full_disk_under_the_predictions_fails_the_try_saying_so_keeps_the_day
     ended = _wait_for_try(airflow, "score_pipeline", run_id, "score_batch", ti["try_number"], timeout=600)
     assert ended == "up_for_retry", airflow.describe("score_pipeline")  # a fault: space may be freed
     assert digest() == underneath  # the day as it was
-    assert _staging(zone) == []
+    assert staging(zone) == []
     filler.unlink()  # an operator frees space; the retry (5 s later here) writes the day
     log = airflow.task_log("score_pipeline", run_id, "score_batch", 1, lines=400, map_index=ti["map_index"])
     [line] = [line for line in log.splitlines() if "failed (a fault: Airflow retries the task)" in line]
@@ -265,8 +238,8 @@ def test_a_full_disk_under_the_predictions_fails_the_try_saying_so_keeps_the_day
     predictions = pq.read_table(partition).to_pandas()
     assert len(predictions) == len(flights) and not predictions.duplicated(KEYS).any()
     assert digest().keys() != underneath.keys()  # replaced by the retry's files
-    assert _staging(zone) == []
-    assert _locks(lake) == []
+    assert staging(zone) == []
+    assert locks(lake) == []
 
 
 def test_postgresql_stopped_immediately_during_training_recovers_and_the_champion_moves_only_with_the_gate(
@@ -322,7 +295,7 @@ def test_postgresql_stopped_immediately_during_training_recovers_and_the_champio
     left = mlflow.search_runs(search_all_experiments=True, output_format="list",
                               filter_string="attributes.status = 'RUNNING'")
     assert left == [], [(r.info.run_id, r.data.tags.get("run_date")) for r in left]
-    assert _locks(stack_lake) == []
+    assert locks(stack_lake) == []
 
     after = current_champion(client, MODEL)
     new = [v for v in client.search_model_versions(f"name = '{MODEL}'") if v.version not in known]

@@ -157,3 +157,27 @@ def test_the_approval_request_shows_the_live_evidence_from_the_monitoring_zone(t
     assert approval_evidence(lake, config, {**summary, "model_version": "8"}) is None
     _, body = approval_request({**summary, "model_version": "8"}, None)
     assert "Live evidence: none yet" in body
+
+
+def _at(second: int) -> dt.datetime:
+    return dt.datetime(2026, 11, 26, 20, 56, second, tzinfo=dt.UTC)
+
+
+def test_a_scoring_run_plans_the_features_events_no_run_planned_yet():
+    from orchestration.tasks import unplanned_events
+
+    def event(second: int, day: str) -> tuple[dt.datetime, dict]:
+        return _at(second), {"days": [day]}
+
+    # the first run: from its own first triggering event on (nothing before the deployment's first run)
+    extras, mark = unplanned_events([event(1, "04-04"), event(3, "04-05")], None, [event(1, "04-04")])
+    assert (extras, mark) == ([{"days": ["04-04"]}, {"days": ["04-05"]}], _at(3))
+    # Airflow made the next run of the events up to 04-06's (04-05's was planned above) while
+    # 04-07's came before the run started: it belongs to no run, so this one plans it too
+    triggering = [event(3, "04-05"), event(5, "04-06")]
+    extras, mark = unplanned_events([event(5, "04-06"), event(8, "04-07")], _at(3), triggering)
+    assert (extras, mark) == ([{"days": ["04-06"]}, {"days": ["04-07"]}], _at(8))
+    # a run whose events were all planned earlier plans nothing, and keeps the mark
+    assert unplanned_events([], _at(8), [event(8, "04-07")]) == ([], _at(8))
+    # a run started by a new champion alone, before any features event: nothing, no mark
+    assert unplanned_events([], None, []) == ([], None)

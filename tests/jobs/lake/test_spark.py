@@ -76,3 +76,46 @@ def test_gpu_discovery_script_prints_what_spark_expects(tmp_path, smi_output, ad
     out = subprocess.run([GPU_DISCOVERY_SCRIPT], env={**os.environ, "NVIDIA_SMI": str(fake)}, capture_output=True,
                          text=True, check=True).stdout
     assert json.loads(out) == {"name": "gpu", "addresses": addresses}
+
+
+def _listing(spark) -> tuple[int, int]:
+    """Spark's own counters of what its file indexes listed: (files discovered, parallel listing jobs)."""
+    metrics = spark._jvm.org.apache.spark.metrics.source.HiveCatalogMetrics  # noqa: SLF001
+    return metrics.METRIC_FILES_DISCOVERED().getCount(), metrics.METRIC_PARALLEL_LISTING_JOB_COUNT().getCount()
+
+
+@pytest.fixture
+def long_zone(spark, tmp_path):
+    """A Parquet zone of 40 daily partitions (more than Spark's 32 before it lists in a job), a file
+    each: (its path, its days)."""
+    days = [dt.date(2013, 1, 1) + dt.timedelta(days=n) for n in range(40)]
+    zone = str(tmp_path / "zone")
+    rows = spark.createDataFrame([(day, n) for n, day in enumerate(days)], "date date, n int")
+    rows.repartition("date").write.partitionBy("date").parquet(zone)
+    return zone, days
+
+
+def test_reading_days_lists_their_partitions_only(spark, long_zone):
+    from jobs.lake.spark import read_days
+
+    zone, days = long_zone
+    before = _listing(spark)
+    rows = read_days(spark, zone, days[5:7]).collect()
+    files, jobs = (after - earlier for after, earlier in zip(_listing(spark), before, strict=True))
+    assert sorted((row.date, row.n) for row in rows) == [(days[5], 5), (days[6], 6)]
+    # the zone read whole and filtered: 40 files discovered, by a listing job of its own
+    assert (files, jobs) == (2, 0)
+
+
+def test_a_validated_zone_written_again_is_read_back_by_its_days_only(spark, long_zone):
+    """A day's validation reads back the partitions it wrote, not the whole zone: its cost does not
+    grow with the lake's history (a quarter's backfill slowed from 6 to 95 s a day before)."""
+    from jobs.validation.writing import write_zone
+
+    zone, days = long_zone
+    again = spark.createDataFrame([(days[-1], 100), (days[-1], 101)], "date date, n int")
+    before = _listing(spark)
+    written = write_zone(spark, again, zone, {days[-1].isoformat(): 2, days[-2].isoformat(): 0})
+    files, jobs = (after - earlier for after, earlier in zip(_listing(spark), before, strict=True))
+    assert written == {days[-1].isoformat(): 2, days[-2].isoformat(): 0}
+    assert jobs == 0 and files <= 2, (files, jobs)

@@ -1,0 +1,308 @@
+"""A quarter of 2013 backfilled on the deployed stack, as an operator would load a new deployment's
+history: ``make backfill-90`` (``pytest --backfill-days 90``; an hour or more on 2 cores, so not
+part of ``make test``, where it is skipped).
+
+The stack is ``tests/stack.py``'s, as ``tests/deployed/`` runs it (PostgreSQL, Airflow's four
+processes with the schedules on, the MLflow server, a Spark standalone cluster for training and
+the Spark Connect server for the nightly jobs), on a lake of its own: the session lake's first
+days (raw and validated) and the first champion's features, and the raw data of every day up to
+the backfill's last. After the first champion is trained through the REST API, one backfill of
+``ingest_pipeline`` covers the days after it (``POST /api/v2/backfills``, one run at a time: the
+DAG's ``max_active_runs=1``); ``score_pipeline`` follows the ``features`` Asset by itself (one
+run at a time too, so a run covers the days whose events arrived while the last one ran) and the
+monitor judges each day on its outcomes.
+
+Afterwards: every backfill run succeeded and validated its day (the report names the run); each
+day's raw rows are validated or quarantined once, one feature row per validated flight, one
+prediction per raw flight and no key twice, the day scored by exactly one task and judged by the
+monitor; no lock, no Spark staging, no task left running, no MLflow run left RUNNING, no try
+retried. All along, a thread calls the API's health check every 2 s as a load balancer does:
+every call must answer, and the p95 must stay under ``HEALTH_P95_LIMIT``. The figures (health
+latencies, days per hour, runs' durations) go to ``backfill-quarter.json`` and a plot of the
+progress and the latencies to ``backfill-quarter.png`` under ``$PIPELINE_TEST_HOME``.
+
+The retraining triggers are set out of reach (drift and decay thresholds no day can cross): a
+retraining's minutes would make the run's length depend on the data, and both triggers are
+tested on the stack in ``tests/deployed/test_backfill.py``. Every day is scored by the first
+champion.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import statistics
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from tests.airflow_server import FAILED_TASK_STATES, TERMINAL_RUN_STATES, health_probe
+from tests.deployed.scenario import (
+    DAGS,
+    HOLDOUT_DAYS,
+    KEYS,
+    TRAIN_DATE,
+    TRAIN_DAYS,
+    TRAIN_TIMEOUT,
+    check_day_once,
+    locks,
+    staging,
+)
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif("not config.getoption('--backfill-days')",
+                       reason="a load test of an hour or more: make backfill-90 (pytest --backfill-days N)"),
+]
+
+MODEL = "backfill_model"
+FIRST = TRAIN_DATE + dt.timedelta(days=1)  # the backfill's first day: the first champion's next
+HEALTH_P95_LIMIT = 2.0  # seconds: a load balancer's check times out at a few seconds
+POLL = 30  # seconds between two looks at the runs: the API's own load stays small
+HEAP_EVERY = 300  # seconds between two samples of the Connect server's live heap (each a full GC)
+HEAP_LIMIT = 0.5  # the live heap's share of the server's maximum at the end
+SECONDS_PER_DAY = 240  # the wait's bound per backfilled day: about four times a quiet machine's pace
+FIGURES = Path(os.environ["PIPELINE_TEST_HOME"]) / "backfill-quarter.json"
+PLOT = FIGURES.with_suffix(".png")
+
+
+@pytest.fixture
+def days(request) -> list[dt.date]:
+    count = request.config.getoption("--backfill-days")
+    return [FIRST + dt.timedelta(days=n) for n in range(count)]
+
+
+@pytest.fixture
+def quarter(days, lake, features_zone, config_patch, tmp_path_factory, monkeypatch):
+    """The stack on a lake of its own holding the raw data of every backfilled day; the stack and
+    the lake."""
+    import shutil
+
+    from jobs.datasets.land_flights import land
+    from jobs.lake.layout import Lake
+    from tests.stack import running_stack
+
+    home = tmp_path_factory.mktemp("quarter")
+    own = Lake(str(home / "lake"))
+    for zone in ("raw", "validated"):
+        shutil.copytree(f"{lake.root}/{zone}", f"{own.root}/{zone}")
+    window = [TRAIN_DATE - dt.timedelta(days=n) for n in reversed(range(TRAIN_DAYS + HOLDOUT_DAYS))]
+    features_zone.copy(window, own.features)
+    land(own, FIRST, days[-1])
+    out_of_reach = {"psi_threshold": 1e9, "unknown_share_threshold": 1.0}
+    config = config_patch.write(
+        home / "config",
+        train={"train_days": TRAIN_DAYS, "validation_days": 0, "holdout_days": HOLDOUT_DAYS, "epochs": 2,
+               "num_processes": 1, "model_name": MODEL},
+        baselines=[], validation={"great_expectations": False},
+        score={"drift": out_of_reach},
+        monitoring={"decay": {"margin": 1e9, "max_ece": 1.0}},
+        replace={"evaluation": {"threshold": 0.5}, "sweep": {"size": 1}},
+    )
+    env = {"PIPELINE_RAW_WAIT_HOURS": "0", "LAKE_ROOT": own.root, "PIPELINE_CONFIG": str(config),
+           "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts")}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with running_stack(home, env, connect=True, airflow_settings={"AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True"}) \
+            as stack:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", stack.mlflow.url)
+        yield stack, own
+
+
+def test_a_quarter_backfilled_through_the_rest_api_lands_every_day_once_and_the_api_stays_responsive(quarter, days):
+    stack, lake = quarter
+    airflow = stack.airflow
+    for dag_id in DAGS:
+        airflow.wait_for_dag(dag_id)
+    airflow.unpause("train_pipeline")
+    run_id = airflow.trigger("train_pipeline", {"run_date": TRAIN_DATE.isoformat()})["dag_run_id"]
+    airflow.settle(["train_pipeline"], lambda runs: any(r["dag_run_id"] == run_id for r in runs["train_pipeline"]),
+                   timeout=TRAIN_TIMEOUT)
+    for dag_id in DAGS:
+        airflow.unpause(dag_id)
+
+    started = time.monotonic()
+    progress: list[tuple[float, int, int]] = []  # (seconds, days ingested, days scored)
+    server = ConnectHeap(stack.connect.process.pid)
+    with health_probe(airflow) as latencies:
+        backfill = airflow.backfill("ingest_pipeline", days[0], days[-1], max_active_runs=1)
+        assert backfill["dag_id"] == "ingest_pipeline", backfill
+        runs = _wait(stack, lake, days, started, progress, latencies, server)
+        seconds = time.monotonic() - started
+        latency = list(latencies)
+    server.sample(seconds)
+    assert len(latency) > seconds / 4, (len(latency), seconds)  # the probe ran all along
+    figures = _figures(runs, days, seconds, latency, server)
+    FIGURES.write_text(json.dumps(figures, indent=2))
+    _plot(progress, latency, seconds, figures, server)
+    print(f"\nthe backfill of {len(days)} days: {json.dumps(figures)} ({FIGURES}, {PLOT})")
+
+    _check(stack, lake, runs, days)
+    assert figures["health"]["p95_s"] < HEALTH_P95_LIMIT, figures["health"]
+    # the shared server's live heap stays bounded: what a backfill's jobs leave behind is freed
+    assert server.samples[-1][1] < HEAP_LIMIT * server.max_mb, (server.samples, server.max_mb)
+
+
+class ConnectHeap:
+    """The Spark Connect server's live heap (``jcmd``: a full GC, then the heap's use), sampled as
+    the backfill goes: (seconds, MiB)."""
+
+    def __init__(self, pid: int) -> None:
+        import psutil
+
+        process = psutil.Process(pid)
+        [self.java] = [p for p in [process, *process.children(recursive=True)] if p.name() == "java"]
+        flags = self._jcmd("VM.flags")
+        self.max_mb = int(re.search(r"MaxHeapSize=(\d+)", flags).group(1)) / 2**20
+        self.samples: list[tuple[float, float]] = []
+
+    def _jcmd(self, *command: str) -> str:
+        import subprocess
+
+        jcmd = Path(self.java.exe()).with_name("jcmd")  # the server's own JDK
+        return subprocess.run([str(jcmd), str(self.java.pid), *command], capture_output=True, text=True,
+                              check=True, timeout=120).stdout
+
+    def sample(self, seconds: float) -> None:
+        self._jcmd("GC.run")
+        used = re.search(r"heap\s+total \d+K, used (\d+)K", self._jcmd("GC.heap_info")).group(1)
+        self.samples.append((seconds, int(used) / 1024))
+
+
+def _wait(stack, lake, days, started: float, progress: list, latencies: list[float],
+          server: ConnectHeap) -> dict[str, list[dict]]:
+    """Wait until every backfill run has succeeded, every day is scored and the chain is at rest,
+    printing the progress and sampling the Connect server's heap every HEAP_EVERY seconds; a
+    failed try fails the wait at once, with its log."""
+    from jobs.lake.layout import partition_day
+
+    airflow = stack.airflow
+    deadline = started + SECONDS_PER_DAY * len(days) + 600
+    while True:
+        airflow.check_alive()
+        assert stack.connect.process.poll() is None, f"the Spark Connect server exited: {stack.connect.log}"
+        if not server.samples or time.monotonic() - started - server.samples[-1][0] >= HEAP_EVERY:
+            server.sample(time.monotonic() - started)
+        for dag_id in DAGS:
+            if airflow.task_instances(dag_id, FAILED_TASK_STATES):
+                raise AssertionError(f"a try of {dag_id} failed:\n{airflow.describe(dag_id)}")
+        runs = {dag_id: airflow.dag_runs(dag_id) for dag_id in DAGS}
+        ingested = [r for r in runs["ingest_pipeline"] if r["run_type"] == "backfill" and r["state"] == "success"]
+        zone = Path(lake.predictions)
+        scored = {partition_day(p.name) for p in zone.iterdir()} & set(days) if zone.exists() else set()
+        elapsed = time.monotonic() - started
+        progress.append((elapsed, len(ingested), len(scored)))
+        recent = sorted(latencies[-30:])
+        print(f"{elapsed:6.0f} s: {len(ingested)}/{len(days)} days ingested, {len(scored)} scored; health check "
+              f"(last minute) median {recent[len(recent) // 2] if recent else 0:.3f} s, max "
+              f"{recent[-1] if recent else 0:.3f} s; Connect server's live heap {server.samples[-1][1]:.0f} of "
+              f"{server.max_mb:.0f} MiB", flush=True)
+        resting = all(r["state"] in TERMINAL_RUN_STATES for found in runs.values() for r in found)
+        if resting and len(ingested) == len(days) and len(scored) == len(days):
+            return runs
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{len(ingested)} of {len(days)} days ingested and {len(scored)} scored within "
+                                 f"{deadline - started:.0f} s")
+        time.sleep(POLL)
+
+
+def _figures(runs, days, seconds: float, latency: list[float], server: ConnectHeap) -> dict:
+    def duration(run: dict) -> float:
+        ended, began = (dt.datetime.fromisoformat(run[key]) for key in ("end_date", "start_date"))
+        return (ended - began).total_seconds()
+
+    ingest = [r for r in runs["ingest_pipeline"] if r["run_type"] == "backfill"]
+    score = [r for r in runs["score_pipeline"] if r["start_date"] and r["start_date"] >= ingest[0]["start_date"]]
+    return {
+        "days": len(days), "first_day": days[0].isoformat(), "last_day": days[-1].isoformat(),
+        "seconds": round(seconds), "days_per_hour": round(len(days) / seconds * 3600, 1),
+        "ingest_run_s": {"median": round(statistics.median(map(duration, ingest)), 1),
+                         "max": round(max(map(duration, ingest)), 1)},
+        "score_runs": len(score), "score_run_s": {"median": round(statistics.median(map(duration, score)), 1)},
+        "health": {"calls": len(latency), "p50_s": round(statistics.median(latency), 3),
+                   "p95_s": round(statistics.quantiles(latency, n=20)[-1], 3), "max_s": round(max(latency), 3)},
+        "connect_server_live_heap_mib": {"max_heap": round(server.max_mb), "first": round(server.samples[0][1]),
+                                         "peak": round(max(used for _, used in server.samples)),
+                                         "last": round(server.samples[-1][1])},
+        "machine": {"cpus": os.cpu_count()},
+    }
+
+
+def _plot(progress: list, latency: list[float], seconds: float, figures: dict, server: ConnectHeap) -> None:
+    """Days ingested and scored against time, above the health check's latencies and the Connect
+    server's live heap."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom, heap) = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
+    minutes = [p[0] / 60 for p in progress]
+    # what each look at the runs found, held until the next look
+    top.step(minutes, [p[1] for p in progress], where="post", label="ingested (backfill runs succeeded)")
+    top.step(minutes, [p[2] for p in progress], where="post", label="scored (predictions written)")
+    top.set_ylabel("days")
+    top.set_title(f"{figures['days']} days backfilled through the REST API: {figures['seconds'] / 60:.0f} min, "
+                  f"{figures['days_per_hour']} days/hour")
+    top.legend(loc="upper left")
+    step = seconds / max(1, len(latency)) / 60
+    bottom.plot([n * step for n in range(len(latency))], latency, ".", markersize=2)
+    bottom.axhline(figures["health"]["p95_s"], color="tab:red", linewidth=1,
+                   label=f"p95 {figures['health']['p95_s']:.3f} s")
+    bottom.set_ylabel("health check (s)")
+    bottom.legend(loc="upper left")
+    heap.plot([t / 60 for t, _ in server.samples], [used for _, used in server.samples], "o-", markersize=3)
+    heap.axhline(server.max_mb, color="tab:red", linewidth=1, label=f"max heap {server.max_mb:.0f} MiB")
+    heap.set_ylim(0, server.max_mb * 1.1)
+    heap.set_ylabel("Connect server\nlive heap (MiB)")
+    heap.set_xlabel("minutes since the backfill was created")
+    heap.legend(loc="upper left")
+    fig.tight_layout()
+    fig.savefig(PLOT, dpi=100)
+    plt.close(fig)
+
+
+def _check(stack, lake, runs, days) -> None:
+    """What the backfill left: each day once in every zone, nothing running, locked or staged."""
+    import mlflow
+
+    from jobs.lake.layout import partition_day, partition_name
+
+    airflow = stack.airflow
+    ingest = [r for r in runs["ingest_pipeline"] if r["run_type"] == "backfill"]
+    assert [r["logical_date"][:10] for r in ingest] == [d.isoformat() for d in days]
+    assert {r["state"] for r in ingest} == {"success"}
+    for day, run in zip(days, ingest, strict=True):
+        check_day_once(lake, day, run["dag_run_id"])
+        flights = pd.read_csv(lake.raw_file("flights", day))
+        predictions = pq.read_table(lake.partition(lake.predictions, day)).to_pandas()
+        assert len(predictions) == len(flights), day  # one row per input flight
+        assert not predictions.duplicated(KEYS).any(), day
+        assert set(predictions["model_version"]) == {"1"}, day  # the one champion
+        assert Path(lake.monitoring_report(day)).exists(), day  # the monitor judged the day
+    written = sorted(p.name for p in Path(lake.predictions).iterdir() if partition_day(p.name) is not None)
+    assert written == [partition_name(d) for d in [TRAIN_DATE, *days]]
+    assert staging(Path(lake.predictions), Path(lake.monitoring)) == [] and locks(lake) == []
+
+    # scoring followed the features Asset, and scored each day in exactly one task
+    assert {r["state"] for r in runs["score_pipeline"]} == {"success"}
+    tis = {dag_id: airflow.task_instances(dag_id) for dag_id in DAGS}
+    scorings = [ti for ti in tis["score_pipeline"] if ti["task_id"] == "score_batch" and ti["state"] == "success"]
+    assert len(scorings) == len(days) + 1, len(scorings)  # the champion's own day, then each backfilled one
+    unfinished = [ti for found in tis.values() for ti in found if ti["state"] in ("running", "queued", "scheduled")]
+    assert unfinished == [], unfinished
+    retried = [(ti["dag_id"], ti["dag_run_id"], ti["task_id"]) for found in tis.values() for ti in found
+               if ti["try_number"] > 1]
+    assert retried == [], retried
+
+    client = mlflow.MlflowClient(stack.mlflow.url)
+    assert [v.version for v in client.search_model_versions(f"name = '{MODEL}'")] == ["1"]
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    running = client.search_runs(experiments, filter_string="attributes.status = 'RUNNING'")
+    assert running == [], [r.info.run_id for r in running]
+    assert airflow.health()["scheduler"]["status"] == "healthy"
