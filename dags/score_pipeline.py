@@ -2,7 +2,8 @@
 ### Scoring: score the days whose features just landed, measure drift, start retraining on drift
 
 Runs when `ingest_pipeline` updates the `features` Asset (one run may cover several days when
-events arrive together) and when a new version becomes `champion` (the `champion_model` Asset:
+events arrive together: it plans every `features` event no earlier run planned, also one that
+Airflow left out of every run) and when a new version becomes `champion` (the `champion_model` Asset:
 the day it was trained up to is scored again with it). For each day *D*, `score_batch` scores
 the day's features with the champion version of the model and writes `predictions/date=D/`
 (replacing only that day: re-running is safe), and measures *D*'s drift against the champion's

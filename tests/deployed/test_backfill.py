@@ -190,7 +190,7 @@ def _check_connect(stack, spark, session_lake, lake, config) -> None:
     assert "Running Spark version" in server_log
     # every job released its session when it ended: the server holds none of them until its idle
     # timeout (an hour), which a backfill's hundreds of sessions outgrew (its heap ran out)
-    used = set(re.findall(r'session_id: "([0-9a-f-]{36})"', server_log))
+    used = set(re.findall(r'(?<!\w)session_id: "([0-9a-f-]{36})"', server_log))  # not server_side_session_id
     closed = set(re.findall(r"Closing session with userId: .*? and sessionId: ([0-9a-f-]{36})", server_log))
     assert used and used <= closed, sorted(used - closed)
     for path in logs["train_model"]:
