@@ -138,7 +138,7 @@ def unplanned_events(events: Iterable[tuple[dt.datetime, dict[str, Any]]], mark:
         if not triggering:
             return [], None
         mark = min(when for when, _ in triggering) - dt.timedelta(microseconds=1)
-    fresh = sorted((when, extra) for when, extra in events if when > mark)
+    fresh = sorted(((when, extra) for when, extra in events if when > mark), key=lambda event: event[0])
     return [extra for _, extra in fresh], max([mark, *(when for when, _ in fresh)])
 
 

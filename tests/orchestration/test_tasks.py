@@ -177,6 +177,9 @@ def test_a_scoring_run_plans_the_features_events_no_run_planned_yet():
     triggering = [event(3, "04-05"), event(5, "04-06")]
     extras, mark = unplanned_events([event(5, "04-06"), event(8, "04-07")], _at(3), triggering)
     assert (extras, mark) == ([{"days": ["04-06"]}, {"days": ["04-07"]}], _at(8))
+    # two events of the same instant: both, in the order Airflow gave them
+    assert unplanned_events([event(9, "04-08"), event(9, "04-09")], _at(8), [])[0] == [{"days": ["04-08"]},
+                                                                                      {"days": ["04-09"]}]
     # a run whose events were all planned earlier plans nothing, and keeps the mark
     assert unplanned_events([], _at(8), [event(8, "04-07")]) == ([], _at(8))
     # a run started by a new champion alone, before any features event: nothing, no mark
