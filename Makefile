@@ -26,7 +26,7 @@ help:
 	@echo "make health-screenshot  the Model health page of a synthetic 60-day lake in headless Chromium: docs/model-health.png"
 	@echo "make health-screenshot-stack  run tests/deployed/test_backfill.py and copy its Model health screenshot to docs/model-health-stack.png"
 	@echo "make backfill-90  90 days of ingest and scoring backfilled on the deployed stack through the REST API,"
-	@echo "                the API's health check timed all along (an hour or more): tests/load/"
+	@echo "                the API's health check timed all along (half an hour or more): tests/load/"
 	@echo "make clean      remove .pipeline/ (lake, MLflow store, Airflow DB)"
 
 $(STAMP): pyproject.toml
@@ -113,7 +113,7 @@ health-screenshot-stack: install system-packages
 	mkdir -p docs && cp $(HEALTH_TEST_HOME)/screenshots/backfill-*-model-health.png docs/model-health-stack.png
 
 # By hand, not in CI: 90 days of ingest and scoring backfilled on the deployed stack through the REST
-# API (tests/load/; an hour or more on 2 cores): its figures and plot go to $(BACKFILL_TEST_HOME).
+# API (tests/load/; half an hour or more on 2 cores): its figures and plot go to $(BACKFILL_TEST_HOME).
 BACKFILL_TEST_HOME := $(CURDIR)/.pipeline/backfill-90
 BACKFILL_DAYS ?= 90
 backfill-90: install class-archive system-packages

@@ -1,5 +1,5 @@
 """A quarter of 2013 backfilled on the deployed stack, as an operator would load a new deployment's
-history: ``make backfill-90`` (``pytest --backfill-days 90``; an hour or more on 2 cores, so not
+history: ``make backfill-90`` (``pytest --backfill-days 90``; half an hour or more on 2 cores, so not
 part of ``make test``, where it is skipped).
 
 The stack is ``tests/stack.py``'s, as ``tests/deployed/`` runs it (PostgreSQL, Airflow's four
@@ -57,7 +57,7 @@ from tests.deployed.scenario import (
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif("not config.getoption('--backfill-days')",
-                       reason="a load test of an hour or more: make backfill-90 (pytest --backfill-days N)"),
+                       reason="a load test of half an hour or more: make backfill-90 (pytest --backfill-days N)"),
 ]
 
 MODEL = "backfill_model"
