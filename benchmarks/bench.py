@@ -115,9 +115,15 @@ def validated_lake(spark: SparkSession, home: Path, config: PipelineConfig, days
 
 def run_stages(spark: SparkSession, base: Lake, config: PipelineConfig, days: list[dt.date], factors: list[float],
                home: Path, repeat: int) -> list[dict[str, Any]]:
-    """The features stage at every factor, then the scoring stage on its Spark outputs."""
+    """The features stage at every factor, then the scoring stage on its Spark outputs. Both on the
+    builder's features alone: the contenders implement the builder's joins, not the history and
+    calendar columns of jobs/features/history.py."""
+    import dataclasses
+
     from benchmarks import features
     from benchmarks.scoring import versus_udf
+
+    config = dataclasses.replace(config, features=dataclasses.replace(config.features, history=None, calendar=None))
 
     staged = features.run_stage(spark, base, config, days, sorted(factors), home, repeat)
     lakes = [p["spark_output"] for p in staged["points"]]

@@ -68,7 +68,7 @@ def feature_lake(
         report = validate(spark, lake, no_gx, days, days[0], "benchmark")
         assert report.success and report.written, report.summary()
     with stopwatch(setup, "features_s"):
-        write_features(build_features(read_inputs(spark, lake, config, days), config), lake.features)
+        write_features(build_features(read_inputs(spark, lake, config, days), config, days), lake.features)
     return lake
 
 

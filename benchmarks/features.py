@@ -81,7 +81,7 @@ def run_stage(spark: SparkSession, base: Lake, config: PipelineConfig, days: lis
         outputs = {SPARK: Lake(str(folder)).features, POLARS: str(folder / "polars"), DUCKDB: str(folder / "duckdb")}
         jobs: dict[str, Callable[[str], Any]] = {
             SPARK: lambda out, lake=lake: write_features(build_features(read_inputs(spark, lake, config, days),
-                                                                        config), out),
+                                                                        config, days), out),
             POLARS: lambda out, lake=lake: polars_features(lake, config, days, out),
             DUCKDB: lambda out, lake=lake: duckdb_features(lake, config, days, out),
         }

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from jobs.features.history import CalendarSpec, HistorySpec
 from jobs.lake.layout import ROOT_ENV, Lake, pipeline_home
 from jobs.monitoring.spec import MonitoringSpec, monitoring_spec
 from jobs.scoring.drift import DriftSpec
@@ -86,11 +87,35 @@ class FeatureSpec:
     numeric: list[str]
     label: str
     label_description: str = "the positive class"  # what a probability is of, in reports for people
+    # Point-in-time label history and calendar columns the features job adds to the builder's rows
+    # (jobs/features/history.py); None: none.
+    history: HistorySpec | None = None
+    calendar: CalendarSpec | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.history, dict):
+            object.__setattr__(self, "history", HistorySpec(**self.history))
+        if isinstance(self.calendar, dict):
+            object.__setattr__(self, "calendar", CalendarSpec(**self.calendar))
+        clash = set(self.derived) & {*self.categorical, *self.numeric, *self.id_columns, self.label}
+        if clash:
+            raise ValueError(f"features: the builder's columns {sorted(clash)} have the names of history or "
+                             "calendar columns; rename them or turn features.history / features.calendar off")
+
+    @property
+    def derived(self) -> list[str]:
+        """The numeric inputs the features job adds to the builder's (history, calendar)."""
+        return [*(self.history.columns() if self.history else []), *(self.calendar.columns() if self.calendar else [])]
+
+    @property
+    def model_numeric(self) -> list[str]:
+        """Every numeric model input: the builder's (``numeric``), then the derived ones."""
+        return [*self.numeric, *self.derived]
 
     @property
     def inputs(self) -> list[str]:
         """Model input columns, in the order the model expects them."""
-        return [*self.categorical, *self.numeric]
+        return [*self.categorical, *self.model_numeric]
 
 
 @dataclass(frozen=True)

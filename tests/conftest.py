@@ -238,7 +238,7 @@ def features_zone(spark, lake, config) -> FeaturesZone:
 
     def build(root: Path) -> None:
         days = days_ending(LAST_DAY, (LAST_DAY - FIRST_DAY).days + 1)
-        features = build_features(read_inputs(spark, lake, config, days), config)
+        features = build_features(read_inputs(spark, lake, config, days), config, days)
         write_features(features, str(root / "features"))
         (root / "columns.json").write_text(json.dumps(features.columns))
 

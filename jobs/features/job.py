@@ -5,12 +5,13 @@ Usage::
     spark-submit jobs/features/job.py --run-date 2013-01-28 [--days 28] [--config PATH] [--lake-root PATH]
 
 Reads the validated zone (what the validate job let through): the daily tables for the DAYS days
-ending with the run date, and each reference table's latest snapshot up to the run date; calls
-the dataset's builder (``features.builder`` in the config, e.g.
-:func:`jobs.datasets.flights.build_features`) and writes Parquet to ``features/date=YYYY-MM-DD/``,
-one file per day. Only the partitions of the window are replaced (dynamic partition overwrite),
-so re-running a day or backfilling a range is idempotent. The job checks that the builder kept
-exactly one row per input row of the feed.
+ending with the run date (and the days before them that their history features read), and each
+reference table's latest snapshot up to the run date; calls the dataset's builder
+(``features.builder`` in the config, e.g. :func:`jobs.datasets.flights.build_features`), adds the
+point-in-time history and calendar columns (:mod:`jobs.features.history`) and writes Parquet to
+``features/date=YYYY-MM-DD/``, one file per day. Only the partitions of the window are replaced
+(dynamic partition overwrite), so re-running a day or backfilling a range is idempotent. The job
+checks that the builder kept exactly one row per input row of the feed.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from jobs.config import PipelineConfig, WindowArgs, import_object, job_parser, parse_job_args
 from jobs.errors import run_job
+from jobs.features.history import add_calendar, add_history, history_days
 from jobs.lake.layout import PARTITION, Lake
 from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, list_partitions, read_days
 from jobs.validation.partitions import check_not_failed, failed_days, zone_writer
@@ -34,10 +36,13 @@ log = logging.getLogger("jobs.features.job")
 def read_inputs(
     spark: SparkSession, lake: Lake, config: PipelineConfig, days: list[dt.date]
 ) -> dict[str, DataFrame]:
-    """Every configured table from the validated zone: daily ones for ``days``, reference ones as
-    of the last day (their latest snapshot on or before it). A day (or a snapshot newer than the
-    one found) whose last validation failed is an error, not a missing or older partition."""
+    """Every configured table from the validated zone: daily ones for ``days`` and for the days
+    before them that their history reads (:func:`jobs.features.history.history_days`), reference
+    ones as of the last day (their latest snapshot on or before it). A day of ``days`` (or a
+    snapshot newer than the one found) whose last validation failed is an error, not a missing or
+    older partition; an earlier day that is missing or failed is a gap in the history, counted."""
 
+    earlier = history_days(config.features, days, config.monitoring.label_delay_days)
     tables = {}
     for name, spec in config.tables.items():
         path = lake.validated(name)
@@ -51,6 +56,12 @@ def read_inputs(
                     f"no validated partition of {name!r} for {', '.join(map(str, missing))} under {path}: "
                     "run the validate job for those days first"
                 )
+            failed = failed_days(lake, name) if earlier else {}
+            gaps = [d for d in earlier if d in failed]
+            if gaps:
+                log.warning("%s: %d earlier day(s) failed validation (%s): their history counts as a gap",
+                            name, len(gaps), ", ".join(map(str, gaps)))
+            wanted = sorted({*wanted, *(d for d in earlier if d in available and d not in failed)})
         else:
             as_of = [d for d in available if d <= max(days)]
             # A snapshot that failed after the one found would be read in its place: fail instead.
@@ -69,13 +80,28 @@ def read_inputs(
     return tables
 
 
-def build_features(tables: dict[str, DataFrame], config: PipelineConfig) -> DataFrame:
-    """Apply the configured builder and check its output has every model input and the label."""
-    builder = import_object(config.features.builder)
-    features = builder(tables, config.features)
-    missing = [c for c in [PARTITION, *config.features.inputs, config.features.label] if c not in features.columns]
+def build_features(
+    tables: dict[str, DataFrame], config: PipelineConfig, days: list[dt.date] | None = None
+) -> DataFrame:
+    """The rows of ``days`` (default: every day of the tables): the configured builder's, checked
+    for every model input and the label, with the history and calendar columns
+    (:mod:`jobs.features.history`) computed from the tables' earlier days too."""
+    from pyspark.sql import functions as F
+
+    spec = config.features
+    builder = import_object(spec.builder)
+    features = builder(tables, spec)
+    missing = [c for c in [PARTITION, *spec.categorical, *spec.numeric, spec.label] if c not in features.columns]
     if missing:
-        raise ValueError(f"feature builder {config.features.builder} did not produce columns {missing}")
+        raise ValueError(f"feature builder {spec.builder} did not produce columns {missing}")
+    if spec.history is not None:
+        features = add_history(features, spec, config.monitoring.label_delay_days)
+    if days is not None:
+        features = features.where(F.col(PARTITION).isin(list(days)))
+    if spec.calendar is not None:
+        if days is None:
+            days = [r[0] for r in features.select(PARTITION).distinct().collect()]
+        features = add_calendar(features, spec.calendar, list(days))
     return features
 
 
@@ -91,13 +117,15 @@ def write_features(features: DataFrame, path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from pyspark.sql import functions as F
+
     configure_logging()
     args = parse_job_args(job_parser(__doc__, window=True), argv, WindowArgs)
     spark = get_spark(f"features-{args.run_date}", connect=True)
     tables = read_inputs(spark, args.lake, args.config, args.window)
     feed = args.config.validation.feed
-    rows_in = tables[feed].count()
-    features = build_features(tables, args.config).cache()
+    rows_in = tables[feed].where(F.col(PARTITION).isin(args.window)).count()
+    features = build_features(tables, args.config, args.window).cache()
     try:
         rows_out = features.count()
         if rows_out != rows_in:

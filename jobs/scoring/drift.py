@@ -48,6 +48,12 @@ class DriftSpec:
     # drift.png beside each day's drift.json (a quarter of a second a day; the replay turns it off)
     plot: bool = True
 
+    def ignores(self, column: str) -> bool:
+        """Whether ``column`` is reported only: named in ``ignore``, or matching a pattern there (``hist_*``)."""
+        from fnmatch import fnmatchcase
+
+        return any(fnmatchcase(column, pattern) for pattern in self.ignore)
+
 
 def _numeric_bucket(col: str, edges: list[float]) -> Any:
     """Spark expression: the bin of ``col`` (0..len(edges); nulls and NaN in bin len(edges) + 1)."""
@@ -190,7 +196,7 @@ def judge(baseline: dict[str, Any], counts: dict[str, list[int]], spec: DriftSpe
         for col, base in baseline[kind].items():
             shares = _shares(counts[col])
             entry: dict[str, Any] = {"kind": kind, "psi": round(psi(base["shares"], shares), 6),
-                                     "monitored": col not in spec.ignore}
+                                     "monitored": not spec.ignores(col)}
             if kind == "categorical":
                 entry["unknown_share"] = round(shares[0], 6)
                 entry["baseline_unknown_share"] = round(base["shares"][0], 6)

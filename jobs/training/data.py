@@ -103,10 +103,10 @@ def fit_preprocessor(
         )
         vocab[col] = [r[col] for r in rows]
     stats = labelled.agg(
-        *[F.mean(c).alias(f"mean_{c}") for c in spec.numeric],
-        *[F.stddev_pop(c).alias(f"std_{c}") for c in spec.numeric],
+        *[F.mean(c).alias(f"mean_{c}") for c in spec.model_numeric],
+        *[F.stddev_pop(c).alias(f"std_{c}") for c in spec.model_numeric],
     ).first()
-    bad = {c: (stats[f"mean_{c}"], stats[f"std_{c}"]) for c in spec.numeric
+    bad = {c: (stats[f"mean_{c}"], stats[f"std_{c}"]) for c in spec.model_numeric
            if any(v is not None and not math.isfinite(v) for v in (stats[f"mean_{c}"], stats[f"std_{c}"]))}
     if bad:
         listed = ", ".join(f"{c} (mean {m}, std {s})" for c, (m, s) in bad.items())
@@ -118,10 +118,10 @@ def fit_preprocessor(
         )
     return Preprocessor(
         categorical=list(spec.categorical),
-        numeric=list(spec.numeric),
+        numeric=list(spec.model_numeric),
         vocab=vocab,
-        mean={c: float(stats[f"mean_{c}"] or 0.0) for c in spec.numeric},
-        std={c: safe_std(stats[f"std_{c}"]) for c in spec.numeric},
+        mean={c: float(stats[f"mean_{c}"] or 0.0) for c in spec.model_numeric},
+        std={c: safe_std(stats[f"std_{c}"]) for c in spec.model_numeric},
     )
 
 

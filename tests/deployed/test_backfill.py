@@ -203,7 +203,7 @@ def _check_connect(stack, spark, session_lake, lake, config) -> None:
     flights = list(config.tables["flights"].columns)
     assert _rows(f"{lake.validated('flights')}/{day}", flights) == \
         _rows(f"{session_lake.validated('flights')}/{day}", flights)
-    classic = build_features(read_inputs(spark, session_lake, config, [DAYS[0]]), config).toPandas()
+    classic = build_features(read_inputs(spark, session_lake, config, [DAYS[0]]), config, [DAYS[0]]).toPandas()
     columns = [c for c in classic.columns if c != PARTITION]
     assert len(classic) > 100
     assert _rows(f"{lake.features}/{day}", columns) == sorted(map(tuple, classic[columns].astype(str).to_numpy()))

@@ -64,7 +64,7 @@ def test_rebuilding_a_day_replaces_its_partition(spark, lake, config, features_z
     from jobs.features.job import write_features
 
     days = [dt.date(2013, 1, 5)]
-    features = build_features(read_inputs(spark, lake, config, days), config)
+    features = build_features(read_inputs(spark, lake, config, days), config, days)
     target = str(tmp_path / "features")
     write_features(features, target)
     write_features(features, target)  # a retry

@@ -1,0 +1,172 @@
+"""Point-in-time history and calendar features, added to the dataset builder's rows by the features job.
+
+History: for a row of day D and each configured key (``features.history.keys``, e.g. the route),
+the label's rate and the number of labelled rows over trailing windows of days
+(``features.history.windows``) that end with day ``D - 1 - monitoring.label_delay_days``: only
+outcomes that have landed before D's predictions are made. Rates are smoothed towards the rate of
+all rows of the same window (``prior_rows`` pseudo-rows at that rate), so a key seen once or never
+gets the prior and a key seen often its own rate. A window with no outcomes at all (the lake's
+first days) gives ``default_prior``; ``hist_days_<w>d`` says how many of the window's days had
+outcomes, so a missing day is counted, not filled with zeros, and the first days are flagged.
+
+Computed in Spark with window functions over (key, day number) whose frame ends before the day,
+in one query whatever the number of days built: the rows of the days before the window are read
+from the validated zone by the features job (:func:`reach`).
+
+Calendar: ``day_of_year`` and the days to the next and since the last public holiday of
+``features.calendar.holidays`` (a country code of the ``holidays`` package), capped at ``max_days``.
+
+Columns: ``hist_<key>_<w>d_rate``, ``hist_<key>_<w>d_log_rows`` (log1p of the labelled rows) for
+every key and window, ``hist_all_<w>d_rate`` and ``hist_days_<w>d`` per window, then the calendar's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from jobs.lake.layout import PARTITION
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from jobs.config import FeatureSpec
+
+
+@dataclass(frozen=True)
+class HistorySpec:
+    """``features.history``: which keys' label history, over which trailing windows of days."""
+
+    keys: dict[str, list[str]]  # a name -> the builder's columns that make the key, e.g. route: [origin, dest]
+    windows: list[int] = field(default_factory=lambda: [1, 7, 28])  # trailing days
+    prior_rows: float = 20.0  # smoothing: pseudo-rows at the window's overall rate
+    default_prior: float = 0.5  # the rate where a window holds no outcomes at all
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keys", {str(k): list(v) for k, v in self.keys.items()})
+        object.__setattr__(self, "windows", sorted({int(w) for w in self.windows}))
+        if not self.windows or self.windows[0] < 1:
+            raise ValueError(f"features.history.windows must be whole days >= 1, got {self.windows}")
+        bad = [name for name, cols in self.keys.items() if not cols or name in ("all", "days")]
+        if bad:
+            raise ValueError(f"features.history.keys: {bad} need columns and may not be named 'all' or 'days'")
+        if self.prior_rows < 0 or not 0 <= self.default_prior <= 1:
+            raise ValueError("features.history: prior_rows must be >= 0 and default_prior within 0..1")
+
+    def columns(self) -> list[str]:
+        cols = []
+        for w in self.windows:
+            cols += [f"hist_all_{w}d_rate", f"hist_days_{w}d"]
+            for key in self.keys:
+                cols += [f"hist_{key}_{w}d_rate", f"hist_{key}_{w}d_log_rows"]
+        return cols
+
+    def reach(self, label_delay_days: int) -> int:
+        """How many days before a day its history reaches back."""
+        return self.windows[-1] + label_delay_days
+
+
+@dataclass(frozen=True)
+class CalendarSpec:
+    """``features.calendar``: the day of the year and the nearness of public holidays."""
+
+    holidays: str | None = None  # a country code of the holidays package (US); None: no holiday columns
+    max_days: int = 30  # distances to a holiday are capped here
+
+    def columns(self) -> list[str]:
+        return ["day_of_year", *(["days_to_holiday", "days_since_holiday"] if self.holidays else [])]
+
+
+def history_days(spec: FeatureSpec, days: list[dt.date], label_delay_days: int) -> list[dt.date]:
+    """The days before ``days`` whose rows the history of ``days`` reads (none without history)."""
+    if spec.history is None or not days:
+        return []
+    first = min(days)
+    wanted = {first - dt.timedelta(days=k) for k in range(1, spec.history.reach(label_delay_days) + 1)}
+    return sorted(wanted - set(days))
+
+
+def add_history(rows: DataFrame, spec: FeatureSpec, label_delay_days: int) -> DataFrame:
+    """``rows`` (the builder's, over the days built and the days before them) with the history
+    columns of :class:`HistorySpec`, each from the outcomes of earlier days only."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    history = spec.history
+    assert history is not None
+    label, delay = spec.label, label_delay_days
+
+    def trailing(w: int, keys: list[str]) -> Any:
+        # the w days ending label_delay_days before the day before: outcomes landed by the day's predictions
+        return Window.partitionBy(*keys).orderBy("_day").rangeBetween(-(w + delay), -(1 + delay))
+
+    def counts(frame: DataFrame, keys: list[str]) -> DataFrame:
+        return (frame.groupBy(*keys, PARTITION)
+                .agg(F.count(label).alias("_n"), F.sum(label).alias("_pos"))
+                .withColumn("_day", F.unix_date(F.col(PARTITION))))
+
+    # Over all rows, per day: a range join of the (few) days, not a window without a partition,
+    # which Spark warns about on every run.
+    days = counts(rows, [])
+    past = days.select(*[F.col(c).alias(f"_past{c}") for c in ("_day", "_n", "_pos")])
+    reach = history.reach(delay)
+    landed = (past["_past_day"] >= days["_day"] - reach) & (past["_past_day"] <= days["_day"] - 1 - delay)
+    days = days.join(past, landed, "left")
+    overall = []
+    for w in history.windows:
+        within = F.col("_past_day") >= F.col("_day") - w - delay
+        n, pos = F.sum(F.when(within, F.col("_past_n"))), F.sum(F.when(within, F.col("_past_pos")))
+        overall += [F.when(n > 0, pos / n).otherwise(F.lit(history.default_prior)).alias(f"hist_all_{w}d_rate"),
+                    F.count(F.when(within & (F.col("_past_n") > 0), 1)).cast("double").alias(f"hist_days_{w}d")]
+    days = days.groupBy(PARTITION).agg(*overall)
+    priors: dict[int, Column] = {w: F.col(f"hist_all_{w}d_rate") for w in history.windows}
+    out = rows.join(days, PARTITION, "left")
+    for key, cols in history.keys.items():
+        known = rows.where(" AND ".join(f"`{c}` IS NOT NULL" for c in cols))
+        sums = {}
+        for w in history.windows:
+            sums[f"_{key}_n{w}"] = F.sum("_n").over(trailing(w, cols))
+            sums[f"_{key}_pos{w}"] = F.sum("_pos").over(trailing(w, cols))
+        per_key = counts(known, cols).withColumns(sums).drop("_n", "_pos", "_day")
+        # rows whose key has a null part match nothing: no history, the prior
+        out = out.join(per_key, [*cols, PARTITION], "left")
+    derived = {}
+    for w in history.windows:
+        for key in history.keys:
+            n = F.coalesce(F.col(f"_{key}_n{w}"), F.lit(0))
+            pos = F.coalesce(F.col(f"_{key}_pos{w}"), F.lit(0.0))
+            derived[f"hist_{key}_{w}d_rate"] = ((pos + history.prior_rows * priors[w]) /
+                                               (n + history.prior_rows)).cast("double")
+            derived[f"hist_{key}_{w}d_log_rows"] = F.log1p(n).cast("double")
+    derived = {name: derived.get(name, F.col(name).cast("double")) for name in history.columns()}
+    return out.select(*rows.columns, *[expr.alias(name) for name, expr in derived.items()])
+
+
+def calendar_rows(spec: CalendarSpec, days: list[dt.date]) -> list[tuple]:
+    """(day, day of year, days to the next holiday, days since the last), the distances capped."""
+    table = []
+    holidays: list[dt.date] = []
+    if spec.holidays and days:
+        import holidays as package
+
+        years = range(min(days).year - 1, max(days).year + 2)
+        holidays = sorted(package.country_holidays(spec.holidays, years=years))
+    for day in sorted(set(days)):
+        row: list[Any] = [day, float(day.timetuple().tm_yday)]
+        if spec.holidays:
+            ahead = [(h - day).days for h in holidays if h >= day]
+            behind = [(day - h).days for h in holidays if h <= day]
+            row += [float(min(ahead[0] if ahead else spec.max_days, spec.max_days)),
+                    float(min(behind[-1] if behind else spec.max_days, spec.max_days))]
+        table.append(tuple(row))
+    return table
+
+
+def add_calendar(rows: DataFrame, spec: CalendarSpec, days: list[dt.date]) -> DataFrame:
+    """``rows`` with the calendar's columns for their day (``days``: the days the rows are of)."""
+    from pyspark.sql import functions as F
+
+    schema = ", ".join([f"{PARTITION} date", *[f"{c} double" for c in spec.columns()]])
+    calendar = rows.sparkSession.createDataFrame(calendar_rows(spec, days), schema)
+    return rows.join(F.broadcast(calendar), PARTITION, "left").select(*rows.columns, *spec.columns())

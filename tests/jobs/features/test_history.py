@@ -1,0 +1,124 @@
+"""Point-in-time history and calendar features (jobs/features/history.py) on the real example data
+of the session lake (2013-01-01..10): no leak from a day's own or later outcomes, the label delay
+respected, the first days and gaps flagged, the numbers equal to a plain pandas computation."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from jobs.features.job import build_features, read_inputs
+
+D = dt.date(2013, 1, 8)
+LAST = dt.date(2013, 1, 10)
+FLIGHT = ["carrier", "flight", "origin", "sched_dep_time"]
+
+
+def _days(first: dt.date, last: dt.date) -> list[dt.date]:
+    return [first + dt.timedelta(days=k) for k in range((last - first).days + 1)]
+
+
+def _changed(tables: dict, days: list[dt.date]) -> dict:
+    """``tables`` with the outcomes (arrival delays) of ``days`` turned around: late becomes on time
+    and on time two hours late."""
+    from pyspark.sql import functions as F
+
+    flights = tables["flights"]
+    turned = F.when(F.col("arr_delay") > 15, F.lit(0.0)).otherwise(F.col("arr_delay") + 120)
+    flights = flights.withColumn("arr_delay", F.when(F.col("date").isin(days), turned).otherwise(F.col("arr_delay")))
+    return {**tables, "flights": flights}
+
+
+def _day(frame, config) -> pd.DataFrame:
+    columns = list(dict.fromkeys([*FLIGHT, "tailnum", *config.features.inputs, "label"]))
+    return frame.toPandas().sort_values(FLIGHT).reset_index(drop=True)[columns]
+
+
+@pytest.fixture(scope="module")
+def delayed(config, config_patch):
+    return config_patch.replace(config, monitoring={"label_delay_days": 2})
+
+
+@pytest.mark.parametrize("delay", [0, 2])
+def test_a_days_inputs_never_see_its_own_or_later_outcomes(spark, lake, config, delayed, delay):
+    """Turning around the outcomes of every day from D - delay on changes none of D's model inputs
+    (the scoring job predicts from these columns only); turning around the last day whose outcomes
+    have landed, D - 1 - delay, changes D's history."""
+    cfg = delayed if delay else config
+    tables = read_inputs(spark, lake, cfg, _days(D, LAST))  # the days after D are in the frames too
+    before = _day(build_features(tables, cfg, [D]), cfg)
+    unseen = _day(build_features(_changed(tables, _days(D - dt.timedelta(days=delay), LAST)), cfg, [D]), cfg)
+    inputs = cfg.features.inputs
+    pd.testing.assert_frame_equal(unseen[inputs], before[inputs])
+    if delay == 0:
+        assert (unseen["label"] != before["label"]).any()  # the day's own outcomes did change
+    landed = _day(build_features(_changed(tables, [D - dt.timedelta(days=1 + delay)]), cfg, [D]), cfg)
+    history = [c for c in inputs if c.startswith("hist_") and "_rate" in c]
+    moved = [c for c in history if not landed[c].equals(before[c])]
+    # every window reaches that day, and every key's rate moves with it
+    assert moved == history
+    pd.testing.assert_frame_equal(landed[cfg.features.numeric], before[cfg.features.numeric])
+
+
+def test_history_equals_a_plain_computation_of_the_past_days(spark, lake, config):
+    """hist_<key>_<w>d_* of day D against pandas over the validated flights of the days before D."""
+    spec = config.features.history
+    tables = read_inputs(spark, lake, config, [D])
+    got = _day(build_features(tables, config, [D]), config)
+    past = build_features(read_inputs(spark, lake, config, _days(dt.date(2013, 1, 1), D)), config).toPandas()
+    m = spec.prior_rows
+    for w in spec.windows:
+        frame = past[(past["date"] >= D - dt.timedelta(days=w)) & (past["date"] < D)]
+        labelled = frame[frame["label"].notna()]
+        prior = labelled["label"].mean()
+        assert got[f"hist_all_{w}d_rate"].iloc[0] == pytest.approx(prior)
+        assert got[f"hist_days_{w}d"].iloc[0] == min(w, (D - dt.date(2013, 1, 1)).days)
+        for key, cols in spec.keys.items():
+            stats = labelled.groupby(cols)["label"].agg(["sum", "count"]).reset_index()
+            joined = got[cols].merge(stats, on=cols, how="left").fillna({"sum": 0.0, "count": 0})
+            expected = (joined["sum"] + m * prior) / (joined["count"] + m)
+            assert got[f"hist_{key}_{w}d_rate"].to_numpy() == pytest.approx(expected.to_numpy()), (key, w)
+            log_rows = np.log1p(joined["count"].to_numpy(float))
+            assert got[f"hist_{key}_{w}d_log_rows"].to_numpy() == pytest.approx(log_rows), (key, w)
+
+
+def test_first_days_get_the_prior_and_gaps_are_counted(spark, lake, config):
+    """The lake's first day has no history: every rate is the configured prior, every count 0, and
+    hist_days says so; a missing day in the window is one day fewer, and an unseen or null key gets
+    the window's overall rate."""
+    from pyspark.sql import functions as F
+
+    spec = config.features.history
+    first = _day(build_features(read_inputs(spark, lake, config, [dt.date(2013, 1, 1)]), config), config)
+    for w in spec.windows:
+        assert (first[f"hist_days_{w}d"] == 0).all()
+        rates = [c for c in first.columns if c.startswith("hist_") and c.endswith(f"_{w}d_rate")]
+        assert (first[rates] == spec.default_prior).all().all()
+        assert (first[[c for c in first.columns if c.endswith(f"_{w}d_log_rows")]] == 0).all().all()
+
+    tables = read_inputs(spark, lake, config, [D])
+    gap = dict(tables, flights=tables["flights"].where(F.col("date") != D - dt.timedelta(days=3)))
+    flights = gap["flights"]
+    # a plane never seen before, and a flight without a tail number
+    flights = flights.withColumn("tailnum", F.when((F.col("date") == D) & (F.col("flight") % 2 == 0), F.lit("NEW1"))
+                                 .when((F.col("date") == D) & (F.col("flight") % 3 == 0), F.lit(None))
+                                 .otherwise(F.col("tailnum")))
+    got = _day(build_features(dict(gap, flights=flights), config, [D]), config)
+    assert (got["hist_days_7d"] == 6).all() and (got["hist_days_1d"] == 1).all()
+    unseen = got[(got["flight"] % 2 == 0) | (got["flight"] % 3 == 0)]
+    assert len(unseen) > 100
+    for w in spec.windows:
+        assert unseen[f"hist_tailnum_{w}d_rate"].to_numpy() == pytest.approx(unseen[f"hist_all_{w}d_rate"].to_numpy())
+        assert (unseen[f"hist_tailnum_{w}d_log_rows"] == 0).all()
+
+
+def test_calendar_counts_days_to_and_since_holidays(config):
+    from jobs.features.history import calendar_rows
+
+    rows = {r[0]: r[1:] for r in calendar_rows(config.features.calendar, _days(dt.date(2012, 12, 30), D))}
+    assert rows[dt.date(2013, 1, 1)] == (1.0, 0.0, 0.0)  # New Year's Day
+    assert rows[dt.date(2012, 12, 30)] == (365.0, 2.0, 5.0)  # after Christmas 2012, before New Year
+    assert rows[D] == (8.0, 13.0, 7.0)  # Martin Luther King Jr. Day is 2013-01-21
