@@ -8,7 +8,10 @@ holdout). `plan_training` says what started the run and picks the window's last 
 last day before the weekly run; the MLflow run is tagged `trigger` (person, decay, drift or
 schedule) and `started_by` (in words), and the training summary says both. The window is the
 `train_days + holdout_days` days ending with *D*; every day of it must have features (built by
-`ingest_pipeline`: this DAG writes none), or the run fails at once saying what to ingest.
+`ingest_pipeline`: this DAG writes none), or the run fails at once saying what to ingest. With
+`max_train_days` the training days reach further back, over every earlier day with features up to
+that many (an expanding window). A day whose features are stale (an earlier day they read was
+validated again since) is refused, saying which ingest rebuilds it.
 
 `train_baselines` fits the Spark MLlib baselines (logistic regression, gradient-boosted trees) on
 the same days, each its own MLflow run. Beside it, the sweep: `plan_sweep` builds the candidate
@@ -57,6 +60,10 @@ from orchestration.tasks import (
 # Knobs a person tunes per run: empty keeps train.<name> of the config.
 TRAIN_PARAMS = {
     "train_days": Param(None, type=["null", "integer"], minimum=1, description="days the model is fitted on"),
+    "max_train_days": Param(None, type=["null", "integer"], minimum=1,
+                            description="an expanding window: the training days reach back over the earlier days "
+                                        "with features, up to this many (empty with train_days set: exactly "
+                                        "train_days)"),
     "holdout_days": Param(None, type=["null", "integer"], minimum=1,
                           description="days after them it is evaluated on (and compared with the champion)"),
     "epochs": Param(None, type=["null", "integer"], minimum=1, maximum=1000, description="passes over the data"),
@@ -120,7 +127,8 @@ with DAG(
 ):
     plan = plan_training()
     baselines = spark_job("baselines", task_id="train_baselines", run_date=plan["run_date"],
-                          args=[*_param_args(["train_days", "holdout_days"]), "--started-by", plan["started_by"]])
+                          args=[*_param_args(["train_days", "max_train_days", "holdout_days"]), "--started-by",
+                                plan["started_by"]])
     candidates = plan_sweep(plan["run_date"], plan["started_by"], list(TRAIN_PARAMS))
     sweep = spark_job_mapped("train", candidates, task_id="train_candidate")
     best = select_candidate(candidates)

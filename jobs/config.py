@@ -140,6 +140,9 @@ class TrainSpec:
     collective_timeout_s: int = 300  # how long a rank waits in a collective for a peer (gloo's default: 30 min)
     model: str = DEFAULT_MODEL  # module:function(preprocessor, hyperparameters) -> torch module
     validation_days: int = 0  # between the training and the holdout days: threshold and sweep choices
+    # An expanding window: the training days reach back past train_days over every earlier day the
+    # lake has features for (without a gap), up to this many days. None: exactly train_days.
+    max_train_days: int | None = None
     hyperparameters: dict[str, Any] = field(default_factory=lambda: {"embedding_dim": 6, "hidden_units": [64, 32]})
 
     def __post_init__(self) -> None:
@@ -152,6 +155,9 @@ class TrainSpec:
                              f"got {self.promotion_metric!r}")
         if self.validation_days < 0:
             raise ValueError(f"train.validation_days must be at least 0, got {self.validation_days}")
+        if self.max_train_days is not None and self.max_train_days < self.train_days:
+            raise ValueError(f"train.max_train_days ({self.max_train_days}) must be at least train.train_days "
+                             f"({self.train_days}), or null for a fixed window")
         for name in ("train_days", "holdout_days", "epochs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"train.{name} must be at least 1, got {getattr(self, name)}")
@@ -388,6 +394,8 @@ def parse_job_args(
     setting of its name in the config."""
     ns = vars(parser.parse_args(argv))
     overrides = {name: value for name in train_overrides if (value := ns.pop(name)) is not None}
+    if "train_days" in overrides:
+        overrides.setdefault("max_train_days", None)  # a window asked for by its length is that long
     config = load_config(ns.pop("config"))
     config.tracking.apply()  # every job's MLflow calls fail within seconds when the server is gone
     if overrides:

@@ -79,11 +79,12 @@ class CalendarSpec:
 
 
 def history_days(spec: FeatureSpec, days: list[dt.date], label_delay_days: int) -> list[dt.date]:
-    """The days before ``days`` whose rows the history of ``days`` reads (none without history)."""
-    if spec.history is None or not days:
+    """The days before each of ``days`` whose outcomes its history reads, that are not among
+    ``days`` themselves (none without history)."""
+    if spec.history is None:
         return []
-    first = min(days)
-    wanted = {first - dt.timedelta(days=k) for k in range(1, spec.history.reach(label_delay_days) + 1)}
+    reach = spec.history.reach(label_delay_days)
+    wanted = {day - dt.timedelta(days=k) for day in days for k in range(1 + label_delay_days, reach + 1)}
     return sorted(wanted - set(days))
 
 

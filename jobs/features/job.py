@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from jobs.config import PipelineConfig, WindowArgs, import_object, job_parser, parse_job_args
 from jobs.errors import run_job
+from jobs.features import lineage
 from jobs.features.history import add_calendar, add_history, history_days
 from jobs.lake.layout import PARTITION, Lake
 from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, list_partitions, read_days
@@ -116,16 +117,33 @@ def write_features(features: DataFrame, path: str) -> None:
     )
 
 
+def rebuild_days(spark: SparkSession, lake: Lake, config: PipelineConfig, days: list[dt.date]) -> list[dt.date]:
+    """``days`` and the later days of the features zone whose history reads them and whose inputs
+    changed since they were built (:func:`jobs.features.lineage.stale_days`), when their feed is
+    validated: re-running the ingest of an earlier day brings the later days it feeds up to date."""
+    feed = config.validation.feed
+    validated = lineage.versions(lake, feed)
+    later = [d for d in lineage.stale_days(lake, config, days, list_partitions(spark, lake.features))
+             if d in validated]
+    if later:
+        log.warning("rebuilding the features of %d later day(s) whose history changed: %s", len(later),
+                    ", ".join(map(str, later)))
+    return sorted({*days, *later})
+
+
 def main(argv: list[str] | None = None) -> None:
     from pyspark.sql import functions as F
 
     configure_logging()
     args = parse_job_args(job_parser(__doc__, window=True), argv, WindowArgs)
     spark = get_spark(f"features-{args.run_date}", connect=True)
-    tables = read_inputs(spark, args.lake, args.config, args.window)
-    feed = args.config.validation.feed
-    rows_in = tables[feed].where(F.col(PARTITION).isin(args.window)).count()
-    features = build_features(tables, args.config, args.window).cache()
+    lake, config = args.lake, args.config
+    days = rebuild_days(spark, lake, config, args.window)
+    taken = lineage.snapshot(lake, config, days)  # before reading: a change meanwhile leaves the days stale
+    tables = read_inputs(spark, lake, config, days)
+    feed = config.validation.feed
+    rows_in = tables[feed].where(F.col(PARTITION).isin(days)).count()
+    features = build_features(tables, config, days).cache()
     try:
         rows_out = features.count()
         if rows_out != rows_in:
@@ -134,14 +152,16 @@ def main(argv: list[str] | None = None) -> None:
                 "(a join on a non-unique key?)"
             )
         # one writer per day of the zone; staging a killed features job left is removed first
-        with zone_writer(spark, args.lake, "features", args.lake.features, args.window, f"features-{args.run_date}"):
-            write_features(features, args.lake.features)
-        labelled = features.where(features[args.config.features.label].isNotNull()).count()
+        with zone_writer(spark, lake, "features", lake.features, days, f"features-{args.run_date}"):
+            write_features(features, lake.features)
+            lineage.record(lake, taken, f"features-{args.run_date}")  # after the rows it describes
+        labelled = features.where(features[config.features.label].isNotNull()).count()
     finally:
         features.unpersist()  # a shared Spark Connect server would keep it cached after the job
     log.info(
-        "wrote %d feature rows (%d labelled) for %s..%s to %s",
-        rows_out, labelled, args.window[0], args.run_date, args.lake.features,
+        "wrote %d feature rows (%d labelled) for %s to %s", rows_out, labelled,
+        f"{days[0]}..{days[-1]}" if len(days) == (days[-1] - days[0]).days + 1 else ", ".join(map(str, days)),
+        lake.features,
     )
 
 

@@ -35,6 +35,7 @@ import numpy as np
 
 from jobs.config import FeatureSpec, WindowArgs, job_parser, parse_bool, parse_job_args
 from jobs.errors import run_job
+from jobs.features.lineage import check_fresh
 from jobs.lake.layout import DRIFT_PLOT, DRIFT_REPORT, PARTITION, partition_value
 from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, path_exists, require_cuda
 from jobs.lake.storage import delete_file, write_bytes, write_text
@@ -293,6 +294,7 @@ def main(argv: list[str] | None = None) -> None:
         if not path_exists(spark, source):
             raise MissingPartitionError(f"no features for {day}: expected {source}; run the features job first")
         refuse_failed_day(lake, config.validation.feed, day)
+    check_fresh(lake, args.window)  # features whose history changed since they were built are not served
     with phase("model load"):  # on the driver: the registry lookup and the preprocessor
         model, load_uri = resolve_model(config.train.model_name, args.model_version)
         preprocessor = model_preprocessor(load_uri)

@@ -49,10 +49,11 @@ class BaselinesArgs(JobArgs):
 def parse_args(argv: list[str] | None = None) -> BaselinesArgs:
     parser = job_parser(__doc__)
     parser.add_argument("--started-by", default=None, help="what started the run: an MLflow tag")
-    for name in ("train_days", "holdout_days"):  # the window, as the train job's options of the same name
+    window = ("train_days", "max_train_days", "holdout_days")  # as the train job's options of the same name
+    for name in window:
         parser.add_argument(f"--{name.replace('_', '-')}", type=optional(int), default=None,
                             help=f"(default: train.{name})")
-    return parse_job_args(parser, argv, BaselinesArgs, train_overrides=("train_days", "holdout_days"))
+    return parse_job_args(parser, argv, BaselinesArgs, train_overrides=window)
 
 
 def estimator(spec: BaselineSpec, label: str, seed: int) -> Any:
@@ -193,11 +194,11 @@ def promote(config: PipelineConfig, spec: BaselineSpec, model_uri: str, holdout:
 def train_baselines(spark: SparkSession, lake: Lake, config: PipelineConfig, run_date: dt.date,
                     started_by: str | None = None) -> list[dict[str, Any]]:
     """Every configured baseline on the window ending with ``run_date`` (see :func:`train_baseline`)."""
-    from jobs.training.data import feature_dirs, fit_preprocessor, split_validation
+    from jobs.training.data import feature_dirs, featured_days, fit_preprocessor, training_window
 
     cfg = config.train
     days = dict(zip(("train", "validation", "holdout"),
-                    split_validation(run_date, cfg.train_days, cfg.validation_days, cfg.holdout_days), strict=True))
+                    training_window(run_date, cfg, featured_days(spark, lake, cfg)), strict=True))
     dirs = {part: feature_dirs(spark, lake, found) for part, found in days.items()}
     windows = {part: f"{found[0]}..{found[-1]}" if found else "" for part, found in days.items()}
     features = spark.read.option("basePath", lake.features).parquet(*dirs["train"])

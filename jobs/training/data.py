@@ -11,13 +11,13 @@ from jobs.errors import DataError
 from jobs.lake.spark import MissingPartitionError, path_exists
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
     import pandas as pd
     import torch
     from pyspark.sql import DataFrame, SparkSession
 
-    from jobs.config import FeatureSpec
+    from jobs.config import FeatureSpec, TrainSpec
     from jobs.lake.layout import Lake
     from jobs.model.tabular import Preprocessor
 
@@ -38,13 +38,38 @@ def split_validation(run_date: dt.date, train_days: int, validation_days: int, h
     return train, rest[:validation_days], rest[validation_days:]
 
 
+def training_window(run_date: dt.date, train: TrainSpec, featured: Iterable[dt.date],
+                    ) -> tuple[list[dt.date], list[dt.date], list[dt.date]]:
+    """(training, validation, holdout days) of a training on ``run_date`` (:func:`split_validation`);
+    with ``train.max_train_days``, the training days go on back over the days before them that
+    have features (``featured``: the features zone's days), up to the first gap, at most
+    ``max_train_days`` in all: an expanding window over the history the lake holds."""
+    days, validation, holdout = split_validation(run_date, train.train_days, train.validation_days,
+                                                 train.holdout_days)
+    featured = set(featured)
+    cap = train.max_train_days or train.train_days
+    while len(days) < cap and (earlier := days[0] - dt.timedelta(days=1)) in featured:
+        days.insert(0, earlier)
+    return days, validation, holdout
+
+
+def featured_days(spark: SparkSession, lake: Lake, train: TrainSpec) -> list[dt.date]:
+    """The features zone's days, when an expanding window needs them (none otherwise: no listing)."""
+    from jobs.lake.spark import list_partitions
+
+    return list_partitions(spark, lake.features) if train.max_train_days else []
+
+
 def feature_dirs(spark: SparkSession, lake: Lake, days: list[dt.date]) -> list[str]:
+    from jobs.features.lineage import check_fresh
+
     dirs = [lake.partition(lake.features, day) for day in days]
     missing = [d for d in dirs if not path_exists(spark, d)]
     if missing:
         raise MissingPartitionError(
             f"{len(missing)} feature partition(s) missing, e.g. {missing[0]}: run the features job for them first"
         )
+    check_fresh(lake, days)  # a day whose history changed since it was built is refused, not trained on
     return dirs
 
 

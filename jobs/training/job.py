@@ -14,7 +14,9 @@ same name for this run; an empty value (what an Airflow param left empty renders
 config's.
 
 The window is ``train.train_days + train.validation_days + train.holdout_days`` days ending with the
-run date: the model is fitted on the first ``train_days`` and evaluated on the last ``holdout_days``;
+run date: the model is fitted on the first ``train_days`` (with ``train.max_train_days``, on every
+earlier day the features zone holds too, up to that many: :func:`jobs.training.data.training_window`)
+and evaluated on the last ``holdout_days``;
 the validation days between them choose the report's threshold (:mod:`jobs.selection.evaluation`). The driver fits the
 preprocessing (vocabularies, normalisation statistics) with Spark, opens an MLflow run and logs the
 parameters; TorchDistributor starts ``num_processes`` ranks (gloo on CPU; NCCL on GPU, one rank per
@@ -47,7 +49,7 @@ from jobs.errors import run_job
 from jobs.lake.spark import configure_logging, get_spark, require_cuda
 from jobs.selection.gate import PROMOTION_METRICS
 from jobs.tracking import check_tracking_server
-from jobs.training.data import check_labels, feature_dirs, fit_preprocessor, split_validation
+from jobs.training.data import check_labels, feature_dirs, featured_days, fit_preprocessor, training_window
 from jobs.training.lifecycle import failed_on_error, terminate_on_signal
 from jobs.training.loop import rank_errors, train_fn
 from jobs.training.publish import TrainingRun, open_run, publish
@@ -63,6 +65,8 @@ OVERRIDES = {
     "local_mode": (parse_bool, "true: ranks run on the driver; false: as a barrier stage on the cluster"),
     "precision": (optional_choice(PRECISIONS), " | ".join(PRECISIONS)),
     "train_days": (int, "days the model is fitted on"),
+    "max_train_days": (int, "an expanding window: the training days reach back over the lake's earlier days with "
+                            "features, up to this many"),
     "holdout_days": (int, "days after them it is evaluated on"),
     "epochs": (int, "passes over the training days"),
     "learning_rate": (float, "Adam's step size"),
@@ -122,12 +126,12 @@ def main(argv: list[str] | None = None) -> None:
     cfg, spec = args.config.train, args.config.features
     use_gpu, local_mode, precision = cfg.use_gpu, cfg.local_mode, cfg.precision
     num_processes = training_processes(use_gpu, local_mode, args.num_processes, cfg.num_processes)
-    train_days, validation_days, holdout_days = split_validation(args.run_date, cfg.train_days, cfg.validation_days,
-                                                                 cfg.holdout_days)
 
     # Fit the preprocessing on the training days with Spark. GPU resources must be known when the
     # session starts; spark-submit --conf settings win.
     spark = get_spark(f"train-{args.run_date}", gpu_resources(local_mode, num_processes) if use_gpu else None)
+    featured = featured_days(spark, args.lake, cfg)
+    train_days, validation_days, holdout_days = training_window(args.run_date, cfg, featured)
     train_dirs, holdout_dirs = feature_dirs(spark, args.lake, train_days), feature_dirs(spark, args.lake, holdout_days)
     validation_dirs = feature_dirs(spark, args.lake, validation_days)
     features = spark.read.option("basePath", args.lake.features).parquet(*train_dirs)

@@ -143,9 +143,9 @@ def test_every_training_param_reaches_the_job_as_the_setting_it_names(dag_bag):
     from jobs.training.job import parse_args
 
     dag = dag_bag.dags["train_pipeline"]
-    values = {"train_days": 14, "holdout_days": 3, "epochs": 2, "learning_rate": 0.01, "num_processes": 1,
-              "use_gpu": True, "precision": "bf16", "promotion_metric": "log_loss", "promotion_margin": 0.01,
-              "require_approval": True}
+    values = {"train_days": 14, "max_train_days": 60, "holdout_days": 3, "epochs": 2, "learning_rate": 0.01,
+              "num_processes": 1, "use_gpu": True, "precision": "bf16", "promotion_metric": "log_loss",
+              "promotion_margin": 0.01, "require_approval": True}
     assert set(dag.params) - {"run_date", *values} == {"sweep_size", "sweep_learning_rates", "sweep_widths",
                                                         "sweep_depths", "sweep_epochs"}
     for name, value in values.items():

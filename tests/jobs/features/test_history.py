@@ -122,3 +122,61 @@ def test_calendar_counts_days_to_and_since_holidays(config):
     assert rows[dt.date(2013, 1, 1)] == (1.0, 0.0, 0.0)  # New Year's Day
     assert rows[dt.date(2012, 12, 30)] == (365.0, 2.0, 5.0)  # after Christmas 2012, before New Year
     assert rows[D] == (8.0, 13.0, 7.0)  # Martin Luther King Jr. Day is 2013-01-21
+
+
+@pytest.mark.e2e  # the features job three times and a validation on a lake of its own: a minute or more
+def test_a_revalidated_earlier_day_makes_the_later_days_stale_until_its_ingest_rebuilds_them(
+        spark, lake, config_without_gx, config_patch, tmp_path):
+    """Re-validating D - 3 with other outcomes leaves D's features (built from the old ones) stale:
+    training's and scoring's check refuses them, naming the day, what changed and the command; the
+    features job of D - 3 then rebuilds D - 3 and every later day its history feeds, and D's features
+    equal building D afresh."""
+    import shutil
+
+    from jobs.features import lineage
+    from jobs.features.job import main
+    from jobs.lake.layout import Lake, partition_name
+    from jobs.training.data import feature_dirs
+    from jobs.validation.job import validate
+
+    own = Lake(str(tmp_path / "lake"))
+    for zone in ("raw", "validated"):
+        shutil.copytree(f"{lake.root}/{zone}", f"{own.root}/{zone}")
+    first, changed = dt.date(2013, 1, 1), D - dt.timedelta(days=3)
+    settings = config_patch.write(tmp_path, validation={"great_expectations": False})
+    job = ["--lake-root", own.root, "--config", str(settings)]
+    main(["--run-date", str(LAST), "--days", str((LAST - first).days + 1), *job])
+    lineage.check_fresh(own, _days(first, LAST))
+
+    def written(day: dt.date) -> pd.DataFrame:
+        return _day(spark.read.option("basePath", own.features).parquet(f"{own.features}/{partition_name(day)}"),
+                    config_without_gx)
+
+    before = written(D)
+
+    raw = tmp_path / "lake" / "raw" / "flights" / partition_name(changed) / "flights.csv"
+    frame = pd.read_csv(raw, keep_default_na=False, dtype=str)
+    delay = pd.to_numeric(frame["arr_delay"], errors="coerce")
+    frame["arr_delay"] = [("NA" if pd.isna(v) else str(int(0 if v > 15 else v + 120))) for v in delay]
+    frame.to_csv(raw, index=False)
+    assert validate(spark, own, config_without_gx, [changed], first, "again").written
+
+    with pytest.raises(lineage.StaleFeaturesError) as refused:
+        feature_dirs(spark, own, [D - dt.timedelta(days=1), D])
+    message = str(refused.value)
+    assert f"the features of {D - dt.timedelta(days=1)}, {D} are stale" in message
+    assert f"flights of {changed} was validated again" in message
+    assert f"spark-submit jobs/features/job.py --run-date {D} --days 2" in message
+    stale = lineage.changes(own, _days(first, LAST))
+    assert sorted(stale) == _days(changed, LAST)  # the day itself and the days its history feeds, no earlier one
+
+    main(["--run-date", str(changed), "--days", "1", *job])  # the ingest of the changed day
+    lineage.check_fresh(own, _days(first, LAST))
+    feature_dirs(spark, own, _days(first, LAST))
+    after = written(D)
+    fresh = _day(build_features(read_inputs(spark, own, config_without_gx, [D]), config_without_gx, [D]),
+                 config_without_gx)
+    inputs = config_without_gx.features.inputs
+    pd.testing.assert_frame_equal(after[inputs], fresh[inputs])
+    assert not after["hist_route_7d_rate"].equals(before["hist_route_7d_rate"])
+

@@ -61,7 +61,7 @@ def _measure(spark, reference, day, spec: DriftSpec) -> dict:
 
 def test_the_baseline_describes_the_training_window(reference, config):
     baseline = reference["baseline"]
-    assert set(baseline["numeric"]) == set(config.features.numeric)
+    assert set(baseline["numeric"]) == set(config.features.model_numeric)
     assert set(baseline["categorical"]) == set(config.features.categorical)
     for entry in [*baseline["numeric"].values(), *baseline["categorical"].values(), baseline[PREDICTION]]:
         assert abs(sum(entry["shares"]) - 1.0) < 1e-9

@@ -20,6 +20,25 @@ def test_split_window_puts_the_holdout_last():
     assert holdout == [dt.date(2013, 1, 8), dt.date(2013, 1, 9), dt.date(2013, 1, 10)]
 
 
+def test_an_expanding_window_reaches_back_over_the_featured_days_up_to_its_cap(config, config_patch):
+    from jobs.training.data import training_window
+
+    def days(first: int, last: int) -> list[dt.date]:
+        return [dt.date(2013, 1, d) for d in range(first, last + 1)]
+
+    run = dt.date(2013, 1, 30)
+    fixed = config_patch.replace(config, train={"train_days": 5, "validation_days": 2, "holdout_days": 3})
+    assert training_window(run, fixed.train, days(1, 30)) == (days(21, 25), days(26, 27), days(28, 30))
+    expanding = config_patch.replace(fixed, train={"max_train_days": 12})
+    assert training_window(run, expanding.train, days(1, 30))[0] == days(14, 25)  # at most 12 days
+    assert training_window(run, expanding.train, days(18, 30))[0] == days(18, 25)  # as far as the lake goes
+    gap = [d for d in days(1, 30) if d != dt.date(2013, 1, 17)]
+    assert training_window(run, expanding.train, gap)[0] == days(18, 25)  # up to the first gap
+    assert training_window(run, expanding.train, [])[0] == days(21, 25)  # train_days at least, as ever
+    with pytest.raises(ValueError, match="max_train_days .4. must be at least train.train_days"):
+        config_patch.replace(fixed, train={"max_train_days": 4})
+
+
 def test_fit_preprocessor_uses_labelled_rows_and_frequent_categories(spark):
     spec = FeatureSpec(builder="x:y", id_columns=[], categorical=["carrier"], numeric=["distance", "engines"],
                        label="label")
