@@ -28,6 +28,7 @@ from jobs.selection.specs import BaselineSpec, EvaluationSpec, SweepSpec, baseli
 DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
 TRAINING_WINDOW = "train"
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # of training steps: see jobs.training.loop.resolve_precision
+DATA_PATHS = ("auto", "memory", "stream")  # how a rank reads its share: see jobs.training.stream.resolve_data_path
 DEFAULT_MODEL = "jobs.model.tabular:build_net"  # train.model when the config names none
 
 
@@ -115,6 +116,9 @@ class TrainSpec:
     collective_timeout_s: int = 300  # how long a rank waits in a collective for a peer (gloo's default: 30 min)
     model: str = DEFAULT_MODEL  # module:function(preprocessor, hyperparameters) -> torch module
     validation_days: int = 0  # between the training and the holdout days: threshold and sweep choices
+    data_path: str = "auto"  # how a rank reads its share: memory, stream, or auto (jobs.training.stream)
+    buffer_rows: int = 65536  # a streaming rank's shuffle buffer, in rows
+    read_ahead: int = 2  # row groups a streaming rank reads ahead of its steps
     hyperparameters: dict[str, Any] = field(default_factory=lambda: {"embedding_dim": 6, "hidden_units": [64, 32]})
 
     def __post_init__(self) -> None:
@@ -125,6 +129,11 @@ class TrainSpec:
         if self.promotion_metric not in PROMOTION_METRICS:
             raise ValueError(f"train.promotion_metric must be one of {', '.join(PROMOTION_METRICS)}, "
                              f"got {self.promotion_metric!r}")
+        if self.data_path not in DATA_PATHS:
+            raise ValueError(f"train.data_path must be one of {', '.join(DATA_PATHS)}, got {self.data_path!r}")
+        for name in ("buffer_rows", "read_ahead"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"train.{name} must be at least 1, got {getattr(self, name)}")
         if self.validation_days < 0:
             raise ValueError(f"train.validation_days must be at least 0, got {self.validation_days}")
         for name in ("train_days", "holdout_days", "epochs"):
