@@ -19,7 +19,9 @@ the validation days between them choose the report's threshold (:mod:`jobs.selec
 preprocessing (vocabularies, normalisation statistics) with Spark, opens an MLflow run and logs the
 parameters; TorchDistributor starts ``num_processes`` ranks (gloo on CPU; NCCL on GPU, one rank per
 GPU, by default every GPU of the machine in local mode), each reading the feature Parquet itself and
-keeping its rows on its device; steps run in ``train.precision`` (bf16 autocast by default on a GPU
+keeping its rows on its device, or streaming them through a bounded buffer (``train.data_path``,
+:mod:`jobs.training.stream`; a window that would leave a rank without rows is refused first); steps
+run in ``train.precision`` (bf16 autocast by default on a GPU
 that has it, fp16 with a loss scaler, fp32); rank 0 logs per-epoch metrics, plots (loss curves, ROC and
 calibration curves on the holdout) and the model (pyfunc with signature, input example and the
 preprocessing). The driver then registers a new model version and tags it with the run date, the

@@ -96,6 +96,35 @@ def test_the_plan_counts_labelled_rows_from_the_footers(tmp_path):
     assert plan.share_rows == [sum(plan.share(r)[1]) for r in (0, 1)] and sum(plan.share_rows) == len(labelled)
 
 
+def test_without_statistics_in_the_footer_the_plan_reads_the_label_column(tmp_path):
+    import pyarrow.parquet as pq
+
+    dirs, labelled = write_days(tmp_path, [2, 1])
+    for folder in dirs:  # the same rows, written without column statistics
+        path = Path(folder) / "part-0.parquet"
+        pq.write_table(pq.read_table(path), path, row_group_size=10, write_statistics=False)
+        assert pq.ParquetFile(path).metadata.row_group(0).column(3).statistics is None
+    assert plan_shares(dirs, 1, "label").labelled == (8, 8, 8)
+    assert sorted(i for batch in epoch_ids(shard(dirs), 0) for i in batch) == sorted(labelled)
+
+
+def test_a_file_rewritten_with_other_rows_after_the_plan_fails_naming_it(tmp_path):
+    """The steps were agreed on the footers' counts: a row group that now holds another number of
+    labelled rows would break the ranks' lockstep, so it stops the rank instead."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    dirs, _ = write_days(tmp_path, [2, 2])
+    stream = shard(dirs)
+    path = Path(dirs[1]) / "part-0.parquet"
+    table = pq.read_table(path)
+    pq.write_table(table.set_column(3, "label", pc.if_else(pc.equal(table["label"], 1.0), None, table["label"])),
+                   path, row_group_size=10)
+    with pytest.raises(RowGroupReadError, match=f"{path} \\(row group \\d\\) cannot be read: it holds 4 labelled rows "
+                                                "where the plan had 8"):
+        list(stream.epoch(0))
+
+
 def test_an_epoch_holds_every_labelled_row_once_in_equal_steps_and_a_bounded_buffer(tmp_path):
     dirs, labelled = write_days(tmp_path, [3, 1, 2])
     stream = shard(dirs, batch_size=8, buffer_rows=25, read_ahead=1)
