@@ -241,6 +241,10 @@ def train_in_process(job: RankConfig) -> dict[str, Any] | None:
     try:
         return train_fn(job)
     finally:
+        import torch.distributed as dist
+
+        if dist.is_initialized():  # a rank that failed leaves its group: the next training here needs its own
+            dist.destroy_process_group()
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)

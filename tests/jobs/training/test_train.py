@@ -78,7 +78,7 @@ def small_training(spark, features_zone, config, tmp_path_factory):
                                 batch_size=256, learning_rate=0.01, seed=5, use_gpu=False)
 
     def new_job(**overrides) -> RankConfig:
-        run_id = mlflow.MlflowClient().create_run(experiment).info.run_id
+        run_id = mlflow.MlflowClient(uri).create_run(experiment).info.run_id  # whatever a test set since
         job = RankConfig.build(train, config.features.label, pre, dirs[:3], dirs[3:], run_id=run_id, tracking_uri=uri)
         return job.replace(**overrides)
 
@@ -177,7 +177,8 @@ def test_every_tensor_a_rank_hands_to_a_collective_is_created_on_its_device(smal
     # auto keeps these small shares in memory (they fit in the default buffer_rows)
     assert params["training_data_path"] == ("stream" if data_path == "stream" else "memory")
     assert result and result["metrics"]["rows"] > 0
-    assert [m.model_uri for m in logged_models(job.run_id)] == [result["model_uri"]]  # what the fault test counts
+    # what the fault test counts: the run's one logged model
+    assert [m.model_uri for m in logged_models(small_training["uri"], job.run_id)] == [result["model_uri"]]
     assert {name for name, _ in handed} >= {"all_reduce"}, "the rank agrees on steps and sums losses"
     unplaced = [name for name, tensor in handed if id(tensor) in ledger.unplaced]
     assert not unplaced, f"collectives given tensors created without a device: {unplaced}"
@@ -335,13 +336,13 @@ def test_a_streaming_training_resumed_from_its_checkpoint_ends_as_one_that_never
     assert resumed["model_uri"] != straight["model_uri"]
 
 
-def logged_models(run_id: str) -> list:
-    """The models an MLflow run logged."""
+def logged_models(uri: str, run_id: str) -> list:
+    """The models an MLflow run (in the store at ``uri``) logged."""
     import mlflow
 
-    experiment = mlflow.MlflowClient().get_run(run_id).info.experiment_id
-    return mlflow.search_logged_models(experiment_ids=[experiment], output_format="list",
-                                       filter_string=f"source_run_id = '{run_id}'")
+    client = mlflow.MlflowClient(uri)
+    experiment = client.get_run(run_id).info.experiment_id
+    return client.search_logged_models(experiment_ids=[experiment], filter_string=f"source_run_id = '{run_id}'")
 
 
 def test_an_unreadable_row_group_mid_epoch_fails_the_rank_naming_the_file_and_the_run(small_training, config,
@@ -369,7 +370,7 @@ def test_an_unreadable_row_group_mid_epoch_fails_the_rank_naming_the_file_and_th
     client = mlflow.MlflowClient(small_training["uri"])
     run = client.get_run(job.run_id)
     assert run.info.status == "FAILED"
-    assert logged_models(job.run_id) == []
+    assert logged_models(small_training["uri"], job.run_id) == []
     said = rank_errors(job.checkpoint_dir)
     assert len(said) == 1 and str(damaged) in said[0]
     assert isinstance(ranks_failed(said), DataError)
