@@ -276,7 +276,7 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
         resolve_precision,
         train_batches,
     )
-    from jobs.training.stream import EmptyShareError, StreamingShard, plan_shares, resolve_data_path
+    from jobs.training.stream import StreamingShard, plan_shares, resolve_data_path
 
     exit_with_parent()
     torch.set_num_threads(job.threads_per_process)
@@ -344,9 +344,9 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
     largest = torch.tensor([share_rows], dtype=torch.int64, device=device)
     dist.all_reduce(largest, op=dist.ReduceOp.MAX)
     steps = step_count(int(largest), job.batch_size)
-    if data_path == "stream" and steps != stream.steps:  # the footers and the rows read disagree
-        raise EmptyShareError(f"rank {rank}: {steps} steps agreed by the ranks, {stream.steps} planned from the "
-                              "footers: the training partitions changed while the training started")
+    if data_path == "stream" and steps != stream.steps:  # the ranks planned from footers that differed
+        raise RuntimeError(f"rank {rank}: {steps} steps agreed by the ranks, {stream.steps} planned from the "
+                           "footers: the training partitions changed while the ranks started")
 
     result = None
     history: dict[str, list[float]] = state["history"] if state else {"train": [], "holdout": []}
