@@ -75,6 +75,7 @@ def one_epoch(path: str, folder: str, batch_size: int, buffer_rows: int, epochs:
     from jobs.training.data import epoch_batches, labelled_rows, read_units, step_count
     from jobs.training.stream import StreamingShard, plan_shares
 
+    torch.set_num_threads(1)  # as a rank (train.num_processes ranks share the cores)
     wanted = [*CATEGORICAL, *NUMERIC, LABEL]
     pre = preprocessor()
     started = time.perf_counter()
