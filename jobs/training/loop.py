@@ -201,10 +201,10 @@ def note_rank_error(checkpoint_dir: str | None, err: BaseException) -> None:
 def ranks_failed(said: list[str]) -> Exception:
     """The driver's error for ranks that wrote ``said`` (:func:`rank_errors`): a :class:`RankDataError`
     (not retried) when any rank stopped on a data error, else a RuntimeError (a fault, retried)."""
-    text = f"training failed: {'; '.join(said)}"
-    if any(line.split(": ", 1)[-1].startswith(DATA_ERROR_NOTE) for line in said):
-        return RankDataError(text)
-    return RuntimeError(text)
+    data = [line for line in said if line.split(": ", 1)[-1].startswith(DATA_ERROR_NOTE)]
+    # The data error first: its peers' lines say only that it went away ("Connection closed by peer").
+    text = f"training failed: {'; '.join([*data, *(line for line in said if line not in data)])}"
+    return RankDataError(text) if data else RuntimeError(text)
 
 
 def rank_errors(checkpoint_dir: str, *, clear: bool = False) -> list[str]:

@@ -210,16 +210,22 @@ def test_the_data_path_is_memory_for_a_share_that_fits_the_buffer():
         resolve_data_path("disk", 10, 10)
 
 
-def test_a_rank_that_stopped_on_a_data_error_fails_the_job_as_a_data_error(tmp_path):
+def test_a_rank_that_stopped_on_a_data_error_fails_the_job_as_a_data_error(tmp_path, monkeypatch):
     """What a rank writes when it stops (note_rank_error) tells the driver whether a retry would
     help: an unreadable row group is a data error (not retried), anything else a fault."""
     from jobs.errors import DataError
     from jobs.training.loop import note_rank_error, rank_errors, ranks_failed
 
     folder = str(tmp_path / "checkpoints")
-    note_rank_error(folder, RowGroupReadError("/lake/features/date=2013-01-02/part-0.parquet (row group 1) ..."))
+    for rank, err in (("0", RuntimeError("Connection closed by peer")),
+                      ("1", RowGroupReadError("/lake/features/date=2013-01-02/part-0.parquet (row group 1) ..."))):
+        monkeypatch.setenv("RANK", rank)
+        note_rank_error(folder, err)
     failed = ranks_failed(rank_errors(folder))
-    assert isinstance(failed, DataError) and "part-0.parquet (row group 1)" in str(failed)
+    assert isinstance(failed, DataError)
+    assert str(failed).startswith("training failed: rank 1: data error: RowGroupReadError: /lake/features/"
+                                  "date=2013-01-02/part-0.parquet (row group 1)"), "the cause first, then its peers"
+    assert "rank 0: RuntimeError: Connection closed by peer" in str(failed)
     rank_errors(folder, clear=True)
     note_rank_error(folder, ConnectionError("the tracking server is gone"))
     failed = ranks_failed(rank_errors(folder))
