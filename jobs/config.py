@@ -29,6 +29,7 @@ from jobs.selection.specs import BaselineSpec, EvaluationSpec, SweepSpec, baseli
 DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
 TRAINING_WINDOW = "train"
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # of training steps: see jobs.training.loop.resolve_precision
+DATA_PATHS = ("auto", "memory", "stream")  # how a rank reads its share: see jobs.training.stream.resolve_data_path
 DEFAULT_MODEL = "jobs.model.tabular:build_net"  # train.model when the config names none
 
 
@@ -143,6 +144,9 @@ class TrainSpec:
     # An expanding window: the training days reach back past train_days over every earlier day the
     # lake has features for (without a gap), up to this many days. None: exactly train_days.
     max_train_days: int | None = None
+    data_path: str = "auto"  # how a rank reads its share: memory, stream, or auto (jobs.training.stream)
+    buffer_rows: int = 65536  # a streaming rank's shuffle buffer, in rows
+    read_ahead: int = 2  # row groups a streaming rank reads ahead of its steps
     hyperparameters: dict[str, Any] = field(default_factory=lambda: {"embedding_dim": 6, "hidden_units": [64, 32]})
 
     def __post_init__(self) -> None:
@@ -153,6 +157,11 @@ class TrainSpec:
         if self.promotion_metric not in PROMOTION_METRICS:
             raise ValueError(f"train.promotion_metric must be one of {', '.join(PROMOTION_METRICS)}, "
                              f"got {self.promotion_metric!r}")
+        if self.data_path not in DATA_PATHS:
+            raise ValueError(f"train.data_path must be one of {', '.join(DATA_PATHS)}, got {self.data_path!r}")
+        for name in ("buffer_rows", "read_ahead"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"train.{name} must be at least 1, got {getattr(self, name)}")
         if self.validation_days < 0:
             raise ValueError(f"train.validation_days must be at least 0, got {self.validation_days}")
         if self.max_train_days is not None and self.max_train_days < self.train_days:

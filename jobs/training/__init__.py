@@ -2,6 +2,8 @@
 
 - :mod:`jobs.training.data`: the window's days, the preprocessor fitted with Spark, and each rank's
   share of the feature Parquet (row groups read with pyarrow, labelled rows only);
+- :mod:`jobs.training.stream`: a rank's share streamed through a bounded read-ahead and shuffle
+  buffer (``train.data_path``), planned from the Parquet footers;
 - :mod:`jobs.training.loop`: one TorchDistributor rank (device, precision, steps, evaluation,
   MLflow logging from rank 0);
 - :mod:`jobs.training.checkpoints`: per-epoch state a retried attempt resumes from;

@@ -21,7 +21,9 @@ the validation days between them choose the report's threshold (:mod:`jobs.selec
 preprocessing (vocabularies, normalisation statistics) with Spark, opens an MLflow run and logs the
 parameters; TorchDistributor starts ``num_processes`` ranks (gloo on CPU; NCCL on GPU, one rank per
 GPU, by default every GPU of the machine in local mode), each reading the feature Parquet itself and
-keeping its rows on its device; steps run in ``train.precision`` (bf16 autocast by default on a GPU
+keeping its rows on its device, or streaming them through a bounded buffer (``train.data_path``,
+:mod:`jobs.training.stream`; a window that would leave a rank without rows is refused first); steps
+run in ``train.precision`` (bf16 autocast by default on a GPU
 that has it, fp16 with a loss scaler, fp32); rank 0 logs per-epoch metrics, plots (loss curves, ROC and
 calibration curves on the holdout) and the model (pyfunc with signature, input example and the
 preprocessing). The driver then registers a new model version and tags it with the run date, the
@@ -51,10 +53,11 @@ from jobs.selection.gate import PROMOTION_METRICS
 from jobs.tracking import check_tracking_server
 from jobs.training.data import check_labels, feature_dirs, featured_days, fit_preprocessor, training_window
 from jobs.training.lifecycle import failed_on_error, terminate_on_signal
-from jobs.training.loop import rank_errors, train_fn
+from jobs.training.loop import rank_errors, ranks_failed, train_fn
 from jobs.training.publish import TrainingRun, open_run, publish
 from jobs.training.rank import RankConfig, batch_size
 from jobs.training.resources import gpu_resources, training_processes
+from jobs.training.stream import plan_shares, resolve_data_path
 
 log = logging.getLogger("jobs.training.job")
 
@@ -140,6 +143,12 @@ def main(argv: list[str] | None = None) -> None:
     check_labels(features, spec.label, train_window)
     check_labels(spark.read.option("basePath", args.lake.features).parquet(*holdout_dirs), spec.label,
                  f"holdout window {holdout_days[0]}..{holdout_days[-1]} ({args.lake.features})", both_classes=False)
+    # Each rank's share from the Parquet footers: a rank left without a labelled row is refused here,
+    # saying why, not found out by ranks waiting for each other.
+    plan = plan_shares(train_dirs, num_processes, spec.label)
+    plan.refuse_empty(f"{train_window} on {num_processes} ranks")
+    log.info("labelled rows per rank: %s; data path: %s (train.data_path %s, buffer_rows %s)", plan.share_rows,
+             resolve_data_path(cfg.data_path, max(plan.share_rows), cfg.buffer_rows), cfg.data_path, cfg.buffer_rows)
     pre = fit_preprocessor(features, spec, cfg.min_category_count, train_window)
     log.info("training on %s..%s, holdout %s..%s; vocabularies: %s", train_days[0], train_days[-1],
              holdout_days[0], holdout_days[-1], {c: len(v) for c, v in pre.vocab.items()})
@@ -164,6 +173,7 @@ def main(argv: list[str] | None = None) -> None:
         "epochs": cfg.epochs, "batch_size": batch_size(cfg), "learning_rate": cfg.learning_rate, "precision": precision,
         "seed": cfg.seed, "num_processes": num_processes, "use_gpu": use_gpu, "local_mode": local_mode,
         "min_category_count": cfg.min_category_count, "config": args.config.source, "model": cfg.model,
+        "data_path": cfg.data_path, "buffer_rows": cfg.buffer_rows, "read_ahead": cfg.read_ahead,
         **cfg.hyperparameters, **code_version(),
     }
     tags = started(args)
@@ -188,7 +198,7 @@ def main(argv: list[str] | None = None) -> None:
         except RuntimeError as err:  # "TorchDistributor failed during training": the ranks say why
             said = rank_errors(run.checkpoint_dir)
             if said:
-                raise RuntimeError(f"training failed: {'; '.join(said)}") from err
+                raise ranks_failed(said) from err
             raise
         if not result:
             raise RuntimeError("training returned no result from rank 0")

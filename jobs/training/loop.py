@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from jobs.errors import DataError
+
 if TYPE_CHECKING:
     import torch
 
@@ -76,7 +78,17 @@ def train_steps(
     precision: str = "fp32", scaler: Any = None,
 ) -> torch.Tensor:
     """One optimizer step per batch (index tensors into the rows, on the rows' device); returns
-    [summed loss, rows] as float64 on ``device``.
+    [summed loss, rows] as float64 on ``device`` (:func:`train_batches`)."""
+    rows = ((cats[batch], nums[batch], labels[batch]) for batch in batches)
+    return train_batches(model, optimizer, loss_fn, rows, device, precision, scaler)
+
+
+def train_batches(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Any, batches: Any, device: torch.device,
+    precision: str = "fp32", scaler: Any = None,
+) -> torch.Tensor:
+    """One optimizer step per batch of (category indices, numbers, labels) tensors, wherever they
+    are; returns [summed loss, rows] as float64 on ``device``.
 
     Nothing in the loop waits for the device: the loss is summed on it and read once, by the
     caller, at the end of the epoch. ``scaler``: a loss scaler (fp16)."""
@@ -85,7 +97,7 @@ def train_steps(
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     rows = 0
     for batch in batches:
-        c, n, y = (t[batch].to(device, non_blocking=True) for t in (cats, nums, labels))
+        c, n, y = (t.to(device, non_blocking=True) for t in batch)
         optimizer.zero_grad()
         with autocast(device, precision):
             loss = loss_fn(model(c, n), y)
@@ -97,7 +109,7 @@ def train_steps(
             scaler.step(optimizer)
             scaler.update()
         loss_sum += loss.detach()
-        rows += len(batch)
+        rows += len(y)
     return torch.stack([loss_sum, torch.tensor(float(rows), dtype=torch.float64, device=device)])
 
 
@@ -131,7 +143,9 @@ def train_fn(job: RankConfig) -> dict[str, Any] | None:
     reads only its own row groups of the training partitions (:func:`shard_units`) and shuffles
     them with a generator seeded by (seed, rank, epoch); shares may differ by a row group, so each
     rank cuts its share into the same number of batches: every training row is used exactly once
-    per epoch and the ranks stay in step. Only rank 0 touches MLflow.
+    per epoch and the ranks stay in step. ``job.data_path`` says whether a rank holds its share in
+    memory or streams it through a bounded buffer (:mod:`jobs.training.stream`; ``auto`` by its
+    size); rank 0 logs which as ``training_data_path``. Only rank 0 touches MLflow.
 
     With ``job.checkpoint_dir`` set, rank 0 saves the weights, optimizer state, loss history
     and the epoch's metrics there after every epoch (:func:`save_checkpoint`), before logging
@@ -158,6 +172,11 @@ def train_fn(job: RankConfig) -> dict[str, Any] | None:
 
 
 RANK_ERROR = "rank-{rank}.error"  # in the checkpoint folder: what ended a rank, in one line
+DATA_ERROR_NOTE = "data error: "  # after "rank N: " in that line when it was a DataError: a retry would fail the same
+
+
+class RankDataError(DataError):
+    """A training rank stopped on a data error (an unreadable row group): its line says which."""
 
 
 def note_rank_error(checkpoint_dir: str | None, err: BaseException) -> None:
@@ -173,9 +192,19 @@ def note_rank_error(checkpoint_dir: str | None, err: BaseException) -> None:
         from jobs.lake.storage import write_text
 
         rank = os.environ.get("RANK", "0")
-        write_text(f"{checkpoint_dir}/{RANK_ERROR.format(rank=rank)}", f"rank {rank}: {headline(err)}")
+        kind = DATA_ERROR_NOTE if isinstance(err, DataError) else ""
+        write_text(f"{checkpoint_dir}/{RANK_ERROR.format(rank=rank)}", f"rank {rank}: {kind}{headline(err)}")
     except Exception:  # the rank's own error is what matters
         pass
+
+
+def ranks_failed(said: list[str]) -> Exception:
+    """The driver's error for ranks that wrote ``said`` (:func:`rank_errors`): a :class:`RankDataError`
+    (not retried) when any rank stopped on a data error, else a RuntimeError (a fault, retried)."""
+    data = [line for line in said if line.split(": ", 1)[-1].startswith(DATA_ERROR_NOTE)]
+    # The data error first: its peers' lines say only that it went away ("Connection closed by peer").
+    text = f"training failed: {'; '.join([*data, *(line for line in said if line not in data)])}"
+    return RankDataError(text) if data else RuntimeError(text)
 
 
 def rank_errors(checkpoint_dir: str, *, clear: bool = False) -> list[str]:
@@ -212,6 +241,10 @@ def train_in_process(job: RankConfig) -> dict[str, Any] | None:
     try:
         return train_fn(job)
     finally:
+        import torch.distributed as dist
+
+        if dist.is_initialized():  # a rank that failed leaves its group: the next training here needs its own
+            dist.destroy_process_group()
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -232,17 +265,18 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
     from torch.nn.parallel import DistributedDataParallel
 
     from jobs.metrics import evaluate
-    from jobs.model.tabular import Preprocessor, build_model, log_pyfunc, predict_encoded
+    from jobs.model.tabular import Preprocessor, build_model, log_pyfunc
     from jobs.training.checkpoints import load_checkpoint, save_checkpoint
-    from jobs.training.data import epoch_batches, labelled_rows, place_shard, read_units, shard_units, step_count
+    from jobs.training.data import epoch_batches, labelled_rows, place_shard, read_units, step_count
     from jobs.training.loop import (
         exit_with_parent,
         make_optimizer,
         make_scaler,
         rank_device,
         resolve_precision,
-        train_steps,
+        train_batches,
     )
+    from jobs.training.stream import StreamingShard, plan_shares, resolve_data_path
 
     exit_with_parent()
     torch.set_num_threads(job.threads_per_process)
@@ -263,12 +297,26 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
     wanted = [*pre.categorical, *pre.numeric, label]
     checkpoint_dir = job.checkpoint_dir
 
-    units = shard_units(job.train_dirs, rank, world)
-    shard = labelled_rows(read_units(units, wanted), wanted, label)
-    cats, nums = (torch.from_numpy(a) for a in pre.encode(shard))
-    cats, nums, labels = place_shard((cats, nums, torch.from_numpy(shard[label].to_numpy(np.float32))), device)
-    print(f"rank {rank}/{world}: {len(units)} row groups, {len(shard)} labelled rows on {device} ({precision})",
-          flush=True)
+    # Every rank plans every share from the footers (the same files, the same order), so all know
+    # the largest share without a collective and choose the same data path.
+    plan = plan_shares(job.train_dirs, world, label)
+    units, counts = plan.share(rank)
+    # The train job refuses such a window before the ranks start; every rank checks every share,
+    # so all stop together rather than some waiting in a collective for the others.
+    plan.refuse_empty(f"the training partitions {job.train_dirs[0]}...")
+    data_path = resolve_data_path(job.data_path, max(plan.share_rows), job.buffer_rows)
+    if data_path == "memory":
+        shard = labelled_rows(read_units(units, wanted), wanted, label)
+        cats, nums = (torch.from_numpy(a) for a in pre.encode(shard))
+        cats, nums, labels = place_shard((cats, nums, torch.from_numpy(shard[label].to_numpy(np.float32))), device)
+        share_rows = len(labels)
+    else:
+        stream = StreamingShard(units, counts, wanted, label, pre,
+                                steps=step_count(max(plan.share_rows), job.batch_size), buffer_rows=job.buffer_rows,
+                                read_ahead=job.read_ahead, seed=seed, rank=rank)
+        share_rows = stream.rows
+    print(f"rank {rank}/{world}: {len(units)} row groups, {share_rows} labelled rows on {device} ({precision}, "
+          f"{data_path})", flush=True)
     torch.manual_seed(seed)  # the same initial weights on every rank, built on the CPU whatever the device
     net = build_model(job.builder, pre, job.hyper)
     optimizer_state = scaler_state = None
@@ -293,9 +341,12 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
     # batch_size, smaller shares into as many slightly smaller batches. (With DDP's Join instead,
     # a rank that runs out skips the last optimizer steps, its Adam moments fall behind the
     # others' and the ranks' weights drift apart.)
-    largest = torch.tensor([len(labels)], dtype=torch.int64, device=device)
+    largest = torch.tensor([share_rows], dtype=torch.int64, device=device)
     dist.all_reduce(largest, op=dist.ReduceOp.MAX)
     steps = step_count(int(largest), job.batch_size)
+    if data_path == "stream" and steps != stream.steps:  # the ranks planned from footers that differed
+        raise RuntimeError(f"rank {rank}: {steps} steps agreed by the ranks, {stream.steps} planned from the "
+                           "footers: the training partitions changed while the ranks started")
 
     result = None
     history: dict[str, list[float]] = state["history"] if state else {"train": [], "holdout": []}
@@ -304,15 +355,16 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
 
         mlflow.set_tracking_uri(job.tracking_uri)
         mlflow.start_run(run_id=job.run_id)
+        holdout_plan = plan_shares(job.holdout_dirs, 1, label)  # all of it
+        holdout_path = resolve_data_path(job.data_path, holdout_plan.share_rows[0], job.buffer_rows)
         mlflow.log_params({
             "training_precision": precision,
             "training_device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "training_data_path": data_path, "holdout_data_path": holdout_path,
         })
-        holdout_units = shard_units(job.holdout_dirs, 0, 1)  # all of it
-        holdout = labelled_rows(read_units(holdout_units, wanted), wanted, label)
-        holdout_inputs = [torch.from_numpy(a).to(device) for a in pre.encode(holdout)]  # encoded once
+        holdout = HoldoutRows(holdout_plan.units, wanted, label, pre, device, holdout_path)
         if state is None:
-            mlflow.log_metrics({"holdout_rows": float(len(holdout))})
+            mlflow.log_metrics({"holdout_rows": float(len(holdout.labels))})
         else:
             mlflow.set_tag("resumed_from_epoch", str(start_epoch))
             logged = {m.step for m in mlflow.MlflowClient().get_metric_history(job.run_id, "train_loss")}
@@ -322,14 +374,18 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
     for epoch in range(start_epoch, epochs):
         started = time.perf_counter()
         model.train()
-        batches = epoch_batches(seed, epoch, rank, len(labels), steps, labels.device)
-        totals = train_steps(model, optimizer, loss_fn, batches, cats, nums, labels, device, precision, scaler)
+        if data_path == "memory":
+            batches = ((cats[b], nums[b], labels[b]) for b in epoch_batches(seed, epoch, rank, len(labels), steps,
+                                                                            labels.device))
+        else:
+            batches = (tuple(torch.from_numpy(a) for a in batch) for batch in stream.epoch(epoch))
+        totals = train_batches(model, optimizer, loss_fn, batches, device, precision, scaler)
         dist.all_reduce(totals)
         loss_sum, rows = totals.tolist()  # the epoch's one wait for the device
         loop_seconds = time.perf_counter() - started  # the training steps and the all-reduce, not evaluation
         if rank == 0:
             train_loss = loss_sum / rows
-            metrics = evaluate(holdout[label], predict_encoded(net, *holdout_inputs))
+            metrics = evaluate(holdout.labels, holdout.predict(net))
             history["train"].append(train_loss)
             history["holdout"].append(metrics["log_loss"])
             logged = {"train_loss": train_loss, "epoch_seconds": loop_seconds,
@@ -352,13 +408,13 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
     if rank == 0:
         from jobs.plots import calibration_figure, loss_figure, roc_figure
 
-        probabilities = predict_encoded(net, *holdout_inputs)
-        metrics = evaluate(holdout[label], probabilities)
+        probabilities = holdout.predict(net)
+        metrics = evaluate(holdout.labels, probabilities)
         mlflow.log_figure(loss_figure(history), "plots/loss_curves.png")
-        if len(np.unique(holdout[label])) == 2:
-            mlflow.log_figure(roc_figure(holdout[label], probabilities), "plots/roc_curve.png")
-        mlflow.log_figure(calibration_figure(holdout[label], probabilities), "plots/calibration_curve.png")
-        info = log_pyfunc(net.cpu(), pre, job.hyper, holdout.head(5), builder=job.builder)
+        if len(np.unique(holdout.labels)) == 2:
+            mlflow.log_figure(roc_figure(holdout.labels, probabilities), "plots/roc_curve.png")
+        mlflow.log_figure(calibration_figure(holdout.labels, probabilities), "plots/calibration_curve.png")
+        info = log_pyfunc(net.cpu(), pre, job.hyper, holdout.head, builder=job.builder)
         # Detach, leaving the run RUNNING: the driver finishes it once the model is registered, so a
         # driver that dies in between leaves a run that a retry resumes (no epochs left: it logs and
         # registers the model) instead of a FINISHED run without a version.
@@ -378,3 +434,57 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
     time.sleep(0.2)
     dist.destroy_process_group()
     return shared[0]
+
+
+class HoldoutRows:
+    """Rank 0's holdout: its labels, the first rows (the logged model's input example) and the
+    model's probabilities on it (:meth:`predict`). ``memory``: encoded once and kept on the
+    device; ``stream``: read again at every evaluation, a row group at a time, so only the labels
+    and the probabilities (two numbers a row) stay."""
+
+    def __init__(self, units: list[tuple[str, int]], columns: list[str], label: str, pre: Any, device: Any,
+                 path: str) -> None:
+        import numpy as np
+        import torch
+
+        from jobs.training.data import labelled_rows, read_units
+        from jobs.training.stream import stream_labelled
+
+        self.units, self.columns, self.label, self.pre, self.device, self.path = (
+            units, columns, label, pre, device, path)
+        self.inputs: list[torch.Tensor] | None = None
+        if path == "memory":
+            rows = labelled_rows(read_units(units, columns), columns, label)
+            self.inputs = [torch.from_numpy(a).to(device) for a in pre.encode(rows)]  # encoded once
+            self.labels = rows[label].to_numpy(np.float64)
+            self.head = rows.head(5)
+        else:
+            labels, self.head = [], None
+            for frame in stream_labelled(units, columns, label):
+                labels.append(frame[label].to_numpy(np.float64))
+                if self.head is None:
+                    self.head = frame.head(5)
+            self.labels = np.concatenate(labels) if labels else np.zeros(0)
+            if self.head is None:
+                self.head = labelled_rows([], columns, label)
+
+    def predict(self, net: Any) -> Any:
+        """The probabilities of ``net`` (float64, on the host), in the order of :attr:`labels`."""
+        import numpy as np
+        import torch
+
+        from jobs.model.tabular import predict_encoded
+        from jobs.training.stream import stream_labelled
+
+        if self.inputs is not None:
+            return predict_encoded(net, *self.inputs)
+        parts = []
+        for frame in stream_labelled(self.units, self.columns, self.label):
+            parts.append(predict_encoded(net, *(torch.from_numpy(a).to(self.device) for a in self.pre.encode(frame))))
+        probabilities = np.concatenate(parts) if parts else np.zeros(0)
+        if len(probabilities) != len(self.labels):  # the holdout changed between two reads
+            from jobs.training.stream import RowGroupReadError
+
+            raise RowGroupReadError(f"the holdout {self.units[0][0]}... held {len(self.labels)} labelled rows and "
+                                    f"now {len(probabilities)}: it was rewritten while the training ran")
+        return probabilities

@@ -36,7 +36,9 @@ class RankConfig:
     ``builder`` and ``hyper``: the model (``train.model``) and its hyperparameters; ``precision``:
     ``train.precision`` (``auto`` resolved by the rank, :func:`jobs.training.loop.resolve_precision`);
     ``checkpoint_dir``: where rank 0 saves every epoch (None: no checkpoints);
-    ``collective_timeout_s``: how long a rank waits in a collective for a dead peer.
+    ``collective_timeout_s``: how long a rank waits in a collective for a dead peer;
+    ``data_path``, ``buffer_rows``, ``read_ahead``: how a rank reads its share (``train.data_path``,
+    :mod:`jobs.training.stream`).
     """
 
     run_id: str
@@ -56,6 +58,9 @@ class RankConfig:
     collective_timeout_s: float
     threads_per_process: int = 1  # torch threads in each rank: the ranks share the machine's cores
     checkpoint_dir: str | None = None
+    data_path: str = "auto"  # memory | stream | auto (jobs.training.stream.resolve_data_path)
+    buffer_rows: int = 65536
+    read_ahead: int = 2
 
     def __post_init__(self) -> None:
         # Lists (from JSON, or a caller's) become tuples: the contract stays immutable.
@@ -64,7 +69,11 @@ class RankConfig:
         object.__setattr__(self, "hyper", dict(self.hyper))
         if not self.train_dirs:
             raise ValueError("a training rank needs at least one training partition (train_dirs is empty)")
-        for name in ("epochs", "batch_size", "threads_per_process"):
+        from jobs.config import DATA_PATHS
+
+        if self.data_path not in DATA_PATHS:
+            raise ValueError(f"RankConfig.data_path must be one of {', '.join(DATA_PATHS)}, got {self.data_path!r}")
+        for name in ("epochs", "batch_size", "threads_per_process", "buffer_rows", "read_ahead"):
             if getattr(self, name) < 1:
                 raise ValueError(f"RankConfig.{name} must be at least 1, got {getattr(self, name)}")
 
@@ -83,6 +92,7 @@ class RankConfig:
             batch_size=batch_size(train),
             learning_rate=train.learning_rate, seed=train.seed, precision=train.precision, use_gpu=train.use_gpu,
             collective_timeout_s=train.collective_timeout_s, checkpoint_dir=checkpoint_dir,
+            data_path=train.data_path, buffer_rows=train.buffer_rows, read_ahead=train.read_ahead,
         )
 
     def replace(self, **changes: Any) -> RankConfig:

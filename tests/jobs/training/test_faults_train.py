@@ -273,6 +273,28 @@ def test_a_window_without_labels_fails_before_training_naming_the_window(
     assert time.monotonic() - started < 60 and epochs_done(home) == 0  # no rank started
 
 
+def test_a_window_that_leaves_a_rank_no_rows_is_refused_before_the_ranks_start(
+        features, config, config_patch, tmp_path, monkeypatch):
+    """More ranks than the window has row groups: a rank would have nothing to train on and its
+    peers would wait for it in every collective. The job refuses, saying why, before any rank starts."""
+    import pyarrow.parquet as pq
+
+    from jobs.errors import DataError
+    from jobs.training.stream import EmptyShareError
+
+    home = make_lake(config_patch, tmp_path, features)
+    groups = sum(pq.ParquetFile(path).num_row_groups
+                 for day in DAYS[:3] for path in (home / "lake" / "features" / partition_name(day)).glob("*.parquet"))
+    config_patch.write(home, train={"train_days": 3, "validation_days": 0, "holdout_days": 1, "epochs": 1,
+                                    "num_processes": groups + 1}, evaluation={"threshold": 0.5})
+    started = time.monotonic()
+    with pytest.raises(EmptyShareError, match=f"1 of {groups + 1} ranks would get no labelled row") as raised:
+        train_in_this_process(home, monkeypatch, tmp_path)
+    assert isinstance(raised.value, DataError)
+    assert f"training window {DAYS[0]}..{DAYS[2]}" in str(raised.value) and "fewer processes" in str(raised.value)
+    assert time.monotonic() - started < 60 and epochs_done(home) == 0  # no rank started
+
+
 # --- 4. non-finite and absurd numerics ----------------------------------------------------------
 
 

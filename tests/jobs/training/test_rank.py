@@ -32,6 +32,9 @@ def test_the_rank_config_is_the_train_settings_with_the_batch_size_of_its_device
     assert job.label == config.features.label and Preprocessor.from_json(job.preprocessor) == PRE
     assert job.train_dirs == ("lake/features/a", "lake/features/b") and job.holdout_dirs == ("lake/features/c",)
     assert job.run_id == "run-1" and job.checkpoint_dir == "lake/checkpoints/x" and job.threads_per_process == 1
+    assert (job.data_path, job.buffer_rows, job.read_ahead) == (cfg.data_path, cfg.buffer_rows, cfg.read_ahead)
+    streaming = built(config, data_path="stream", buffer_rows=1000, read_ahead=3)
+    assert (streaming.data_path, streaming.buffer_rows, streaming.read_ahead) == ("stream", 1000, 3)
     assert built(config, use_gpu=False).batch_size == cfg.batch_size
     on_gpu = built(config, use_gpu=True)
     assert on_gpu.batch_size == cfg.gpu_batch_size != cfg.batch_size and on_gpu.use_gpu
@@ -53,3 +56,14 @@ def test_a_rank_config_without_training_partitions_or_epochs_is_refused(config):
         built(config).replace(train_dirs=[])
     with pytest.raises(ValueError, match="epochs must be at least 1"):
         built(config).replace(epochs=0)
+
+
+def test_a_data_path_or_buffer_the_rank_cannot_use_is_refused(config):
+    with pytest.raises(ValueError, match="train.data_path must be one of auto, memory, stream"):
+        dataclasses.replace(config.train, data_path="disk")
+    with pytest.raises(ValueError, match="train.buffer_rows must be at least 1"):
+        dataclasses.replace(config.train, buffer_rows=0)
+    with pytest.raises(ValueError, match="data_path must be one of"):
+        built(config).replace(data_path="disk")
+    with pytest.raises(ValueError, match="read_ahead must be at least 1"):
+        built(config).replace(read_ahead=0)

@@ -97,21 +97,27 @@ def small_training(spark, features_zone, config, tmp_path_factory):
                                 batch_size=256, learning_rate=0.01, seed=5, use_gpu=False)
 
     def new_job(**overrides) -> RankConfig:
-        run_id = mlflow.MlflowClient().create_run(experiment).info.run_id
+        run_id = mlflow.MlflowClient(uri).create_run(experiment).info.run_id  # whatever a test set since
         job = RankConfig.build(train, config.features.label, pre, dirs[:3], dirs[3:], run_id=run_id, tracking_uri=uri)
         return job.replace(**overrides)
 
     return {"new_job": new_job, "dirs": dirs, "uri": uri}
 
 
+# A streaming rank whose buffer holds a fraction of its share (about 1,300 labelled rows a rank on two).
+STREAMING = {"data_path": "stream", "buffer_rows": 300, "read_ahead": 1}
+
+
 def test_distributed_training_is_deterministic_and_sees_every_row_once(spark, config, small_training):
+    """Two ranks under TorchDistributor, streaming their shares through a buffer smaller than them
+    (the in-memory path trains in the other tests here, and in the train job's tests)."""
     import mlflow
     from pyspark.ml.torch.distributor import TorchDistributor
 
     from jobs.training.loop import train_fn
 
     def train() -> tuple[dict, str]:
-        job = small_training["new_job"]()
+        job = small_training["new_job"](**STREAMING)
         return TorchDistributor(num_processes=2, local_mode=True, use_gpu=False).run(train_fn, job), job.run_id
 
     (first, first_run), (second, _) = train(), train()
@@ -122,7 +128,9 @@ def test_distributed_training_is_deterministic_and_sees_every_row_once(spark, co
     run = mlflow.MlflowClient().get_run(first_run)
     assert run.data.metrics["train_rows"] == labelled
     assert run.data.params["training_precision"] == "fp32"  # auto on the CPU: results as before
+    assert run.data.params["training_data_path"] == run.data.params["holdout_data_path"] == "stream"
     assert run.info.status == "RUNNING"  # the driver finishes it after registering the model
+    assert 0.5 < first["metrics"]["roc_auc"] <= 1.0
 
 
 class TensorLedger(TorchFunctionMode):
@@ -171,16 +179,25 @@ def record_collectives(monkeypatch) -> list[tuple[str, torch.Tensor]]:
     return handed
 
 
-def test_every_tensor_a_rank_hands_to_a_collective_is_created_on_its_device(small_training, monkeypatch):
+@pytest.mark.parametrize("data_path", ["auto", "stream"])
+def test_every_tensor_a_rank_hands_to_a_collective_is_created_on_its_device(small_training, monkeypatch, data_path):
     """The GPU crash, caught on the CPU: NCCL has no CPU backend, so a tensor made without naming
     the rank's device fails there while gloo takes it. Every collective tensor must be made on the
-    rank's device (here the CPU, under gloo), never left on the default device."""
+    rank's device (here the CPU, under gloo), never left on the default device, whichever data path."""
+    import mlflow
+
     from jobs.training.loop import rank_device, train_in_process
 
     handed = record_collectives(monkeypatch)
+    job = small_training["new_job"](**(STREAMING if data_path == "stream" else {}))
     with TensorLedger() as ledger:
-        result = train_in_process(small_training["new_job"]())
+        result = train_in_process(job)
+    params = mlflow.MlflowClient(small_training["uri"]).get_run(job.run_id).data.params
+    # auto keeps these small shares in memory (they fit in the default buffer_rows)
+    assert params["training_data_path"] == ("stream" if data_path == "stream" else "memory")
     assert result and result["metrics"]["rows"] > 0
+    # what the fault test counts: the run's one logged model
+    assert [m.model_uri for m in logged_models(small_training["uri"], job.run_id)] == [result["model_uri"]]
     assert {name for name, _ in handed} >= {"all_reduce"}, "the rank agrees on steps and sums losses"
     unplaced = [name for name, tensor in handed if id(tensor) in ledger.unplaced]
     assert not unplaced, f"collectives given tensors created without a device: {unplaced}"
@@ -323,3 +340,56 @@ def test_a_run_left_running_before_its_first_param_is_ended_by_the_next_start(tm
     ended = client.get_run(orphan.info.run_id)
     assert ended.info.status == "FAILED" and "is gone (killed)" in ended.data.tags["pipeline.failure"]
     assert client.get_run(new.run_id).info.status == "RUNNING"
+
+
+def test_a_streaming_training_resumed_from_its_checkpoint_ends_as_one_that_never_stopped(small_training, tmp_path):
+    """The streaming order is a function of (seed, epoch, rank): a training that stops after its
+    first epoch's checkpoint and is started again ends with the metrics of one that never stopped."""
+    from jobs.training.loop import train_in_process
+
+    checkpoints = str(tmp_path / "checkpoints")
+    straight = train_in_process(small_training["new_job"](**STREAMING))
+    train_in_process(small_training["new_job"](**STREAMING, epochs=1, checkpoint_dir=checkpoints))
+    resumed = train_in_process(small_training["new_job"](**STREAMING, checkpoint_dir=checkpoints))
+    assert resumed["metrics"] == straight["metrics"]
+    assert resumed["model_uri"] != straight["model_uri"]
+
+
+def logged_models(uri: str, run_id: str) -> list:
+    """The models an MLflow run (in the store at ``uri``) logged."""
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    experiment = client.get_run(run_id).info.experiment_id
+    return client.search_logged_models(experiment_ids=[experiment], filter_string=f"source_run_id = '{run_id}'")
+
+
+def test_an_unreadable_row_group_mid_epoch_fails_the_rank_naming_the_file_and_the_run(small_training, config,
+                                                                                      tmp_path):
+    """A row group of the training days that cannot be read once the training runs (its footer,
+    read when the rank plans its share, is intact): the rank stops naming the file, the MLflow run
+    is FAILED with no model logged, and the driver's error is a data error (not retried)."""
+    import shutil
+
+    import mlflow
+
+    from jobs.errors import DataError
+    from jobs.training.loop import rank_errors, ranks_failed, train_in_process
+    from jobs.training.stream import RowGroupReadError
+    from tests.jobs.training.test_stream import damage_row_group
+
+    dirs = []
+    for folder in small_training["dirs"][:3]:
+        dirs.append(str(shutil.copytree(folder, tmp_path / "features" / Path(folder).name)))
+    damaged = sorted(Path(dirs[1]).glob("*.parquet"))[0]
+    damage_row_group(damaged, 0, column=config.features.label)
+    job = small_training["new_job"](**STREAMING, train_dirs=dirs, checkpoint_dir=str(tmp_path / "checkpoints"))
+    with pytest.raises(RowGroupReadError, match=f"{damaged} \\(row group 0\\) cannot be read"):
+        train_in_process(job)
+    client = mlflow.MlflowClient(small_training["uri"])
+    run = client.get_run(job.run_id)
+    assert run.info.status == "FAILED"
+    assert logged_models(small_training["uri"], job.run_id) == []
+    said = rank_errors(job.checkpoint_dir)
+    assert len(said) == 1 and str(damaged) in said[0]
+    assert isinstance(ranks_failed(said), DataError)
