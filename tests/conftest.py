@@ -263,13 +263,22 @@ class ConfigPatch:
 
     BUNDLED = REPO / "jobs/pipeline.yaml"
 
+    @staticmethod
+    def _fixed_window(sections: dict) -> dict:
+        """A test that sets ``train.train_days`` gets a window of that length, as the train job's
+        ``--train-days`` does: not the bundled expanding window (``max_train_days``)."""
+        train = sections.get("train")
+        if isinstance(train, dict) and "train_days" in train and "max_train_days" not in train:
+            return {**sections, "train": {**train, "max_train_days": None}}
+        return sections
+
     def replace(self, config, **sections):
         """``config`` (a frozen dataclass) with ``sections`` changed; dicts go as deep as the
         dataclasses do (``score={"drift": {"psi_threshold": 0.1}}``)."""
         import dataclasses
 
         changes = {}
-        for name, value in sections.items():
+        for name, value in self._fixed_window(sections).items():
             current = getattr(config, name)
             if isinstance(value, dict) and dataclasses.is_dataclass(current):
                 value = self.replace(current, **value)
@@ -291,7 +300,7 @@ class ConfigPatch:
                     into[name] = value
 
         raw = yaml.safe_load(self.BUNDLED.read_text())
-        merge(raw, sections)
+        merge(raw, self._fixed_window(sections))
         raw.update(replace or {})
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / "pipeline.yaml"
