@@ -495,11 +495,16 @@ def plan_training(*, drift: Asset = DRIFT, decay: Asset = DECAY) -> Any:
              data_interval_end: Any = None) -> dict[str, str]:
         from jobs.config import days_ending, load_config
         from jobs.lake.layout import Lake
+        from jobs.selection.gate import reconcile
+        from jobs.tracking import client
 
         params = params or {}
         found = training_plan(params.get("run_date"), _extras(triggering_asset_events, drift), data_interval_end,
                               _extras(triggering_asset_events, decay))
         cfg = load_config().train
+        # a promotion cut short between the alias and its tags (a killed train_model) is set right
+        # before this run's gate compares with that champion; reconcile logs what it found
+        reconcile(client(), cfg.model_name)
         window = ((params.get("train_days") or cfg.train_days) + cfg.validation_days
                   + (params.get("holdout_days") or cfg.holdout_days))
         days = days_ending(dt.date.fromisoformat(found["run_date"]), window)
