@@ -152,7 +152,7 @@ def assess(spark: SparkSession, config: PipelineConfig, run_id: str, model_uri: 
 
     from jobs.metrics import evaluate
     from jobs.selection.evaluation import evaluate_candidate
-    from jobs.selection.identity import identity_of
+    from jobs.selection.identity import TRAINING_ID, identity_of
     from jobs.tracking import client
 
     cfg, spec, evaluation = config.train, config.features, config.evaluation
@@ -176,7 +176,7 @@ def assess(spark: SparkSession, config: PipelineConfig, run_id: str, model_uri: 
     baselines = window_runs(mlflow_client, experiment_id, run_date, window, "baseline",
                             identity) if config.baselines else {}
     log.info("the bar for run %s: %s", run_id, "no baselines configured" if not config.baselines else
-             f"{len(baselines)} baseline(s) of training {identity}" if identity else
+             f"{len(baselines)} baseline(s) of training {identity[TRAINING_ID]}" if identity else
              "the run has no training identity tags: compared with no baseline")
     champion = champion_metrics(mlflow_client, cfg.model_name, holdout, spec.inputs, spec.label)
     siblings = {n: {m.removeprefix("holdout_"): v for m, v in r.data.metrics.items()}
