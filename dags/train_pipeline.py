@@ -14,7 +14,9 @@ that many (an expanding window). A day whose features are stale (an earlier day 
 validated again since) is refused, saying which ingest rebuilds it.
 
 `train_baselines` fits the Spark MLlib baselines (logistic regression, gradient-boosted trees) on
-the same days, each its own MLflow run. Beside it, the sweep: `plan_sweep` builds the candidate
+the same days, each its own MLflow run. Every MLflow run of a DAG run carries its `training_id`
+(with fingerprints of the config and the window's data): the bar, the comparison table and the
+sweep's choice compare runs of the same training only. Beside it, the sweep: `plan_sweep` builds the candidate
 configs from the `sweep_*` params (learning rates, widths, depths, epochs; `sweep_size` of them)
 under a parent MLflow run, and `train_candidate` is mapped over them: one TorchDistributor
 training each, fitted on the first `train_days`, with an evaluation report on the validation
@@ -128,8 +130,8 @@ with DAG(
     plan = plan_training()
     baselines = spark_job("baselines", task_id="train_baselines", run_date=plan["run_date"],
                           args=[*_param_args(["train_days", "max_train_days", "holdout_days"]), "--started-by",
-                                plan["started_by"]])
-    candidates = plan_sweep(plan["run_date"], plan["started_by"], list(TRAIN_PARAMS))
+                                plan["started_by"], "--training-id", plan["training_id"]])
+    candidates = plan_sweep(plan["run_date"], plan["started_by"], list(TRAIN_PARAMS), plan["training_id"])
     sweep = spark_job_mapped("train", candidates, task_id="train_candidate")
     best = select_candidate(candidates)
     train_model = spark_job(

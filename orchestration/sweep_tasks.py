@@ -24,12 +24,13 @@ def job_options(params: dict[str, Any], names: list[str]) -> list[str]:
     return options
 
 
-def plan_sweep(run_date: Any, started_by: Any, train_params: list[str]) -> Any:
+def plan_sweep(run_date: Any, started_by: Any, train_params: list[str], training_id: Any = None) -> Any:
     """One train-job argument list per candidate (:func:`jobs.selection.sweep.candidates` over the DAG's
-    params), each a child of a new parent MLflow run."""
+    params), each a child of a new parent MLflow run, all of the training ``training_id``."""
 
     @task(task_id="plan_sweep")
-    def plan(run_date: str, started_by: str, params: dict[str, Any] | None = None) -> list[list[str]]:
+    def plan(run_date: str, started_by: str, training_id: str | None = None,
+             params: dict[str, Any] | None = None) -> list[list[str]]:
         from jobs.config import load_config
         from jobs.selection.sweep import candidate_args, candidates, open_parent
 
@@ -39,15 +40,15 @@ def plan_sweep(run_date: Any, started_by: Any, train_params: list[str]) -> Any:
         base = {"learning_rate": params.get("learning_rate") or train.learning_rate,
                 "epochs": params.get("epochs") or train.epochs, "hyperparameters": dict(train.hyperparameters)}
         found = candidates(config.sweep, base, {key: params.get(name) for name, key in SWEEP_PARAMS.items()})
-        parent = open_parent(config, run_date, found, started_by)
+        parent = open_parent(config, run_date, found, started_by, training_id or None)
         common = [*job_options(params, train_params), "--started-by", started_by]
         for candidate in found:
             print(f"sweep candidate {candidate['name']}")
         print(f"{len(found)} candidates under MLflow run {parent}")
-        return [["--run-date", run_date, "--candidate-name", c["name"], *common, *candidate_args(c, parent)]
-                for c in found]
+        return [["--run-date", run_date, "--candidate-name", c["name"], *common,
+                 *candidate_args(c, parent, training_id or None)] for c in found]
 
-    return plan(run_date=run_date, started_by=started_by)
+    return plan(run_date=run_date, started_by=started_by, training_id=training_id)
 
 
 def select_candidate(candidate_args: Any) -> Any:

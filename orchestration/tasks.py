@@ -486,20 +486,26 @@ def decay_check(days: Any, *, asset: Asset = DECAY) -> Any:
 
 
 def plan_training(*, drift: Asset = DRIFT, decay: Asset = DECAY) -> Any:
-    """The training window's last day and what started the run; fails (no retry) when a day of
-    the window has no features, saying how to ingest it; a weekly run whose window has no
-    features at all (nothing ingested yet) is skipped instead."""
+    """The training window's last day, what started the run and the training's id (the DAG run's,
+    tagged on its every MLflow run); fails (no retry) when a day of the window has no features,
+    saying how to ingest it; a weekly run whose window has no features at all (nothing ingested
+    yet) is skipped instead."""
 
     @task(task_id="plan_training", multiple_outputs=True)
     def plan(params: dict[str, Any] | None = None, triggering_asset_events: Any = None,
-             data_interval_end: Any = None) -> dict[str, str]:
+             data_interval_end: Any = None, dag_run: Any = None) -> dict[str, str]:
         from jobs.config import days_ending, load_config
         from jobs.lake.layout import Lake
+        from jobs.selection.gate import reconcile
+        from jobs.tracking import client
 
         params = params or {}
         found = training_plan(params.get("run_date"), _extras(triggering_asset_events, drift), data_interval_end,
                               _extras(triggering_asset_events, decay))
         cfg = load_config().train
+        # a promotion cut short between the alias and its tags (a killed train_model) is set right
+        # before this run's gate compares with that champion; reconcile logs what it found
+        reconcile(client(), cfg.model_name)
         window = ((params.get("train_days") or cfg.train_days) + cfg.validation_days
                   + (params.get("holdout_days") or cfg.holdout_days))
         days = days_ending(dt.date.fromisoformat(found["run_date"]), window)
@@ -515,6 +521,9 @@ def plan_training(*, drift: Asset = DRIFT, decay: Asset = DECAY) -> Any:
                 f"the training window {days[0]}..{days[-1]} lacks features for {len(missing)} day(s) "
                 f"({missing[0]}..{missing[-1]}): {ingest_hint(missing)}"
             )
+        # every MLflow run of this DAG run (baselines, sweep, candidates) carries it: the bar and the
+        # sweep compare runs of this training only (jobs.selection.identity)
+        found["training_id"] = f"{dag_run.dag_id}/{dag_run.run_id}" if dag_run else ""
         return found
 
     return plan()

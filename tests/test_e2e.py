@@ -123,6 +123,13 @@ def check_sweep_bar_and_report(mlflow_client, run_id: str, config) -> None:
     assert len(children) == 2 and {c.data.params["learning_rate"] for c in children} == {"0.01", "0.003"}
     assert run.data.metrics["validation_roc_auc"] == max(c.data.metrics["validation_roc_auc"] for c in children)
     assert run.data.tags["bar_decision"] == "cleared"
+    # one training: the DAG run's id on the sweep's parent, its candidates and the baseline it cleared
+    (baseline,) = mlflow_client.search_runs([run.info.experiment_id], "tags.candidate_kind = 'baseline'")
+    training = run.data.tags["training_id"]
+    assert training.startswith("train_pipeline/") and parent.data.tags["training_id"] == training
+    assert {c.data.tags["training_id"] for c in children} == {baseline.data.tags["training_id"]} == {training}
+    assert {(c.data.tags["config_fingerprint"], c.data.tags["data_fingerprint"]) for c in children} == {
+        (baseline.data.tags["config_fingerprint"], baseline.data.tags["data_fingerprint"])}
     table = mlflow.artifacts.load_text(f"runs:/{run_id}/comparison/comparison.md")
     rows = {tuple(line.split(" | ")[:2]) for line in table.splitlines()[2:]}
     assert rows == {("| candidate", c.data.tags["candidate_name"]) for c in children} | {("| baseline", "flat_lr")}

@@ -43,9 +43,9 @@ def _rows(path: str) -> int:
 def test_six_weeks_under_two_policies_keep_the_invariants(spark, config_patch, tmp_path, monkeypatch):
     import pandas as pd
     import pyarrow.parquet as pq
+    from mlflow import MlflowClient
 
     from jobs.lake.layout import DECAY_REPORT, DRIFT_REPORT, Lake
-    from jobs.tracking import client
     from orchestration.replay.engine import Replay
     from orchestration.tasks import scheduled_training_end
 
@@ -60,9 +60,13 @@ def test_six_weeks_under_two_policies_keep_the_invariants(spark, config_patch, t
     # the bar open (no baselines): a one-candidate sweep of a light model need not beat them
     settings = {"start": START, "end": END, "policies": POLICIES, "base_config": str(config),
                 "sweep_size": 1, "baselines": 0}
-    report = Replay(home, **settings).run()
+    replay = Replay(home, **settings)
+    report = replay.run()
 
-    mlflow_client = client()
+    # the home's own store, not the environment's (which another replay home may share)
+    assert replay.tracking_uri == f"sqlite:///{home.resolve()}/mlflow.db"
+    assert MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").search_registered_models() == []
+    mlflow_client = MlflowClient(replay.tracking_uri)
     shared = Lake(str(home / "lake"))
     days = [START + dt.timedelta(days=i) for i in range((END - START).days + 1)]
     state = json.loads((home / "state.json").read_text())

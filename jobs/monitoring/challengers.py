@@ -185,11 +185,12 @@ def live_promotion(client: Any, lake: Lake, config: PipelineConfig, up_to: dt.da
     whose evidence (monitored days up to ``up_to``) beats the current champion becomes champion
     (alias moved, version tagged ``promoted`` with the evidence). Returns what was promoted (model,
     versions, evidence), None when nothing was (or the evidence mode is ``holdout``)."""
-    from jobs.selection.gate import CHAMPION, PROMOTED, current_champion
+    from jobs.selection.gate import PROMOTED, current_champion, promote_version, reconcile
 
     spec, name = config.monitoring, config.train.model_name
     if spec.promotion_evidence != "live":
         return None
+    reconcile(client, name)  # a champion left awaiting live evidence by a cut-short promotion is no challenger
     champion = current_champion(client, name)
     if champion is None:
         return None
@@ -201,10 +202,8 @@ def live_promotion(client: Any, lake: Lake, config: PipelineConfig, up_to: dt.da
         log.info("%s version %s: %s", name, ref.version, decision["reason"])
         if not decision["promote"]:
             continue
-        for key, value in {"gate_decision": PROMOTED, "gate_reason": decision["reason"],
-                           "gate_live_days": ",".join(evidence["days"])}.items():
-            client.set_model_version_tag(name, ref.version, key, value)
-        client.set_registered_model_alias(name, CHAMPION, ref.version)
+        promote_version(client, name, ref.version, {"gate_decision": PROMOTED, "gate_reason": decision["reason"],
+                                                    "gate_live_days": ",".join(evidence["days"])})
         return {"model_name": name, "model_version": ref.version, "replaced": str(champion.version),
                 "evidence": evidence}
     return None

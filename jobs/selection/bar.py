@@ -5,7 +5,12 @@ metric stops here, and the run and version record why.
 
 The baselines (:mod:`jobs.selection.baselines`) log runs tagged ``candidate_kind=baseline`` with the
 ``run_date`` and ``holdout_window`` they were evaluated on; the bar compares with the latest run
-of each baseline of the same window. Without any (the baselines were not run), the bar is open.
+of each baseline of the same window *and the same training*: the candidate's ``training_id``,
+``config_fingerprint`` and ``data_fingerprint`` (:mod:`jobs.selection.identity`), never a run of
+another training, config or data version that the experiment also holds. The comparison table's
+other candidates are found the same way. With no baselines configured the bar is open whatever
+the experiment holds; with baselines configured but none of this training (not run, or a candidate
+without identity tags), it is open too, and the run's ``bar_decision`` says which.
 """
 
 from __future__ import annotations
@@ -67,14 +72,30 @@ def bar_decision(metric: str, candidate: float, baselines: dict[str, float]) -> 
     return BarDecision(False, metric, candidate, None, None, reason)
 
 
-def window_runs(client: Any, experiment_id: str, run_date: dt.date, window: str, kind: str) -> dict[str, Any]:
-    """The latest finished run of each candidate name of ``kind`` for this run date and holdout window."""
+def window_runs(client: Any, experiment_id: str, run_date: dt.date, window: str, kind: str,
+                identity: dict[str, str] | None) -> dict[str, Any]:
+    """The latest finished run of each candidate name of ``kind`` for this run date and holdout
+    window, of the training ``identity`` (:mod:`jobs.selection.identity`); none without one."""
+    from jobs.selection.identity import run_filter, same_identity
+
+    if identity is None:  # a run logged without identity tags belongs to no known training
+        return {}
     query = (f"tags.{KIND} = '{kind}' and tags.{WINDOW} = '{window}' and tags.run_date = '{run_date}' "
-             "and attributes.status = 'FINISHED'")
+             f"and {run_filter(identity)} and attributes.status = 'FINISHED'")
     latest: dict[str, Any] = {}
     for found in client.search_runs([experiment_id], query, order_by=["attributes.start_time DESC"]):
-        latest.setdefault(found.data.tags.get(NAME, found.info.run_id), found)
+        if same_identity(found, identity):
+            latest.setdefault(found.data.tags.get(NAME, found.info.run_id), found)
     return latest
+
+
+def bar_state(configured: bool, identity: dict[str, str] | None, scores: dict[str, float]) -> str:
+    """The run's ``bar_decision`` when the candidate was not stopped: why the bar was open, or cleared."""
+    if not configured:
+        return "no baselines configured"
+    if identity is None:
+        return "no baselines: the candidate has no training identity tags"
+    return "cleared" if scores else "no baselines of this training"
 
 
 def comparison_rows(candidates: dict[str, dict[str, float]], baselines: dict[str, Any],
@@ -131,6 +152,7 @@ def assess(spark: SparkSession, config: PipelineConfig, run_id: str, model_uri: 
 
     from jobs.metrics import evaluate
     from jobs.selection.evaluation import evaluate_candidate
+    from jobs.selection.identity import TRAINING_ID, identity_of
     from jobs.tracking import client
 
     cfg, spec, evaluation = config.train, config.features, config.evaluation
@@ -149,10 +171,16 @@ def assess(spark: SparkSession, config: PipelineConfig, run_id: str, model_uri: 
     metric = cfg.promotion_metric
     candidate = evaluate(holdout[spec.label], probabilities)
     experiment_id = mlflow_client.get_run(run_id).info.experiment_id
-    baselines = window_runs(mlflow_client, experiment_id, run_date, window, "baseline")
+    identity = identity_of(tags)
+    # No baselines configured: nothing to compare with, whatever runs the experiment holds.
+    baselines = window_runs(mlflow_client, experiment_id, run_date, window, "baseline",
+                            identity) if config.baselines else {}
+    log.info("the bar for run %s: %s", run_id, "no baselines configured" if not config.baselines else
+             f"{len(baselines)} baseline(s) of training {identity[TRAINING_ID]}" if identity else
+             "the run has no training identity tags: compared with no baseline")
     champion = champion_metrics(mlflow_client, cfg.model_name, holdout, spec.inputs, spec.label)
     siblings = {n: {m.removeprefix("holdout_"): v for m, v in r.data.metrics.items()}
-                for n, r in window_runs(mlflow_client, experiment_id, run_date, window, "pytorch").items()}
+                for n, r in window_runs(mlflow_client, experiment_id, run_date, window, "pytorch", identity).items()}
     candidates = {**siblings, tags.get(NAME, name): candidate}
     table = log_comparison(mlflow_client, run_id, comparison_rows(candidates, baselines, champion))
     log.info("holdout %s, every candidate, baseline and the champion:\n%s", window, table)
@@ -160,7 +188,7 @@ def assess(spark: SparkSession, config: PipelineConfig, run_id: str, model_uri: 
     scores = {n: r.data.metrics[key] for n, r in baselines.items() if key in r.data.metrics}
     stopped = bar_decision(metric, candidate[metric], scores)
     if stopped is None:
-        mlflow_client.set_tag(run_id, "bar_decision", "cleared" if scores else "no baselines")
+        mlflow_client.set_tag(run_id, "bar_decision", bar_state(bool(config.baselines), identity, scores))
         return None
     mlflow_client.set_tag(run_id, "bar_decision", STOPPED)
     mlflow_client.set_tag(run_id, "bar_reason", stopped.reason)

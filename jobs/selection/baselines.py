@@ -4,13 +4,16 @@ Usage::
 
     spark-submit jobs/selection/baselines.py --run-date 2013-01-28 [--config PATH] [--lake-root PATH]
                                    [--train-days N] [--holdout-days N] [--started-by TEXT]
+                                   [--training-id TEXT]
 
 Each baseline of the config's ``baselines`` (logistic regression, gradient-boosted trees) is fitted
 with pyspark.ml on the training days' feature partitions, encoded as the PyTorch model encodes them
 (the same preprocessor, fitted the same way: one-hot categories, z-scored numbers), and evaluated on
 the same validation and holdout days with the same code (:func:`jobs.metrics.evaluate`, the
 report of :mod:`jobs.selection.evaluation`). Each is logged as its own MLflow run, tagged
-``candidate_kind=baseline`` with its name and holdout window (the train job's bar looks for them),
+``candidate_kind=baseline`` with its name and holdout window, and with the training it belongs to
+(``--training-id``) and the fingerprints of the config and of the window's data
+(:mod:`jobs.selection.identity`): the train job's bar compares its candidate with these runs only,
 with its params, metrics, report, drift baseline and the model: a pyfunc with signature that needs no
 Spark to predict (:mod:`jobs.model.baseline`). A baseline with ``promote: true`` is registered
 under ``train.model_name`` and put through the champion gate like a PyTorch version: scoring then
@@ -44,11 +47,15 @@ log = logging.getLogger("jobs.selection.baselines")
 @dataclass(frozen=True)
 class BaselinesArgs(JobArgs):
     started_by: str | None
+    training_id: str | None = None
 
 
 def parse_args(argv: list[str] | None = None) -> BaselinesArgs:
     parser = job_parser(__doc__)
     parser.add_argument("--started-by", default=None, help="what started the run: an MLflow tag")
+    parser.add_argument("--training-id", type=optional(str), default=None,
+                        help="the training these baselines belong to (train_pipeline's run): an MLflow tag the "
+                             "bar matches")
     window = ("train_days", "max_train_days", "holdout_days")  # as the train job's options of the same name
     for name in window:
         parser.add_argument(f"--{name.replace('_', '-')}", type=optional(int), default=None,
@@ -120,9 +127,11 @@ def log_model(pre: Preprocessor, kind: str, params: dict[str, Any], example: Any
 def train_baseline(
     spark: SparkSession, config: PipelineConfig, spec: BaselineSpec, run_date: dt.date, dirs: dict[str, list[str]],
     features: DataFrame, pre: Preprocessor, windows: dict[str, str], started_by: str | None = None,
+    identity: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Fit, evaluate and log one baseline as its own MLflow run (``dirs`` and ``windows``: the
-    ``train``, ``validation`` and ``holdout`` days); with ``spec.promote``, register it and gate it.
+    ``train``, ``validation`` and ``holdout`` days; ``identity``: the training's tags,
+    :func:`jobs.selection.identity.identity_tags`); with ``spec.promote``, register it and gate it.
     Returns the run id, the model URI, the holdout metrics, the gate decision (if any), and the
     fitted pyspark.ml model with its preprocessor."""
     import mlflow
@@ -140,7 +149,8 @@ def train_baseline(
     experiment_id = ensure_experiment(cfg.experiment)
     # the owner from the start, as a training run's: a baseline killed midway is ended by the next training start
     tags = {KIND: "baseline", NAME: spec.name, WINDOW: windows["holdout"], "run_date": str(run_date),
-            "baseline_kind": spec.kind, **({"started_by": started_by} if started_by else {}), OWNER_TAG: owner_tag()}
+            "baseline_kind": spec.kind, **({"started_by": started_by} if started_by else {}), **(identity or {}),
+            OWNER_TAG: owner_tag()}
     with mlflow.start_run(experiment_id=experiment_id, run_name=f"{spec.name}-{run_date}", tags=tags) as run:
         mlflow.log_params({"baseline": spec.name, "kind": spec.kind, "run_date": run_date, "config": config.source,
                            "train_window": windows["train"], "validation_window": windows["validation"],
@@ -192,8 +202,10 @@ def promote(config: PipelineConfig, spec: BaselineSpec, model_uri: str, holdout:
 
 
 def train_baselines(spark: SparkSession, lake: Lake, config: PipelineConfig, run_date: dt.date,
-                    started_by: str | None = None) -> list[dict[str, Any]]:
-    """Every configured baseline on the window ending with ``run_date`` (see :func:`train_baseline`)."""
+                    started_by: str | None = None, training_id: str | None = None) -> list[dict[str, Any]]:
+    """Every configured baseline on the window ending with ``run_date`` (see :func:`train_baseline`),
+    each run tagged with ``training_id`` and the config's and window's fingerprints."""
+    from jobs.selection.identity import data_fingerprint, identity_tags
     from jobs.training.data import feature_dirs, featured_days, fit_preprocessor, training_window
 
     cfg = config.train
@@ -203,7 +215,8 @@ def train_baselines(spark: SparkSession, lake: Lake, config: PipelineConfig, run
     windows = {part: f"{found[0]}..{found[-1]}" if found else "" for part, found in days.items()}
     features = spark.read.option("basePath", lake.features).parquet(*dirs["train"])
     pre = fit_preprocessor(features, config.features, cfg.min_category_count)
-    return [train_baseline(spark, config, spec, run_date, dirs, features, pre, windows, started_by)
+    identity = identity_tags(config, data_fingerprint(spark, [d for part in dirs.values() for d in part]), training_id)
+    return [train_baseline(spark, config, spec, run_date, dirs, features, pre, windows, started_by, identity)
             for spec in config.baselines]
 
 
@@ -214,7 +227,7 @@ def main(argv: list[str] | None = None) -> None:
         log.info("no baselines configured (baselines: in %s): nothing to train", args.config.source)
         return
     spark = get_spark(f"baselines-{args.run_date}")
-    train_baselines(spark, args.lake, args.config, args.run_date, args.started_by)
+    train_baselines(spark, args.lake, args.config, args.run_date, args.started_by, args.training_id)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,12 @@ champion. The decision, both scores and the reason are
 recorded as tags on the new version and returned for the task log. Registry stages are
 deprecated in MLflow 3: the champion is an alias (``models:/<name>@champion``).
 
+A promotion is two registry writes that no transaction joins: the alias moves first, then the
+decision tags follow (``gate_decision`` last, :func:`promote_version`), so a process killed between
+them leaves a champion whose tags do not say ``promoted`` yet, never a version tagged ``promoted``
+that scoring does not serve. :func:`reconcile` finds such a champion and completes its tags, saying
+so; the gate runs it first, as do ``train_pipeline``'s ``plan_training`` and the live promotion.
+
 With ``train.require_approval`` a winning version does not move the alias itself: it is tagged
 ``awaiting_approval`` and the training DAG asks a person (an Airflow human-in-the-loop task, with
 the comparison in front of them); :func:`record_approval` then moves the alias or keeps the champion.
@@ -158,6 +164,7 @@ def apply_gate(
     required); the first version still becomes champion at once."""
     from jobs.metrics import evaluate
 
+    reconcile(client, name)  # an earlier promotion cut short: its champion's tags first
     if probabilities is None:
         challenger = score_version(f"models:/{name}/{version}", holdout, inputs, label)[metric]
     else:
@@ -172,14 +179,59 @@ def apply_gate(
         decision = replace(decision, promote=False, awaiting_approval=True)
     elif decision.promote and live_evidence and champion is not None:
         decision = replace(decision, promote=False, awaiting_live=True)
-    for key, value in decision.tags().items():
-        client.set_model_version_tag(name, version, key, value)
     if decision.promote:
-        client.set_registered_model_alias(name, CHAMPION, version)
+        promote_version(client, name, version, decision.tags())
+    else:
+        tag_version(client, name, version, decision.tags())
     if decision.warning:
         log.warning("champion gate for %s version %s: %s", name, version, decision.warning)
     log.info("champion gate for %s version %s: %s (%s)", name, version, decision.outcome, decision.reason)
     return decision
+
+
+DECISION = "gate_decision"
+RECONCILED = "gate_reconciled"  # what reconcile found and did, on the version it fixed
+
+
+def tag_version(client: Any, name: str, version: str, tags: dict[str, str]) -> None:
+    """Set a version's decision tags, ``gate_decision`` last: one that says ``promoted`` is only
+    ever written after the reason and scores it stands for."""
+    for key, value in sorted(tags.items(), key=lambda item: item[0] == DECISION):
+        client.set_model_version_tag(name, version, key, value)
+
+
+def promote_version(client: Any, name: str, version: str, tags: dict[str, str]) -> None:
+    """Make ``version`` champion: the alias first, then its decision ``tags``. Killed between the
+    two, the alias (what scoring serves) is right and :func:`reconcile` completes the tags; the
+    other order could leave a version tagged ``promoted`` that nothing serves."""
+    client.set_registered_model_alias(name, CHAMPION, version)
+    tag_version(client, name, version, tags)
+
+
+def reconcile(client: Any, name: str) -> str | None:
+    """Make the decision tags agree with the ``champion`` alias: a champion whose ``gate_decision``
+    is not ``promoted`` was promoted by a process that died between moving the alias and tagging
+    it (:func:`promote_version`); it is tagged ``promoted`` now, with a note in ``gate_reconciled``
+    (and as its ``gate_reason`` when the reason was never written). Returns the note, None when
+    alias and tags agree (or there is no champion).
+
+    A version tagged ``promoted`` that the alias is not on is left alone: a former champion, or
+    one a person rolled the alias back from; the gate never leaves one otherwise."""
+    champion = current_champion(client, name)
+    if champion is None:
+        return None
+    tags = dict(champion.tags or {})
+    if tags.get(DECISION) == PROMOTED:
+        return None
+    note = (f"the {CHAMPION} alias points at version {champion.version}, whose {DECISION} was "
+            f"{tags.get(DECISION, '(none)')!r}: the process that moved the alias died before its decision tags "
+            f"were written; tagged {PROMOTED} to agree with the alias")
+    fixed = {RECONCILED: note, DECISION: PROMOTED}
+    if "gate_reason" not in tags or tags.get(DECISION) in (AWAITING_APPROVAL, AWAITING_LIVE):
+        fixed["gate_reason"] = f"{note}; before: {tags.get('gate_reason', '(none)')}"
+    tag_version(client, name, str(champion.version), fixed)
+    log.warning("reconciled %s: %s", name, note)
+    return note
 
 
 class ApprovalError(RuntimeError):
@@ -211,9 +263,10 @@ def record_approval(client: Any, name: str, version: str, approved: bool, by: st
     if approved and live_evidence and champion is not None:
         outcome = AWAITING_LIVE
     reason = f"{'approved' if approved else 'rejected'} by {by}; gate: {tags.get('gate_reason', '')}"
-    for key, value in {"gate_decision": outcome, "gate_reason": reason, "gate_approved_by": by}.items():
-        client.set_model_version_tag(name, version, key, value)
+    answer = {"gate_decision": outcome, "gate_reason": reason, "gate_approved_by": by}
     if outcome == PROMOTED:
-        client.set_registered_model_alias(name, CHAMPION, version)
+        promote_version(client, name, version, answer)
+    else:
+        tag_version(client, name, version, answer)
     log.info("%s version %s %s by %s", name, version, outcome, by)
     return outcome

@@ -7,7 +7,8 @@
 - each candidate is a train job with ``--parent-run-id``: it trains, logs the evaluation report
   (validation metrics included) and stops there (:func:`finish_candidate`), no registration;
 - :func:`best_candidate`: the child run with the best promotion metric on the validation days
-  (never the holdout); the train job with ``--promote-run`` then registers it, puts it to the bar
+  (never the holdout), among the children of the same training, config and data version
+  (:mod:`jobs.selection.identity`); the train job with ``--promote-run`` then registers it, puts it to the bar
   and the champion gate (:func:`candidate_result`).
 """
 
@@ -58,20 +59,28 @@ def candidates(spec: SweepSpec, base: dict[str, Any], overrides: dict[str, Any] 
     return found
 
 
-def candidate_args(candidate: dict[str, Any], parent_run_id: str) -> list[str]:
-    """The train job options of one candidate, as a child run of ``parent_run_id``."""
+def candidate_args(candidate: dict[str, Any], parent_run_id: str, training_id: str | None = None) -> list[str]:
+    """The train job options of one candidate, as a child run of ``parent_run_id`` in the
+    training ``training_id``."""
     return ["--learning-rate", str(candidate["learning_rate"]), "--epochs", str(candidate["epochs"]),
             "--hyperparameters", json.dumps(candidate["hyperparameters"], sort_keys=True),
-            "--candidate-name", candidate["name"], "--parent-run-id", parent_run_id]
+            "--candidate-name", candidate["name"], "--parent-run-id", parent_run_id,
+            *(["--training-id", training_id] if training_id else [])]
 
 
-def open_parent(config: PipelineConfig, run_date: str, found: list[dict[str, Any]], started_by: str = "") -> str:
-    """A parent MLflow run for the sweep of ``run_date``, with the candidates as a parameter."""
+def open_parent(config: PipelineConfig, run_date: str, found: list[dict[str, Any]], started_by: str = "",
+                training_id: str | None = None) -> str:
+    """A parent MLflow run for the sweep of ``run_date`` in the training ``training_id``, with the
+    candidates as a parameter."""
+    from jobs.selection.identity import TRAINING_ID
+    from jobs.selection.identity import training_id as tag_value
     from jobs.tracking import client, ensure_experiment
 
     mlflow_client = client()
+    tags = {"run_date": run_date, "candidate_kind": "sweep", "started_by": started_by,
+            **({TRAINING_ID: tag_value(training_id)} if training_id else {})}
     run = mlflow_client.create_run(ensure_experiment(config.train.experiment), run_name=f"sweep-{run_date}",
-                                   tags={"run_date": run_date, "candidate_kind": "sweep", "started_by": started_by})
+                                   tags=tags)
     mlflow_client.log_param(run.info.run_id, "candidates", json.dumps([c["name"] for c in found]))
     mlflow_client.log_param(run.info.run_id, "promotion_metric", config.train.promotion_metric)
     return run.info.run_id
@@ -88,8 +97,8 @@ def best_candidate(config: PipelineConfig, parent_run_id: str) -> dict[str, Any]
     metric = config.train.promotion_metric
     mlflow_client = client()
     parent = mlflow_client.get_run(parent_run_id)
-    children = mlflow_client.search_runs(
-        [parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent_run_id}' and attributes.status = 'FINISHED'")
+    children = same_training(parent, mlflow_client.search_runs(
+        [parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent_run_id}' and attributes.status = 'FINISHED'"))
     rows = [{"name": c.data.tags.get("candidate_name", c.info.run_id), "run_id": c.info.run_id,
              f"validation_{metric}": c.data.metrics.get(f"validation_{metric}"),
              f"holdout_{metric}": c.data.metrics.get(f"holdout_{metric}")} for c in children]
@@ -97,8 +106,8 @@ def best_candidate(config: PipelineConfig, parent_run_id: str) -> dict[str, Any]
     scored = rows if len(rows) == 1 else [row for row in rows if row[f"validation_{metric}"] is not None]
     if not scored:
         mlflow_client.set_terminated(parent_run_id, status="FAILED")
-        raise RuntimeError(f"no finished candidate of sweep run {parent_run_id} has a validation_{metric} "
-                           "(train.validation_days must be at least 1 for a sweep)")
+        raise RuntimeError(f"no finished candidate of sweep run {parent_run_id} (of its training, config and data "
+                           f"version) has a validation_{metric} (train.validation_days must be at least 1 for a sweep)")
     best = scored[0]
     for row in scored[1:]:
         if better(metric, row[f"validation_{metric}"], best[f"validation_{metric}"]):
@@ -112,6 +121,30 @@ def best_candidate(config: PipelineConfig, parent_run_id: str) -> dict[str, Any]
     log.info("sweep %s: %d candidate(s), best by validation %s: %s (%s)", parent_run_id, len(rows), metric,
              best["name"], best[f"validation_{metric}"])
     return {"run_id": best["run_id"], "name": best["name"], "score": best[f"validation_{metric}"]}
+
+
+def same_training(parent: Any, children: list[Any]) -> list[Any]:
+    """The children a sweep chooses among: those of the parent's training (when it has a
+    ``training_id``) that have identity tags, of one config and data version: the latest finished
+    child's (a retried candidate trained after the features were rebuilt is not compared with the
+    others' scores on other rows). The ones left out are logged."""
+    from jobs.selection.identity import CONFIG_FINGERPRINT, DATA_FINGERPRINT, TRAINING_ID, identity_of
+
+    wanted = parent.data.tags.get(TRAINING_ID)
+    mine = [c for c in children if identity_of(c.data.tags) is not None
+            and (wanted is None or c.data.tags[TRAINING_ID] == wanted)]
+    if mine:
+        latest = max(mine, key=lambda c: c.info.end_time or 0)
+
+        def version(run: Any) -> tuple[str | None, str | None]:
+            return run.data.tags.get(CONFIG_FINGERPRINT), run.data.tags.get(DATA_FINGERPRINT)
+
+        mine = [c for c in mine if version(c) == version(latest)]
+    left = sorted({c.info.run_id for c in children} - {c.info.run_id for c in mine})
+    if left:
+        log.warning("sweep %s: %d finished candidate run(s) left out, not of this training's config and data "
+                    "version (or without identity tags): %s", parent.info.run_id, len(left), ", ".join(left))
+    return mine
 
 
 def finish_candidate(spark: SparkSession, config: PipelineConfig, run_id: str, result: dict[str, Any],

@@ -7,7 +7,7 @@ Usage::
                                [--precision auto|bf16|fp16|fp32] [--train-days N] [--holdout-days N]
                                [--epochs N] [--learning-rate X] [--promotion-metric M]
                                [--promotion-margin X] [--require-approval true|false]
-                               [--started-by TEXT]
+                               [--started-by TEXT] [--training-id TEXT]
 
 Every option but ``--num-processes`` and ``--started-by`` overrides the ``train.*`` setting of the
 same name for this run; an empty value (what an Airflow param left empty renders to) keeps the
@@ -90,6 +90,7 @@ class TrainArgs(JobArgs):
     candidate_name: str | None = None
     promote_run: str | None = None  # register and gate this finished sweep candidate instead of training
     trigger: str | None = None  # what kind of event started the run: person, decay, drift or schedule
+    training_id: str | None = None  # the training the run is part of: the bar compares it with its runs only
 
 
 def parse_args(argv: list[str] | None = None) -> TrainArgs:
@@ -108,6 +109,9 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
     parser.add_argument("--candidate-name", type=optional(str), default=None, help="the sweep candidate's name")
     parser.add_argument("--promote-run", type=optional(str), default=None,
                         help="no training: register this finished sweep candidate run, then bar and gate it")
+    parser.add_argument("--training-id", type=optional(str), default=None,
+                        help="the training the run belongs to (train_pipeline's run): an MLflow tag the bar and the "
+                             "sweep match (a promoted run keeps its own)")
     return parse_job_args(parser, argv, TrainArgs, train_overrides=tuple(OVERRIDES))
 
 
@@ -180,13 +184,19 @@ def main(argv: list[str] | None = None) -> None:
     if args.parent_run_id:
         tags["mlflow.parentRunId"] = args.parent_run_id
     run = open_run(args.lake, args.run_date, cfg.experiment, params, pre, cfg.epochs, tags)
+    from jobs.selection.identity import data_fingerprint, identity_tags
+    from jobs.tracking import client
+
+    # Which training, config and data version the run is of: the bar and the sweep compare it with
+    # runs of the same only. Set on a resumed run too: the attempt's own.
+    data = data_fingerprint(spark, [*train_dirs, *validation_dirs, *holdout_dirs])
+    for key, value in identity_tags(args.config, data, args.training_id).items():
+        client().set_tag(run.run_id, key, value)
 
     # Train: TorchDistributor runs train_fn in every rank; rank 0 logs to the run and logs the model.
     rank = RankConfig.build(cfg, spec.label, pre, train_dirs, holdout_dirs, run_id=run.run_id,
                             tracking_uri=tracking_uri(), checkpoint_dir=run.checkpoint_dir)
     from pyspark.ml.torch.distributor import TorchDistributor
-
-    from jobs.tracking import client
 
     # Any failure from here on, SIGTERM included, ends the run as FAILED (a retry still resumes it).
     with failed_on_error(client(), run.run_id):

@@ -11,7 +11,14 @@ at a time), and each training window's model selection (the baselines job, the s
 through the train job, the best on the validation days: what ``train_pipeline`` runs before
 ``train_model``). Each policy has its own lake (``<home>/policies/<policy>/lake``: the shared
 zones linked in, its own predictions, monitoring and reports), its own registered model
-(``<train.model_name>-replay-<policy>``) and serves the days in order:
+(``<train.model_name>-replay-<policy>``) and serves the days in order. Each home has its own MLflow
+store (``<home>/mlflow.db``, artifacts in ``<home>/mlartifacts``), whatever ``MLFLOW_TRACKING_URI``
+says: two replays never share runs, versions or aliases, so a replay in a fresh home starts from an
+empty registry and gets the same first champion as any other (a shared store let a baseline that
+an earlier replay logged stop the first champion of one run with ``--baselines 0``). Within a home,
+each window's model selection is a training of its own (``training_id``): the bar and the sweep
+compare its runs only.
+
 
 - the champion scores the days up to the next point where the policy may retrain (a segment: up to
   ``--segment-days``, or the end of the week under the weekly schedule) in one score job
@@ -99,10 +106,34 @@ class Replay:
         self.state = found or {"setup": setup, "prepared": [], "trained": {}, "policies": {}, "seconds": {}}
         self.lake_root = self.home / "lake"
         self.config_path = self._write_config(None)
+        self.tracking_uri = f"sqlite:///{self.home / 'mlflow.db'}"
+
+    @contextmanager
+    def store(self) -> Any:
+        """The home's own MLflow store for the block: the jobs run in this process and read
+        ``MLFLOW_TRACKING_URI`` and ``PIPELINE_MLFLOW_ARTIFACTS``; both are put back after it."""
+        import mlflow
+
+        wanted = {"MLFLOW_TRACKING_URI": self.tracking_uri, "PIPELINE_MLFLOW_ARTIFACTS": str(self.home / "mlartifacts")}
+        before = {name: os.environ.get(name) for name in wanted}
+        previous_uri = mlflow.get_tracking_uri()
+        os.environ.update(wanted)
+        mlflow.set_tracking_uri(self.tracking_uri)
+        try:
+            yield
+        finally:
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            mlflow.set_tracking_uri(previous_uri)
 
     def setup(self) -> dict[str, Any]:
+        # "store": a home replayed before it had a store of its own has its runs elsewhere: not resumable
         return {"start": self.start.isoformat(), "end": self.end.isoformat(), "config": self.base.source,
-                "sweep_size": self.sweep_size, "baselines": self.baselines, "segment_days": self.segment_days}
+                "sweep_size": self.sweep_size, "baselines": self.baselines, "segment_days": self.segment_days,
+                "store": "home"}
 
     # --- where things are ---------------------------------------------------------------------
 
@@ -227,6 +258,8 @@ class Replay:
     def selected_candidate(self, run_date: dt.date, started_by: str) -> str:
         """The window's candidate run, trained once for every policy: the baselines, the sweep's
         candidates through the train job and the best of them on the validation days."""
+        import uuid
+
         from jobs.selection import baselines as baselines_job
         from jobs.selection.sweep import best_candidate, candidate_args, candidates, open_parent
         from jobs.training import job as train_job
@@ -236,19 +269,21 @@ class Replay:
             return self.state["trained"][key]["run_id"]
         config = _config(self.config_path)
         common = ["--run-date", key, "--config", str(self.config_path), "--lake-root", str(self.lake_root)]
+        # one training: the baselines and candidates of this attempt, compared with each other only
+        training = f"replay/{key}/{uuid.uuid4().hex[:12]}"
         began = time.monotonic()
         with self.timed("baselines"):
-            baselines_job.main([*common, "--started-by", started_by])
+            baselines_job.main([*common, "--started-by", started_by, "--training-id", training])
         with self.timed("candidates"):
             base = {"learning_rate": config.train.learning_rate, "epochs": config.train.epochs,
                     "hyperparameters": dict(config.train.hyperparameters)}
             found = candidates(config.sweep, base, {})
-            parent = open_parent(config, key, found, started_by)
+            parent = open_parent(config, key, found, started_by, training)
             for candidate in found:
-                train_job.main([*common, "--started-by", started_by, *candidate_args(candidate, parent)])
+                train_job.main([*common, "--started-by", started_by, *candidate_args(candidate, parent, training)])
             best = best_candidate(config, parent)
         self.state["trained"][key] = {"run_id": best["run_id"], "parent_run_id": parent, "candidates": len(found),
-                                      "seconds": round(time.monotonic() - began, 3)}
+                                      "training_id": training, "seconds": round(time.monotonic() - began, 3)}
         self.save()
         return best["run_id"]
 
@@ -357,10 +392,11 @@ class Replay:
         self.home.mkdir(parents=True, exist_ok=True)
         self._served_at_start = sum(len(p.get("served", {})) for p in self.state["policies"].values())
         self.save()
-        self.prepare()
-        for name in self.policies:
-            self.serve(name)
-        return write_report(self)
+        with self.store():
+            self.prepare()
+            for name in self.policies:
+                self.serve(name)
+            return write_report(self)
 
 
 def _read(path: Path) -> dict[str, Any] | None:

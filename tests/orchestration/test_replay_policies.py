@@ -83,3 +83,38 @@ def test_an_unknown_policy_or_a_reversed_span_is_refused(tmp_path):
         Replay(tmp_path, policies=("hourly",))
     with pytest.raises(ValueError, match="--end 2013-02-01 is before --start 2013-03-01"):
         Replay(tmp_path, start=dt.date(2013, 3, 1), end=dt.date(2013, 2, 1))
+
+
+def test_each_replay_home_has_an_mlflow_store_of_its_own(tmp_path, monkeypatch):
+    """An earlier replay's runs (a baseline of the first champion's window), versions and aliases
+    live in its home's store: a replay in a fresh home sees none of them, whatever store the
+    environment names (make's gives every home the same one), and the environment's is untouched."""
+    import os
+
+    from mlflow import MlflowClient
+
+    from jobs.tracking import client, ensure_experiment
+    from orchestration.replay.engine import Replay
+
+    shared = f"sqlite:///{tmp_path}/shared.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", shared)
+    earlier, fresh = (Replay(tmp_path / home, policies=("never",)) for home in ("earlier", "fresh"))
+    model, experiment = earlier.model_name("never"), f"{earlier.base.train.experiment}-replay"
+    with earlier.store():
+        mlflow_client = client()
+        run = mlflow_client.create_run(ensure_experiment(experiment), tags={
+            "candidate_kind": "baseline", "candidate_name": "logistic_regression", "run_date": "2013-01-31",
+            "holdout_window": "2013-01-29..2013-01-31"})
+        mlflow_client.log_metric(run.info.run_id, "holdout_roc_auc", 0.99)
+        mlflow_client.set_terminated(run.info.run_id, "FINISHED")
+        mlflow_client.create_registered_model(model)
+        version = mlflow_client.create_model_version(model, source=(tmp_path / "model").as_uri()).version
+        mlflow_client.set_registered_model_alias(model, "champion", version)
+    assert os.environ["MLFLOW_TRACKING_URI"] == shared
+    with fresh.store():
+        seen = client()
+        assert seen.get_experiment_by_name(experiment) is None
+        assert seen.search_registered_models() == []
+    assert earlier.tracking_uri != fresh.tracking_uri
+    assert str(MlflowClient(earlier.tracking_uri).get_model_version_by_alias(model, "champion").version) == str(version)
+    assert MlflowClient(shared).search_experiments(filter_string=f"name = '{experiment}'") == []

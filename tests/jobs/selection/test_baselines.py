@@ -1,6 +1,8 @@
 """The MLlib baselines on four real days (two to fit, one to validate, one holdout), in a
 throw-away MLflow store: their runs, their Spark-free pyfuncs, the evaluation report recomputed
-from its saved predictions, the bar that stops a worse candidate, and a baseline as champion."""
+from its saved predictions, the bar that stops a worse candidate of the same training (and no
+candidate of another training, config or data version, nor any when no baselines are configured),
+and a baseline as champion."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pytest
 from jobs.selection.specs import BaselineSpec
 
 RUN_DATE = dt.date(2013, 1, 5)
+TRAINING = "train_pipeline/manual__2013-01-05"
 BASELINES = (BaselineSpec("logistic_regression", "logistic_regression", {"maxIter": 20, "regParam": 0.01}),
              BaselineSpec("gbt", "gbt", {"maxIter": 3, "maxDepth": 3}, promote=True))
 
@@ -32,13 +35,15 @@ def trained(spark, features_zone, config, config_patch, tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{home}/mlflow.db")
         patch.setenv("PIPELINE_MLFLOW_ARTIFACTS", str(home / "artifacts"))
-        found = train_baselines(spark, Lake.at(str(home / "lake")), cfg, RUN_DATE, started_by="a test")
+        found = train_baselines(spark, Lake.at(str(home / "lake")), cfg, RUN_DATE, started_by="a test",
+                                training_id=TRAINING)
         yield {"results": {r["name"]: r for r in found}, "config": cfg, "lake": Lake.at(str(home / "lake"))}
 
 
-def test_each_baseline_is_its_own_run_with_params_metrics_report_and_a_model_with_signature(trained):
+def test_each_baseline_is_its_own_run_with_params_metrics_report_and_a_model_with_signature(spark, trained):
     import mlflow
 
+    from jobs.selection.identity import config_fingerprint, data_fingerprint
     from jobs.tracking import client
 
     for name, result in trained["results"].items():
@@ -46,6 +51,11 @@ def test_each_baseline_is_its_own_run_with_params_metrics_report_and_a_model_wit
         assert run.info.status == "FINISHED"
         assert run.data.tags["candidate_kind"] == "baseline" and run.data.tags["candidate_name"] == name
         assert run.data.tags["holdout_window"] == "2013-01-05..2013-01-05"
+        assert run.data.tags["training_id"] == TRAINING
+        assert run.data.tags["config_fingerprint"] == config_fingerprint(trained["config"])
+        lake = trained["lake"]
+        window = [lake.partition(lake.features, dt.date(2013, 1, d)) for d in (2, 3, 4, 5)]
+        assert run.data.tags["data_fingerprint"] == data_fingerprint(spark, window)
         assert run.data.params["train_window"] == "2013-01-02..2013-01-03"
         assert run.data.metrics["holdout_roc_auc"] == result["metrics"]["roc_auc"] > 0.55
         assert "validation_roc_auc" in run.data.metrics and "threshold" in run.data.metrics
@@ -105,12 +115,10 @@ def test_a_worse_candidate_is_stopped_before_the_gate_with_the_reason(spark, tra
     import mlflow.artifacts
 
     from jobs.selection.bar import COMPARISON, STOPPED, assess
-    from jobs.tracking import client, ensure_experiment
+    from jobs.tracking import client
 
     config, lake = trained["config"], trained["lake"]
-    experiment = ensure_experiment(config.train.experiment)
-    with mlflow.start_run(experiment_id=experiment) as run:
-        info = mlflow.pyfunc.log_model(name="model", python_model=Constant(), input_example=None)
+    run, info = candidate_run(trained)
     version = mlflow.register_model(info.model_uri, "worse_candidates").version
     stopped_config = config_patch.replace(config, train={"model_name": "worse_candidates"})
     decision = assess(spark, stopped_config, run.info.run_id, info.model_uri,
@@ -131,6 +139,65 @@ class Constant(mlflow.pyfunc.PythonModel):
 
     def predict(self, context, model_input, params=None):
         return np.full(len(model_input), 0.25)
+
+
+def candidate_run(trained, **tags):
+    """A finished run of the :class:`Constant` candidate with the identity tags of the baselines'
+    training, ``tags`` changed (None: left out); the run and its logged model."""
+    import mlflow
+
+    from jobs.selection.identity import IDENTITY
+    from jobs.tracking import client, ensure_experiment
+
+    baseline = client().get_run(trained["results"]["gbt"]["run_id"]).data.tags
+    identity = {key: baseline[key] for key in IDENTITY} | tags
+    with mlflow.start_run(experiment_id=ensure_experiment(trained["config"].train.experiment),
+                          tags={k: v for k, v in identity.items() if v is not None}) as run:
+        info = mlflow.pyfunc.log_model(name="model", python_model=Constant(), input_example=None)
+    return run, info
+
+
+@pytest.mark.parametrize(("tags", "why"), [
+    ({"training_id": "train_pipeline/manual__another"}, "no baselines of this training"),
+    ({"config_fingerprint": "0123456789abcdef"}, "no baselines of this training"),
+    ({"data_fingerprint": "0123456789abcdef"}, "no baselines of this training"),
+    ({"training_id": None}, "no baselines: the candidate has no training identity tags"),
+])
+def test_the_bar_compares_only_with_baselines_of_the_same_training_config_and_data(spark, trained, config_patch,
+                                                                                  tags, why):
+    """The same worse candidate, but of another training, config or data version (or logged
+    without identity tags): the baselines of the same window that the experiment holds are not
+    its, so nothing stops it and the comparison table lists no baseline."""
+    import mlflow.artifacts
+
+    from jobs.selection.bar import COMPARISON, assess
+    from jobs.tracking import client
+
+    config, lake = trained["config"], trained["lake"]
+    run, info = candidate_run(trained, **tags)
+    decision = assess(spark, config_patch.replace(config, evaluation={"plots": False}), run.info.run_id,
+                      info.model_uri, [lake.partition(lake.features, RUN_DATE)],
+                      [lake.partition(lake.features, dt.date(2013, 1, 4))], RUN_DATE, "2013-01-05..2013-01-05")
+    assert decision is None
+    assert client().get_run(run.info.run_id).data.tags["bar_decision"] == why
+    table = mlflow.artifacts.load_text(f"runs:/{run.info.run_id}/{COMPARISON}")
+    roles = [line.split(" | ")[0] for line in table.splitlines()[2:]]
+    assert roles == ["| candidate", "| champion"]  # the GBT baseline made champion: a version, not a baseline row
+
+
+def test_with_no_baselines_configured_the_bar_is_open_whatever_the_experiment_holds(spark, trained, config_patch):
+    """``baselines: []`` (the replay's --baselines 0): a candidate of the very training whose
+    baselines it would not beat goes on to the gate."""
+    from jobs.selection.bar import assess
+    from jobs.tracking import client
+
+    config, lake = trained["config"], trained["lake"]
+    run, info = candidate_run(trained)
+    open_config = config_patch.replace(config, baselines=(), evaluation={"plots": False})
+    decision = assess(spark, open_config, run.info.run_id, info.model_uri, [lake.partition(lake.features, RUN_DATE)],
+                      [lake.partition(lake.features, dt.date(2013, 1, 4))], RUN_DATE, "2013-01-05..2013-01-05")
+    assert decision is None
+    assert client().get_run(run.info.run_id).data.tags["bar_decision"] == "no baselines configured"
 
 
 def test_a_baseline_made_champion_by_config_is_scored_unchanged(spark, trained):

@@ -1,7 +1,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -197,3 +203,95 @@ def test_with_approval_required_a_winner_waits_for_a_person(holdout_and_nets, co
         record_approval(client, name, third, True, "bo", "")  # the champion moved since its comparison
     assert str(current_champion(client, name).version) == second
     assert client.get_model_version(name, third).tags["gate_decision"] == AWAITING_APPROVAL
+
+
+# A gate (or an approval) in a process of its own that SIGKILLs itself right after its
+# ``kill_after``-th registry write: the crash window between moving the alias and tagging.
+CRASHING_PROMOTION = """
+import os, signal, sys
+
+import numpy as np
+import pandas as pd
+from mlflow import MlflowClient
+
+from jobs.selection import gate
+
+uri, name, version, action, kill_after = sys.argv[1:6]
+writes = []
+
+
+def killing(write):
+    def wrapped(self, *args, **kwargs):
+        result = write(self, *args, **kwargs)
+        writes.append(write.__name__)
+        if len(writes) == int(kill_after):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+    return wrapped
+
+
+for method in ("set_registered_model_alias", "set_model_version_tag"):
+    setattr(MlflowClient, method, killing(getattr(MlflowClient, method)))
+client = MlflowClient(uri)
+if action == "gate":  # the first version: it wins, and no model is loaded (its predictions are given)
+    holdout = pd.DataFrame({"x": [0.0, 1.0, 2.0, 3.0], "label": [0.0, 0.0, 1.0, 1.0]})
+    gate.apply_gate(client, name, version, holdout, ["x"], "label", "roc_auc", 0.0, np.array([0.1, 0.2, 0.8, 0.9]))
+else:
+    gate.record_approval(client, name, version, True, "ana", "")
+sys.exit(3)  # never killed: fewer writes than kill_after
+"""
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize(("action", "kill_after"), [("gate", 1), ("gate", 4), ("approval", 1)])
+def test_a_promotion_killed_between_the_alias_and_its_tags_is_reconciled(tmp_path, caplog, action, kill_after):
+    """The process is really killed (SIGKILL) right after its first, or fourth, registry write; the
+    alias moved first, so what scoring serves is the decision, and the reconcile completes the
+    version's tags, saying so in one line. Then alias and tags agree, and a second reconcile
+    finds nothing."""
+    from mlflow import MlflowClient
+
+    from jobs.selection.gate import AWAITING_APPROVAL, PROMOTED, RECONCILED, current_champion, reconcile
+
+    uri, name = f"sqlite:///{tmp_path}/mlflow.db", "crash_model"
+    client = MlflowClient(uri)
+    client.create_registered_model(name)
+    version = str(client.create_model_version(name, source=(tmp_path / "model").as_uri()).version)
+    if action == "approval":  # won the gate, a person approves it
+        client.set_model_version_tag(name, version, "gate_decision", AWAITING_APPROVAL)
+        client.set_model_version_tag(name, version, "gate_reason", "no champion yet: the first model becomes champion")
+    died = subprocess.run([sys.executable, "-c", CRASHING_PROMOTION, uri, name, version, action, str(kill_after)],
+                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          timeout=300)
+    assert died.returncode == -signal.SIGKILL, died.stderr[-3000:]
+    champion = current_champion(client, name)
+    assert champion is not None and str(champion.version) == version  # the alias moved before the process died
+    assert client.get_model_version(name, version).tags.get("gate_decision") != PROMOTED  # the window it died in
+
+    with caplog.at_level(logging.INFO, logger="jobs.selection.gate"):
+        note = reconcile(client, name)
+    assert note and f"alias points at version {version}" in note
+    said = [r.getMessage() for r in caplog.records if r.name == "jobs.selection.gate"]
+    assert said == [f"reconciled {name}: {note}"]
+    tags = client.get_model_version(name, version).tags
+    assert tags["gate_decision"] == PROMOTED and tags[RECONCILED] == note
+    assert str(current_champion(client, name).version) == version
+    assert reconcile(client, name) is None  # alias and tags agree now
+
+
+def test_the_next_gate_reconciles_a_champion_whose_promotion_was_cut_short(holdout_and_nets, config, tmp_path):
+    """The state a promotion killed after its alias leaves (the alias on a version without its
+    decision tags): the next gate first tags that champion ``promoted``, then compares with it."""
+    from jobs.selection.gate import PROMOTED, RECONCILED
+
+    name, data = "cut_short_model", holdout_and_nets
+    client, register = registry(tmp_path, "cut-short-tests", name, data)
+    first = register(data["untrained"])
+    client.set_registered_model_alias(name, CHAMPION, first)  # the alias moved, the process died
+    second = register(data["inverted"])
+    decision = apply_gate(client, name, second, data["holdout"], config.features.inputs, config.features.label,
+                          "roc_auc", 0.002)
+    assert not decision.promote and decision.champion_version == first
+    tags = client.get_model_version(name, first).tags
+    assert tags["gate_decision"] == PROMOTED and "died before its decision tags" in tags[RECONCILED]
+    assert client.get_model_version(name, second).tags["gate_decision"] == "rejected"
