@@ -49,7 +49,7 @@ def config_fingerprint(config: PipelineConfig) -> str:
     evaluation = {k: v for k, v in dataclasses.asdict(config.evaluation).items() if k != "plots"}  # pictures only
     decides = {
         "dataset": config.dataset, "features": dataclasses.asdict(config.features),
-        "window": [train.train_days, train.validation_days, train.holdout_days],
+        "window": [train.train_days, train.max_train_days, train.validation_days, train.holdout_days],
         "min_category_count": train.min_category_count, "promotion_metric": train.promotion_metric,
         "evaluation": evaluation, "baselines": [dataclasses.asdict(spec) for spec in config.baselines],
     }
