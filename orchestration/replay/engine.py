@@ -122,12 +122,12 @@ class Replay:
         try:
             yield
         finally:
+            mlflow.set_tracking_uri(previous_uri)  # first: MLflow 3 writes MLFLOW_TRACKING_URI too
             for name, value in before.items():
                 if value is None:
                     os.environ.pop(name, None)
                 else:
                     os.environ[name] = value
-            mlflow.set_tracking_uri(previous_uri)
 
     def setup(self) -> dict[str, Any]:
         # "store": a home replayed before it had a store of its own has its runs elsewhere: not resumable

@@ -89,6 +89,22 @@ def test_each_replay_home_has_an_mlflow_store_of_its_own(tmp_path, monkeypatch):
     """An earlier replay's runs (a baseline of the first champion's window), versions and aliases
     live in its home's store: a replay in a fresh home sees none of them, whatever store the
     environment names (make's gives every home the same one), and the environment's is untouched."""
+    import mlflow
+
+    shared = f"sqlite:///{tmp_path}/shared.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", shared)  # first: the test's end puts back the variable as it was
+    previous = mlflow.get_tracking_uri()
+    # as after an earlier test in the process: MLflow's own URI is not the environment's (and
+    # MLflow 3's set_tracking_uri writes the variable too, so the replay must put it back after)
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/elsewhere.db")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", shared)
+    try:
+        _replay_homes_apart(tmp_path, shared)
+    finally:
+        mlflow.set_tracking_uri(previous)
+
+
+def _replay_homes_apart(tmp_path, shared: str) -> None:
     import os
 
     from mlflow import MlflowClient
@@ -96,8 +112,6 @@ def test_each_replay_home_has_an_mlflow_store_of_its_own(tmp_path, monkeypatch):
     from jobs.tracking import client, ensure_experiment
     from orchestration.replay.engine import Replay
 
-    shared = f"sqlite:///{tmp_path}/shared.db"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", shared)
     earlier, fresh = (Replay(tmp_path / home, policies=("never",)) for home in ("earlier", "fresh"))
     model, experiment = earlier.model_name("never"), f"{earlier.base.train.experiment}-replay"
     with earlier.store():
