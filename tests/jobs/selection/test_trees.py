@@ -214,3 +214,22 @@ def test_an_xgboost_candidate_needs_a_sweep():
 
     with pytest.raises(SystemExit):
         parse_args(["--run-date", str(RUN_DATE), "--family", "xgboost"])
+
+
+def test_the_families_of_the_sweep_are_configured(config, config_patch):
+    """``sweep.families`` decides which families the sweep trains: an MLP-only config's candidates
+    are what they were; one param set of ``sweep.xgboost`` is one candidate over the defaults."""
+    from jobs.selection.specs import XGBOOST_DEFAULTS, sweep_spec
+    from jobs.selection.sweep import candidates
+
+    base = {"learning_rate": 0.003, "epochs": 4, "hyperparameters": {"embedding_dim": 6, "hidden_units": [64, 32]}}
+    mlp = candidates(sweep_spec({"size": 2, "learning_rate": [0.003, 0.01]}), base)
+    assert [(c["family"], c["learning_rate"]) for c in mlp] == [("mlp", 0.003), ("mlp", 0.01)]
+    both = candidates(sweep_spec({"families": ["mlp", "xgboost"], "size": 1, "xgboost": {"max_depth": 3}}), base)
+    assert [c["family"] for c in both] == ["mlp", "xgboost"]
+    assert both[1]["params"] == {**XGBOOST_DEFAULTS, "max_depth": 3}
+    trees = candidates(sweep_spec({"families": ["xgboost"], "xgboost": [{"max_depth": 3}, {"max_depth": 8}]}), base)
+    assert [c["params"]["max_depth"] for c in trees] == [3, 8]
+    for wrong in ({"families": ["forest"]}, {"families": []}, {"xgboost": []}):
+        with pytest.raises(ValueError, match="sweep"):
+            sweep_spec(wrong)
