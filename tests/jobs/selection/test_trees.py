@@ -195,6 +195,32 @@ def test_the_xgboost_run_is_promoted_gated_and_served_like_any_version(spark, sw
     np.testing.assert_allclose(np.sort(served["probability"]), np.sort(expected), rtol=0, atol=1e-9)
 
 
+def test_the_train_job_trains_an_xgboost_candidate_of_the_same_training(swept, config_patch, tmp_path):
+    """The train job's own entry (what train_candidate's mapped task runs), in this process as the
+    replay runs it: ``--family xgboost`` trains a child of the parent with the job's window and
+    identity, which are the in-process candidate's (so the sweep and the bar compare them)."""
+    from jobs.selection.identity import IDENTITY
+    from jobs.selection.sweep import open_parent
+    from jobs.tracking import client
+    from jobs.training import job as train_job
+
+    config_path = config_patch.write(tmp_path, baselines=[], train={
+        "train_days": 2, "validation_days": 1, "holdout_days": 1, "model_name": "xgboost_tests",
+        "experiment": "xgboost-tests", "min_category_count": 1, "num_processes": 2})
+    parent = open_parent(swept["config"], str(RUN_DATE), [{"name": "xgb-job"}], "a test", TRAINING)
+    train_job.main(["--run-date", str(RUN_DATE), "--config", str(config_path), "--lake-root", swept["lake"].root,
+                    "--family", "xgboost", "--xgboost-params", '{"n_estimators": 8, "max_depth": 3}',
+                    "--candidate-name", "xgb-job", "--parent-run-id", parent, "--training-id", TRAINING])
+    mlflow_client = client()
+    (child,) = mlflow_client.search_runs([mlflow_client.get_run(parent).info.experiment_id],
+                                         f"tags.mlflow.parentRunId = '{parent}'")
+    assert child.info.status == "FINISHED" and child.data.tags["model_family"] == "xgboost"
+    assert child.data.tags["candidate_name"] == "xgb-job" and child.data.params["n_estimators"] == "8"
+    assert child.data.params["train_window"] == swept["windows"]["train"] and child.data.params["num_workers"] == "2"
+    assert {key: child.data.tags[key] for key in IDENTITY} == swept["identity"]
+    assert "validation_roc_auc" in child.data.metrics and "holdout_roc_auc" in child.data.metrics
+
+
 @pytest.mark.parametrize(("use_gpu", "device"), [(False, "cpu"), (True, "cuda")])
 def test_the_estimator_runs_where_train_use_gpu_says(swept, use_gpu, device):
     """``--use-gpu`` reaches train.use_gpu, which picks XGBoost's device, on ``train.num_processes``
