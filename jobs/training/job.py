@@ -8,6 +8,8 @@ Usage::
                                [--epochs N] [--learning-rate X] [--promotion-metric M]
                                [--promotion-margin X] [--require-approval true|false]
                                [--started-by TEXT] [--training-id TEXT]
+                               [--parent-run-id ID --candidate-name NAME [--family mlp|xgboost]
+                                [--xgboost-params JSON]] [--promote-run ID]
 
 Every option but ``--num-processes`` and ``--started-by`` overrides the ``train.*`` setting of the
 same name for this run; an empty value (what an Airflow param left empty renders to) keeps the
@@ -38,6 +40,11 @@ lake, where ``key`` digests everything that shapes the training (window, hyperpa
 version, preprocessing). A retried attempt with the same key (an Airflow retry after the process
 was killed) continues the same MLflow run from the last checkpoint instead of starting over; the
 checkpoints are removed once the model is registered.
+
+A sweep candidate (``--parent-run-id``) is trained, reported on and left unregistered; with
+``--family xgboost`` it is an XGBoost candidate instead of the MLP (:mod:`jobs.selection.trees`:
+SparkXGBClassifier on ``num_processes`` workers, the same window and preprocessor, no ranks or
+checkpoints). ``--promote-run`` registers and gates the sweep's chosen run, whatever its family.
 """
 
 from __future__ import annotations
@@ -125,7 +132,8 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
                         help="the model family: mlp (TorchDistributor) or xgboost (SparkXGBClassifier, a sweep "
                              "candidate only: with --parent-run-id)")
     parser.add_argument("--xgboost-params", type=optional(json.loads), default=None,
-                        help="an xgboost candidate's params, a JSON object (default: sweep.xgboost's first set)")
+                        help="an xgboost candidate's params, a JSON object over the defaults (default: sweep.xgboost's "
+                             "first set)")
     args = parse_job_args(parser, argv, TrainArgs, train_overrides=tuple(OVERRIDES))
     if args.family == "xgboost" and not args.parent_run_id:
         # registration and the gate go through --promote-run, as the sweep's best of any family does
@@ -251,11 +259,14 @@ def train_xgboost(spark: SparkSession, args: TrainArgs, num_workers: int, featur
     """An xgboost sweep candidate (:mod:`jobs.selection.trees`) on the job's window: the same
     preprocessor and identity tags as an MLP candidate's, ``num_workers`` XGBoost workers."""
     from jobs.selection.identity import data_fingerprint, identity_tags
+    from jobs.selection.specs import XGBOOST_DEFAULTS
     from jobs.selection.trees import train_candidate
 
     cfg, spec = args.config.train, args.config.features
     pre = fit_preprocessor(features, spec, cfg.min_category_count, train_window)
-    params = args.xgboost_params if args.xgboost_params is not None else args.config.sweep.xgboost_params()[0]
+    # plan_sweep passes a whole param set; one given by hand goes over the defaults as sweep.xgboost's do
+    params = ({**XGBOOST_DEFAULTS, **args.xgboost_params} if args.xgboost_params is not None
+              else args.config.sweep.xgboost_params()[0])
     windows = {part: f"{found[0]}..{found[-1]}" if found else "" for part, found in days.items()}
     identity = identity_tags(args.config, data_fingerprint(spark, [d for part in dirs.values() for d in part]),
                              args.training_id)
