@@ -195,6 +195,7 @@ def test_the_xgboost_run_is_promoted_gated_and_served_like_any_version(spark, sw
     np.testing.assert_allclose(np.sort(served["probability"]), np.sort(expected), rtol=0, atol=1e-9)
 
 
+@pytest.mark.e2e  # the whole train job (in this process, as the replay runs it)
 def test_the_train_job_trains_an_xgboost_candidate_of_the_same_training(swept, config_patch, tmp_path):
     """The train job's own entry (what train_candidate's mapped task runs), in this process as the
     replay runs it: ``--family xgboost`` trains a child of the parent with the job's window and
