@@ -17,10 +17,12 @@ validated again since) is refused, saying which ingest rebuilds it.
 the same days, each its own MLflow run. Every MLflow run of a DAG run carries its `training_id`
 (with fingerprints of the config and the window's data): the bar, the comparison table and the
 sweep's choice compare runs of the same training only. Beside it, the sweep: `plan_sweep` builds the candidate
-configs from the `sweep_*` params (learning rates, widths, depths, epochs; `sweep_size` of them)
+configs from the `sweep_*` params (the MLP's learning rates, widths, depths, epochs; `sweep_size`
+of them) and one per XGBoost param set of `sweep.xgboost` (the families of `sweep.families`)
 under a parent MLflow run, and `train_candidate` is mapped over them: one TorchDistributor
-training each, fitted on the first `train_days`, with an evaluation report on the validation
-and holdout days. `select_candidate` picks the best on the validation days; `train_model`
+training each MLP, one SparkXGBClassifier fit each XGBoost candidate, fitted on the first
+`train_days`, with an evaluation report on the validation and holdout days. `select_candidate`
+picks the best of every family on the validation days; `train_model`
 registers it, and sends it to the champion gate only if it beats the best baseline on the
 holdout (otherwise the run and version record why); it becomes `champion` only if it beats the
 current champion on the same holdout by `promotion_margin` in `promotion_metric` (the task's
@@ -89,7 +91,8 @@ TRAIN_PARAMS = {
 # The sweep: each list empty keeps sweep.<name> of the config.
 SWEEP_PARAMS = {
     "sweep_size": Param(None, type=["null", "integer"], minimum=1, maximum=32,
-                        description="candidates the sweep trains (default: sweep.size, 2)"),
+                        description="MLP candidates the sweep trains (default: sweep.size, 2), beside "
+                                    "one per sweep.xgboost param set"),
     "sweep_learning_rates": Param(None, type=["null", "array"], items={"type": "number", "exclusiveMinimum": 0},
                                   description="learning rates to try"),
     "sweep_widths": Param(None, type=["null", "array"], items={"type": "integer", "minimum": 1},

@@ -1,6 +1,7 @@
 """The hyperparameter sweep's worker tasks in ``train_pipeline``: plan the candidates (a parent
-MLflow run, one train-job argument list each, for dynamic task mapping) and pick the best of them
-on the validation days once they have trained. The decisions live in :mod:`jobs.selection.sweep`."""
+MLflow run, one train-job argument list each, of every family of ``sweep.families``, for dynamic
+task mapping) and pick the best of them on the validation days once they have trained. The
+decisions live in :mod:`jobs.selection.sweep`."""
 
 from __future__ import annotations
 
@@ -62,7 +63,8 @@ def select_candidate(candidate_args: Any) -> Any:
         first = candidate_args[0]
         best = best_candidate(load_config(), first[first.index("--parent-run-id") + 1])
         print(f"best of {len(candidate_args)} candidates on the validation days: {best['name']} "
-              f"(run {best['run_id']}, validation {load_config().train.promotion_metric} {best['score']})")
+              f"({best['family']}, run {best['run_id']}, validation {load_config().train.promotion_metric} "
+              f"{best['score']})")
         return best["run_id"]
 
     return select(candidate_args=candidate_args)

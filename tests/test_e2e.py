@@ -37,6 +37,9 @@ def airflow_env(lake, config_patch, tmp_path_factory):
         train={"train_days": 3, "validation_days": 2, "holdout_days": 2, "epochs": 2},
         baselines=[{"name": "flat_lr", "kind": "logistic_regression",
                     "params": {"maxIter": 5, "regParam": 10.0, "elasticNetParam": 1.0}}],
+        # the MLP's candidates only: the checks below read their epochs and learning rates (the
+        # xgboost family through the train job: tests/jobs/selection/test_trees.py)
+        sweep={"families": ["mlp"]},
     )
     os.environ["PIPELINE_CONFIG"] = str(path)
     os.environ["PIPELINE_TIMINGS_DIR"] = str(tmp_path_factory.mktemp("timings"))  # jobs.timings: every job's split

@@ -55,6 +55,7 @@ def test_six_weeks_under_two_policies_keep_the_invariants(spark, config_patch, t
         tmp_path / "config",
         train={"train_days": 10, "validation_days": 2, "holdout_days": 3, "epochs": 2, "num_processes": 1},
         validation={"great_expectations": False},
+        sweep={"families": ["mlp"]},  # the xgboost family is tested in tests/jobs/selection/test_trees.py
     )
     home = tmp_path / "replay"
     # the bar open (no baselines): a one-candidate sweep of a light model need not beat them

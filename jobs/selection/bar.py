@@ -1,7 +1,7 @@
 """A candidate's assessment before the champion gate: its evaluation report, the comparison table
 (every candidate and baseline of the window, and the current champion, on the same holdout) and
-the bar: a PyTorch candidate that does not beat the best MLlib baseline on the holdout's promotion
-metric stops here, and the run and version record why.
+the bar: a candidate (of any family: the MLP, XGBoost) that does not beat the best MLlib baseline
+on the holdout's promotion metric stops here, and the run and version record why.
 
 The baselines (:mod:`jobs.selection.baselines`) log runs tagged ``candidate_kind=baseline`` with the
 ``run_date`` and ``holdout_window`` they were evaluated on; the bar compares with the latest run
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("jobs.selection.bar")
 
 KIND, WINDOW, NAME = "candidate_kind", "holdout_window", "candidate_name"  # run tags
+FAMILY = "model_family"  # run tag: mlp or xgboost (jobs.selection.specs.FAMILIES); the bar does not read it
+CANDIDATE = "candidate"  # candidate_kind of every trained candidate, whatever its family (baselines: "baseline")
 COMPARISON = "comparison/comparison.md"
 STOPPED = "stopped_at_bar"
 TABLE_METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "ece", "accuracy")
@@ -146,7 +148,7 @@ def champion_metrics(client: Any, model_name: str, holdout: pd.DataFrame, inputs
 def assess(spark: SparkSession, config: PipelineConfig, run_id: str, model_uri: str, holdout_dirs: list[str],
            validation_dirs: list[str], run_date: dt.date, window: str, version: str | None = None,
            name: str = "pytorch") -> BarDecision | None:
-    """Report on the PyTorch candidate ``model_uri`` of run ``run_id``, log the comparison table
+    """Report on the candidate ``model_uri`` (any family) of run ``run_id``, log the comparison table
     and apply the bar; returns the decision that stops it before the gate, or None to go on."""
     import mlflow.pyfunc
 
@@ -164,7 +166,7 @@ def assess(spark: SparkSession, config: PipelineConfig, run_id: str, model_uri: 
     probabilities = model.predict(holdout[spec.inputs])
     validation_probabilities = model.predict(validation[spec.inputs]) if len(validation) else None
     tags = mlflow_client.get_run(run_id).data.tags
-    for key, value in {KIND: "pytorch", NAME: tags.get(NAME, name), WINDOW: window, "run_date": str(run_date)}.items():
+    for key, value in {KIND: CANDIDATE, NAME: tags.get(NAME, name), WINDOW: window, "run_date": str(run_date)}.items():
         mlflow_client.set_tag(run_id, key, value)
     evaluate_candidate(run_id, holdout, probabilities, spec.label, evaluation, validation, validation_probabilities)
 
@@ -180,7 +182,7 @@ def assess(spark: SparkSession, config: PipelineConfig, run_id: str, model_uri: 
              "the run has no training identity tags: compared with no baseline")
     champion = champion_metrics(mlflow_client, cfg.model_name, holdout, spec.inputs, spec.label)
     siblings = {n: {m.removeprefix("holdout_"): v for m, v in r.data.metrics.items()}
-                for n, r in window_runs(mlflow_client, experiment_id, run_date, window, "pytorch", identity).items()}
+                for n, r in window_runs(mlflow_client, experiment_id, run_date, window, CANDIDATE, identity).items()}
     candidates = {**siblings, tags.get(NAME, name): candidate}
     table = log_comparison(mlflow_client, run_id, comparison_rows(candidates, baselines, champion))
     log.info("holdout %s, every candidate, baseline and the champion:\n%s", window, table)

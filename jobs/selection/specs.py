@@ -12,6 +12,11 @@ from typing import Any
 
 VALIDATION_F1 = "validation_f1"  # threshold policy: the F1-best threshold on the validation days
 BASELINE_KINDS = ("logistic_regression", "gbt")
+FAMILIES = ("mlp", "xgboost")  # the sweep's model families (jobs.selection.sweep.candidates)
+# An xgboost candidate's params where the config names none (SparkXGBClassifier's, i.e. XGBoost's
+# scikit-learn names); a param set of sweep.xgboost is laid over them.
+XGBOOST_DEFAULTS: dict[str, Any] = {"n_estimators": 300, "max_depth": 6, "learning_rate": 0.05, "subsample": 0.8,
+                                    "colsample_bytree": 0.8, "min_child_weight": 5.0}
 
 
 @dataclass(frozen=True)
@@ -60,14 +65,32 @@ class BaselineSpec:
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """The hyperparameter sweep's space: the candidates are the first ``size`` combinations of
-    the values (in order: learning_rate, hidden width, depth, epochs), the base config's first."""
+    """The hyperparameter sweep's space. ``families``: which model families it trains. The MLP's
+    candidates are the first ``size`` combinations of the values (in order: learning_rate, hidden
+    width, depth, epochs), the base config's first; the xgboost family adds one candidate per param
+    set of ``xgboost`` (a dict, or a list of them), each over :data:`XGBOOST_DEFAULTS`."""
 
     size: int = 2
     learning_rate: list[float] = field(default_factory=list)
     width: list[int] = field(default_factory=list)
     depth: list[int] = field(default_factory=list)
     epochs: list[int] = field(default_factory=list)
+    families: list[str] = field(default_factory=lambda: ["mlp"])
+    xgboost: list[dict[str, Any]] = field(default_factory=lambda: [{}])
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in self.families if f not in FAMILIES]
+        if unknown or not self.families or len(set(self.families)) != len(self.families):
+            raise ValueError(f"sweep.families must be a list of distinct families of {', '.join(FAMILIES)}, "
+                             f"got {self.families}")
+        if isinstance(self.xgboost, dict):  # one param set
+            object.__setattr__(self, "xgboost", [self.xgboost])
+        if not self.xgboost or not all(isinstance(p, dict) for p in self.xgboost):
+            raise ValueError(f"sweep.xgboost must be a dict of params or a non-empty list of them, got {self.xgboost}")
+
+    def xgboost_params(self) -> list[dict[str, Any]]:
+        """Each xgboost candidate's params: its param set over :data:`XGBOOST_DEFAULTS`."""
+        return [{**XGBOOST_DEFAULTS, **params} for params in self.xgboost]
 
 
 def baseline_specs(raw: Any) -> tuple[BaselineSpec, ...]:
@@ -86,4 +109,7 @@ def evaluation_spec(raw: Any) -> EvaluationSpec:
 
 
 def sweep_spec(raw: Any) -> SweepSpec:
-    return SweepSpec(**dict(raw or {}))
+    raw = dict(raw or {})
+    if raw.get("xgboost") is None:
+        raw.pop("xgboost", None)
+    return SweepSpec(**raw)

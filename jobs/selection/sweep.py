@@ -1,13 +1,18 @@
 """The hyperparameter sweep: candidate configs, their runs, and the one that goes forward.
 
-- :func:`candidates`: the first ``size`` combinations of the space (learning rate, width, depth,
-  epochs), from ``sweep`` of the config with the DAG's params over it; width and depth set the
-  default MLP's ``hidden_units`` (``[width] * depth``);
+- :func:`candidates`: for the ``mlp`` family, the first ``size`` combinations of the space
+  (learning rate, width, depth, epochs), from ``sweep`` of the config with the DAG's params over
+  it; width and depth set the default MLP's ``hidden_units`` (``[width] * depth``); for the
+  ``xgboost`` family, one candidate per param set of ``sweep.xgboost`` (``sweep.families`` says
+  which families);
 - :func:`open_parent`: the parent MLflow run the candidates' runs hang under;
-- each candidate is a train job with ``--parent-run-id``: it trains, logs the evaluation report
-  (validation metrics included) and stops there (:func:`finish_candidate`), no registration;
+- each candidate is a train job with ``--parent-run-id`` (and ``--family``): it trains (an MLP with
+  TorchDistributor, an xgboost candidate with ``SparkXGBClassifier``: :mod:`jobs.selection.trees`),
+  logs the evaluation report (validation metrics included) and stops there
+  (:func:`finish_candidate`), no registration; every candidate run is tagged
+  ``candidate_kind=candidate`` and its ``model_family``;
 - :func:`best_candidate`: the child run with the best promotion metric on the validation days
-  (never the holdout), among the children of the same training, config and data version
+  (never the holdout), whatever its family, among the children of the same training, config and data version
   (:mod:`jobs.selection.identity`); the train job with ``--promote-run`` then registers it, puts it to the bar
   and the champion gate (:func:`candidate_result`).
 """
@@ -49,22 +54,31 @@ def candidates(spec: SweepSpec, base: dict[str, Any], overrides: dict[str, Any] 
         "depth": overrides.get("depth", spec.depth) or [len(hidden)],
         "epochs": overrides.get("epochs", spec.epochs) or [base["epochs"]],
     }
-    found = []
-    for lr, width, depth, epochs in itertools.islice(itertools.product(*space.values()), size):
-        found.append({
-            "name": f"lr={lr:g},width={width},depth={depth},epochs={epochs}",
-            "learning_rate": float(lr), "epochs": int(epochs),
-            "hyperparameters": {**base["hyperparameters"], "hidden_units": [int(width)] * int(depth)},
-        })
+    found: list[dict[str, Any]] = []
+    if "mlp" in spec.families:
+        for lr, width, depth, epochs in itertools.islice(itertools.product(*space.values()), size):
+            found.append({
+                "name": f"lr={lr:g},width={width},depth={depth},epochs={epochs}", "family": "mlp",
+                "learning_rate": float(lr), "epochs": int(epochs),
+                "hyperparameters": {**base["hyperparameters"], "hidden_units": [int(width)] * int(depth)},
+            })
+    if "xgboost" in spec.families:
+        for params in spec.xgboost_params():
+            shown = ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items()
+                             if k in ("n_estimators", "max_depth", "learning_rate"))
+            found.append({"name": f"xgboost:{shown}", "family": "xgboost", "params": params})
     return found
 
 
 def candidate_args(candidate: dict[str, Any], parent_run_id: str, training_id: str | None = None) -> list[str]:
     """The train job options of one candidate, as a child run of ``parent_run_id`` in the
     training ``training_id``."""
-    return ["--learning-rate", str(candidate["learning_rate"]), "--epochs", str(candidate["epochs"]),
-            "--hyperparameters", json.dumps(candidate["hyperparameters"], sort_keys=True),
-            "--candidate-name", candidate["name"], "--parent-run-id", parent_run_id,
+    if candidate.get("family", "mlp") == "xgboost":
+        own = ["--family", "xgboost", "--xgboost-params", json.dumps(candidate["params"], sort_keys=True)]
+    else:
+        own = ["--learning-rate", str(candidate["learning_rate"]), "--epochs", str(candidate["epochs"]),
+               "--hyperparameters", json.dumps(candidate["hyperparameters"], sort_keys=True)]
+    return [*own, "--candidate-name", candidate["name"], "--parent-run-id", parent_run_id,
             *(["--training-id", training_id] if training_id else [])]
 
 
@@ -88,10 +102,11 @@ def open_parent(config: PipelineConfig, run_date: str, found: list[dict[str, Any
 
 def best_candidate(config: PipelineConfig, parent_run_id: str) -> dict[str, Any]:
     """The child run with the best validation promotion metric; logs the sweep table to the
-    parent, tags it with the winner and finishes it. Returns ``{"run_id", "name", "score"}``."""
+    parent, tags it with the winner (and its family) and finishes it. Returns ``{"run_id", "name",
+    "family", "score"}``."""
     import pandas as pd
 
-    from jobs.selection.bar import better
+    from jobs.selection.bar import FAMILY, better
     from jobs.tracking import client
 
     metric = config.train.promotion_metric
@@ -100,6 +115,7 @@ def best_candidate(config: PipelineConfig, parent_run_id: str) -> dict[str, Any]
     children = same_training(parent, mlflow_client.search_runs(
         [parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent_run_id}' and attributes.status = 'FINISHED'"))
     rows = [{"name": c.data.tags.get("candidate_name", c.info.run_id), "run_id": c.info.run_id,
+             "family": c.data.tags.get(FAMILY, "mlp"),
              f"validation_{metric}": c.data.metrics.get(f"validation_{metric}"),
              f"holdout_{metric}": c.data.metrics.get(f"holdout_{metric}")} for c in children]
     # A single candidate goes forward without a choice (and without validation days).
@@ -117,10 +133,12 @@ def best_candidate(config: PipelineConfig, parent_run_id: str) -> dict[str, Any]
         mlflow_client.log_metric(parent_run_id, f"best_validation_{metric}", best[f"validation_{metric}"])
     mlflow_client.set_tag(parent_run_id, "best_run_id", best["run_id"])
     mlflow_client.set_tag(parent_run_id, "best_candidate", best["name"])
+    mlflow_client.set_tag(parent_run_id, "best_family", best["family"])
     mlflow_client.set_terminated(parent_run_id, status="FINISHED")
     log.info("sweep %s: %d candidate(s), best by validation %s: %s (%s)", parent_run_id, len(rows), metric,
              best["name"], best[f"validation_{metric}"])
-    return {"run_id": best["run_id"], "name": best["name"], "score": best[f"validation_{metric}"]}
+    return {"run_id": best["run_id"], "name": best["name"], "family": best["family"],
+            "score": best[f"validation_{metric}"]}
 
 
 def same_training(parent: Any, children: list[Any]) -> list[Any]:
@@ -149,13 +167,14 @@ def same_training(parent: Any, children: list[Any]) -> list[Any]:
 
 def finish_candidate(spark: SparkSession, config: PipelineConfig, run_id: str, result: dict[str, Any],
                      holdout_dirs: list[str], validation_dirs: list[str], run_date: dt.date, window: str,
-                     name: str, checkpoint_dir: str) -> None:
-    """A sweep candidate's end: its evaluation report (validation metrics for the choice of the
-    best), the tags the promotion finds it by, the run finished; not registered."""
+                     name: str, checkpoint_dir: str | None, family: str = "mlp") -> None:
+    """A sweep candidate's end, whatever its family: its evaluation report (validation metrics for
+    the choice of the best), the tags the promotion finds it by, the run finished; not registered.
+    ``checkpoint_dir``: what the training leaves to remove (None: nothing)."""
     import mlflow.pyfunc
 
     from jobs.lake.storage import delete_dir
-    from jobs.selection.bar import KIND, NAME, WINDOW, read_rows
+    from jobs.selection.bar import CANDIDATE, FAMILY, KIND, NAME, WINDOW, read_rows
     from jobs.selection.evaluation import evaluate_candidate
     from jobs.tracking import client
 
@@ -167,11 +186,12 @@ def finish_candidate(spark: SparkSession, config: PipelineConfig, run_id: str, r
     evaluate_candidate(run_id, holdout, model.predict(holdout[spec.inputs]), spec.label, evaluation, validation,
                        model.predict(validation[spec.inputs]) if len(validation) else None)
     mlflow_client = client()
-    for key, value in {KIND: "pytorch", NAME: name, WINDOW: window, "run_date": str(run_date),
+    for key, value in {KIND: CANDIDATE, FAMILY: family, NAME: name, WINDOW: window, "run_date": str(run_date),
                        MODEL_URI_TAG: result["model_uri"]}.items():
         mlflow_client.set_tag(run_id, key, value)
     mlflow_client.set_terminated(run_id, status="FINISHED")
-    delete_dir(checkpoint_dir)
+    if checkpoint_dir:
+        delete_dir(checkpoint_dir)
     log.info("sweep candidate %s: run %s, holdout %s", name, run_id,
              json.dumps({k: round(v, 4) for k, v in result["metrics"].items()}))
 

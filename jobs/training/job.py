@@ -8,6 +8,8 @@ Usage::
                                [--epochs N] [--learning-rate X] [--promotion-metric M]
                                [--promotion-margin X] [--require-approval true|false]
                                [--started-by TEXT] [--training-id TEXT]
+                               [--parent-run-id ID --candidate-name NAME [--family mlp|xgboost]
+                                [--xgboost-params JSON]] [--promote-run ID]
 
 Every option but ``--num-processes`` and ``--started-by`` overrides the ``train.*`` setting of the
 same name for this run; an empty value (what an Airflow param left empty renders to) keeps the
@@ -38,18 +40,27 @@ lake, where ``key`` digests everything that shapes the training (window, hyperpa
 version, preprocessing). A retried attempt with the same key (an Airflow retry after the process
 was killed) continues the same MLflow run from the last checkpoint instead of starting over; the
 checkpoints are removed once the model is registered.
+
+A sweep candidate (``--parent-run-id``) is trained, reported on and left unregistered; with
+``--family xgboost`` it is an XGBoost candidate instead of the MLP (:mod:`jobs.selection.trees`:
+SparkXGBClassifier on ``num_processes`` workers, the same window and preprocessor, no ranks or
+checkpoints). ``--promote-run`` registers and gates the sweep's chosen run, whatever its family.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from jobs.config import PRECISIONS, JobArgs, job_parser, optional, optional_choice, parse_bool, parse_job_args
 from jobs.errors import run_job
 from jobs.lake.spark import configure_logging, get_spark, require_cuda
+from jobs.selection.bar import FAMILY
 from jobs.selection.gate import PROMOTION_METRICS
+from jobs.selection.specs import FAMILIES
 from jobs.tracking import check_tracking_server
 from jobs.training.data import check_labels, feature_dirs, featured_days, fit_preprocessor, training_window
 from jobs.training.lifecycle import failed_on_error, terminate_on_signal
@@ -58,6 +69,9 @@ from jobs.training.publish import TrainingRun, open_run, publish
 from jobs.training.rank import RankConfig, batch_size
 from jobs.training.resources import gpu_resources, training_processes
 from jobs.training.stream import plan_shares, resolve_data_path
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("jobs.training.job")
 
@@ -91,6 +105,8 @@ class TrainArgs(JobArgs):
     promote_run: str | None = None  # register and gate this finished sweep candidate instead of training
     trigger: str | None = None  # what kind of event started the run: person, decay, drift or schedule
     training_id: str | None = None  # the training the run is part of: the bar compares it with its runs only
+    family: str = "mlp"  # the candidate's model family (jobs.selection.specs.FAMILIES)
+    xgboost_params: dict | None = None  # an xgboost candidate's params (jobs.selection.trees)
 
 
 def parse_args(argv: list[str] | None = None) -> TrainArgs:
@@ -112,7 +128,17 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
     parser.add_argument("--training-id", type=optional(str), default=None,
                         help="the training the run belongs to (train_pipeline's run): an MLflow tag the bar and the "
                              "sweep match (a promoted run keeps its own)")
-    return parse_job_args(parser, argv, TrainArgs, train_overrides=tuple(OVERRIDES))
+    parser.add_argument("--family", choices=FAMILIES, default="mlp",
+                        help="the model family: mlp (TorchDistributor) or xgboost (SparkXGBClassifier, a sweep "
+                             "candidate only: with --parent-run-id)")
+    parser.add_argument("--xgboost-params", type=optional(json.loads), default=None,
+                        help="an xgboost candidate's params, a JSON object over the defaults (default: sweep.xgboost's "
+                             "first set)")
+    args = parse_job_args(parser, argv, TrainArgs, train_overrides=tuple(OVERRIDES))
+    if args.family == "xgboost" and not args.parent_run_id:
+        # registration and the gate go through --promote-run, as the sweep's best of any family does
+        parser.error("--family xgboost trains a sweep candidate: give --parent-run-id")
+    return args
 
 
 def started(args: TrainArgs) -> dict[str, str]:
@@ -147,6 +173,11 @@ def main(argv: list[str] | None = None) -> None:
     check_labels(features, spec.label, train_window)
     check_labels(spark.read.option("basePath", args.lake.features).parquet(*holdout_dirs), spec.label,
                  f"holdout window {holdout_days[0]}..{holdout_days[-1]} ({args.lake.features})", both_classes=False)
+    if args.family == "xgboost":  # a tree candidate of the sweep: XGBoost's own workers, no ranks to plan
+        train_xgboost(spark, args, num_processes, features, train_window,
+                      {"train": train_dirs, "validation": validation_dirs, "holdout": holdout_dirs},
+                      {"train": train_days, "validation": validation_days, "holdout": holdout_days})
+        return
     # Each rank's share from the Parquet footers: a rank left without a labelled row is refused here,
     # saying why, not found out by ranks waiting for each other.
     plan = plan_shares(train_dirs, num_processes, spec.label)
@@ -180,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
         "data_path": cfg.data_path, "buffer_rows": cfg.buffer_rows, "read_ahead": cfg.read_ahead,
         **cfg.hyperparameters, **code_version(),
     }
-    tags = started(args)
+    tags = {**started(args), FAMILY: "mlp"}
     if args.parent_run_id:
         tags["mlflow.parentRunId"] = args.parent_run_id
     run = open_run(args.lake, args.run_date, cfg.experiment, params, pre, cfg.epochs, tags)
@@ -216,11 +247,34 @@ def main(argv: list[str] | None = None) -> None:
             from jobs.selection.sweep import finish_candidate
 
             finish_candidate(spark, args.config, run.run_id, result, holdout_dirs, validation_dirs, args.run_date,
-                             windows[1], args.candidate_name or run.run_id, run.checkpoint_dir)
+                             windows[1], args.candidate_name or run.run_id, run.checkpoint_dir, family="mlp")
             return
         # Register, gate and report.
         publish(spark, args.lake, args.config, args.run_date, run, result, features, pre, holdout_dirs, windows,
                 validation_dirs=validation_dirs, started=started(args))
+
+
+def train_xgboost(spark: SparkSession, args: TrainArgs, num_workers: int, features: DataFrame, train_window: str,
+                  dirs: dict[str, list[str]], days: dict[str, list[dt.date]]) -> None:
+    """An xgboost sweep candidate (:mod:`jobs.selection.trees`) on the job's window: the same
+    preprocessor and identity tags as an MLP candidate's, ``num_workers`` XGBoost workers."""
+    from jobs.selection.identity import data_fingerprint, identity_tags
+    from jobs.selection.specs import XGBOOST_DEFAULTS
+    from jobs.selection.trees import train_candidate
+
+    cfg, spec = args.config.train, args.config.features
+    pre = fit_preprocessor(features, spec, cfg.min_category_count, train_window)
+    # plan_sweep passes a whole param set; one given by hand goes over the defaults as sweep.xgboost's do
+    params = ({**XGBOOST_DEFAULTS, **args.xgboost_params} if args.xgboost_params is not None
+              else args.config.sweep.xgboost_params()[0])
+    windows = {part: f"{found[0]}..{found[-1]}" if found else "" for part, found in days.items()}
+    identity = identity_tags(args.config, data_fingerprint(spark, [d for part in dirs.values() for d in part]),
+                             args.training_id)
+    found = train_candidate(spark, args.config, args.run_date, dirs, windows, pre, params,
+                            args.candidate_name or "xgboost", args.parent_run_id or "", num_workers, identity,
+                            started(args))
+    log.info("xgboost candidate %s: run %s, holdout %s", args.candidate_name, found["run_id"],
+             json.dumps({k: round(v, 4) for k, v in found["metrics"].items()}))
 
 
 if __name__ == "__main__":

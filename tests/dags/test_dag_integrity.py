@@ -185,8 +185,9 @@ def test_ingest_takes_a_window_the_jobs_understand(dag_bag):
 
 
 def test_the_sweep_is_mapped_over_as_many_candidates_as_configured(dag_bag, config):
-    """train_candidate is mapped over plan_sweep's list: sweep_size candidate configs (the
-    config's by default), each a train-job argument list the job parses, under one parent run."""
+    """train_candidate is mapped over plan_sweep's list: sweep_size MLP candidate configs (the
+    config's by default) and one per xgboost param set, each a train-job argument list the job
+    parses, under one parent run."""
     from jobs.selection.sweep import candidate_args, candidates
     from jobs.training.job import parse_args
     from orchestration.sweep_tasks import SWEEP_PARAMS, job_options
@@ -197,7 +198,9 @@ def test_the_sweep_is_mapped_over_as_many_candidates_as_configured(dag_bag, conf
     base = {"learning_rate": config.train.learning_rate, "epochs": config.train.epochs,
             "hyperparameters": dict(config.train.hyperparameters)}
     defaults = {key: dag.params[name] for name, key in SWEEP_PARAMS.items()}
-    assert len(candidates(config.sweep, base, defaults)) == config.sweep.size == 2
+    found = candidates(config.sweep, base, defaults)
+    assert [c["family"] for c in found] == ["mlp"] * config.sweep.size + ["xgboost"] * len(config.sweep.xgboost)
+    assert config.sweep.size == 2 and config.sweep.families == ["mlp", "xgboost"]
     params = {"sweep_size": 3, "sweep_learning_rates": [0.01, 0.02], "sweep_widths": [16, 8], "sweep_depths": [1],
               "sweep_epochs": [1]}
     # What the DAG's params resolve the values to (a schema that coerced or dropped one would show
@@ -206,12 +209,16 @@ def test_the_sweep_is_mapped_over_as_many_candidates_as_configured(dag_bag, conf
     assert resolved == params
     found = candidates(config.sweep, base, {key: resolved[name] for name, key in SWEEP_PARAMS.items()})
     assert [c["name"] for c in found] == ["lr=0.01,width=16,depth=1,epochs=1", "lr=0.01,width=8,depth=1,epochs=1",
-                                          "lr=0.02,width=16,depth=1,epochs=1"]
+                                          "lr=0.02,width=16,depth=1,epochs=1",
+                                          "xgboost:n_estimators=300,max_depth=6,learning_rate=0.05"]
     args = ["--run-date", "2013-01-28", *job_options({"epochs": 5, "use_gpu": True}, ["epochs", "use_gpu"]),
             *candidate_args(found[1], "parent")]
     parsed = parse_args(args)
     assert parsed.parent_run_id == "parent" and parsed.config.train.epochs == 1  # the candidate's own wins
     assert parsed.config.train.hyperparameters["hidden_units"] == [8] and parsed.config.train.use_gpu is True
+    trees = parse_args(["--run-date", "2013-01-28", *candidate_args(found[3], "parent")])
+    assert (trees.family, trees.parent_run_id) == ("xgboost", "parent")
+    assert trees.xgboost_params == config.sweep.xgboost_params()[0]
 
 
 def run_states(dag, decided: dict[str, str]) -> dict[str, str]:
