@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import IO
 
+from jobs.lake.spark import DRIVER_CONF
+
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
@@ -29,7 +31,8 @@ def command(port: int, master: str) -> list[str]:
     return ["spark-submit", "--class", SERVER_CLASS, "--name", "pipeline Spark Connect server", "--master", master,
             "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
             "--conf", f"spark.connect.grpc.binding.port={port}",
-            "--conf", "spark.ui.showConsoleProgress=false"]
+            "--conf", "spark.ui.showConsoleProgress=false",
+            *[arg for key, value in DRIVER_CONF.items() for arg in ("--conf", f"{key}={value}")]]
 
 
 def wait_ready(port: int, process: subprocess.Popen, timeout: float = 120.0, log: Path | None = None) -> None:

@@ -42,6 +42,17 @@ SESSION_CONF = {
     "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
+# What a driver keeps of its finished queries, jobs and stages for the UI and the status API.
+# Spark keeps a thousand of each by default, with every query's plan and per-task metric values: a
+# long-lived driver (the tests' session, the shared Connect server) filled its 1 GiB heap with them
+# once the history features' plans grew (GC thrashing, no error). Static settings: they are given
+# when a driver starts (get_spark's classic sessions, jobs.lake.connect_server), never on a session.
+DRIVER_CONF = {
+    "spark.sql.ui.retainedExecutions": "50",
+    "spark.ui.retainedJobs": "200",
+    "spark.ui.retainedStages": "200",
+}
+
 
 def get_spark(app_name: str, extra_conf: dict[str, str] | None = None, connect: bool = False) -> SparkSession:
     """Get or create the session; under spark-submit the master and resources come from there.
@@ -65,7 +76,7 @@ def get_spark(app_name: str, extra_conf: dict[str, str] | None = None, connect: 
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.appName(app_name)
-        for key, value in settings.items():
+        for key, value in {**DRIVER_CONF, **settings}.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("WARN")

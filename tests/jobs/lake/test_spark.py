@@ -119,3 +119,16 @@ def test_a_validated_zone_written_again_is_read_back_by_its_days_only(spark, lon
     files, jobs = (after - earlier for after, earlier in zip(_listing(spark), before, strict=True))
     assert written == {days[-1].isoformat(): 2, days[-2].isoformat(): 0}
     assert jobs == 0 and files <= 2, (files, jobs)
+
+
+def test_a_long_lived_driver_keeps_few_finished_queries(spark):
+    """The tests' session (and the shared Connect server, from the same settings) keeps 50 finished
+    queries, not Spark's thousand: their plans and metrics filled a worker's 1 GiB heap."""
+    from jobs.lake.connect_server import command
+    from jobs.lake.spark import DRIVER_CONF
+
+    conf = spark.sparkContext.getConf()
+    assert {key: conf.get(key) for key in DRIVER_CONF} == DRIVER_CONF
+    assert int(DRIVER_CONF["spark.sql.ui.retainedExecutions"]) <= 100
+    server = command(15002, "local[2]")
+    assert all(f"{key}={value}" in server for key, value in DRIVER_CONF.items())
