@@ -11,7 +11,7 @@ outcomes, so a missing day is counted, not filled with zeros, and the first days
 
 Computed in Spark with window functions over (key, day number) whose frame ends before the day,
 in one query whatever the number of days built: the rows of the days before the window are read
-from the validated zone by the features job (:func:`reach`).
+from the validated zone by the features job (:func:`history_days`).
 
 Calendar: ``day_of_year`` and the days to the next and since the last public holiday of
 ``features.calendar.holidays`` (a country code of the ``holidays`` package), capped at ``max_days``.
