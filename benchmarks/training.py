@@ -155,7 +155,7 @@ def plain_loop(job: RankConfig, device: str, threads: int) -> Timing:
     cats, nums, labels = place_shard((cats, nums, torch.from_numpy(frame[label].to_numpy(np.float32))), target)
     torch.manual_seed(job.seed)  # the initial weights of every rank
     net = build_model(job.builder, pre, job.hyper).to(target)
-    optimizer = make_optimizer(net.parameters(), job.learning_rate, target)
+    optimizer = make_optimizer(net.parameters(), job.learning_rate, target, job.weight_decay)
     scaler = make_scaler(precision, target)
     loss_fn = torch.nn.BCEWithLogitsLoss(reduction="sum")
 

@@ -147,6 +147,7 @@ class TrainSpec:
     data_path: str = "auto"  # how a rank reads its share: memory, stream, or auto (jobs.training.stream)
     buffer_rows: int = 65536  # a streaming rank's shuffle buffer, in rows
     read_ahead: int = 2  # row groups a streaming rank reads ahead of its steps
+    weight_decay: float = 0.0  # AdamW's decoupled weight decay (0: plain Adam)
     hyperparameters: dict[str, Any] = field(default_factory=lambda: {"embedding_dim": 6, "hidden_units": [64, 32]})
 
     def __post_init__(self) -> None:
@@ -172,6 +173,11 @@ class TrainSpec:
                 raise ValueError(f"train.{name} must be at least 1, got {getattr(self, name)}")
         if not self.learning_rate > 0:
             raise ValueError(f"train.learning_rate must be positive, got {self.learning_rate}")
+        if not 0 <= self.weight_decay < 1:
+            raise ValueError(f"train.weight_decay must be in [0, 1), got {self.weight_decay}")
+        dropout = self.hyperparameters.get("dropout", 0.0)
+        if not (isinstance(dropout, (int, float)) and 0 <= dropout < 1):
+            raise ValueError(f"train.hyperparameters.dropout must be a number in [0, 1), got {dropout!r}")
 
     @property
     def window_days(self) -> int:

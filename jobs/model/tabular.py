@@ -3,7 +3,7 @@
 - :class:`Preprocessor`: category vocabularies and normalisation statistics fitted on the
   training window; saved with the model so scoring cannot drift from training.
 - :class:`TabularNet`: embeddings for categorical columns, an MLP over them and the standardised
-  numeric columns, one logit out.
+  numeric columns, one logit out; dropout on the embeddings and after each hidden layer.
 - :class:`TabularClassifier`: the MLflow pyfunc that bundles both; ``predict`` takes a pandas
   DataFrame of raw feature columns and returns the probability of the positive class.
 
@@ -83,28 +83,36 @@ def safe_std(value: float | None) -> float:
 
 
 class TabularNet(nn.Module):
+    """Embeddings and numbers into an MLP, one logit out. ``dropout`` (training only) zeroes that
+    share of the embedded values and of each hidden layer's outputs: with a window's few tens of
+    thousands of rows and the hourly weather, an unregularised net learns the training days
+    themselves and ranks a new day's flights worse than logistic regression (docs/training.md)."""
+
     def __init__(
-        self, cardinalities: list[int], n_numeric: int, embedding_dim: int, hidden_units: list[int]
+        self, cardinalities: list[int], n_numeric: int, embedding_dim: int, hidden_units: list[int],
+        dropout: float = 0.0,
     ) -> None:
         super().__init__()
         self.embeddings = nn.ModuleList(nn.Embedding(size, embedding_dim) for size in cardinalities)
+        self.embedding_dropout = nn.Dropout(dropout)  # no weights: a net saved without dropout loads as is
         layers: list[nn.Module] = []
         width = embedding_dim * len(cardinalities) + n_numeric
         for units in hidden_units:
-            layers += [nn.Linear(width, units), nn.ReLU()]
+            layers += [nn.Linear(width, units), nn.ReLU(), *([nn.Dropout(dropout)] if dropout else [])]
             width = units
         layers.append(nn.Linear(width, 1))
         self.mlp = nn.Sequential(*layers)
 
     def forward(self, cats: torch.Tensor, nums: torch.Tensor) -> torch.Tensor:
-        embedded = [emb(cats[:, j]) for j, emb in enumerate(self.embeddings)]
-        return self.mlp(torch.cat([*embedded, nums], dim=1)).squeeze(1)
+        embedded = self.embedding_dropout(torch.cat([emb(cats[:, j]) for j, emb in enumerate(self.embeddings)], dim=1))
+        return self.mlp(torch.cat([embedded, nums], dim=1)).squeeze(1)
 
 
 def build_net(pre: Preprocessor, hyper: dict[str, Any]) -> TabularNet:
     """The default model (``train.model``): :class:`TabularNet` sized by the preprocessor, with
-    ``hyper``'s ``embedding_dim`` and ``hidden_units``."""
-    return TabularNet(pre.cardinalities, len(pre.numeric), hyper["embedding_dim"], list(hyper["hidden_units"]))
+    ``hyper``'s ``embedding_dim``, ``hidden_units`` and ``dropout`` (0 when absent)."""
+    return TabularNet(pre.cardinalities, len(pre.numeric), hyper["embedding_dim"], list(hyper["hidden_units"]),
+                      float(hyper.get("dropout", 0.0)))
 
 
 def build_model(builder: str, pre: Preprocessor, hyper: dict[str, Any]) -> nn.Module:

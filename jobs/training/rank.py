@@ -61,6 +61,7 @@ class RankConfig:
     data_path: str = "auto"  # memory | stream | auto (jobs.training.stream.resolve_data_path)
     buffer_rows: int = 65536
     read_ahead: int = 2
+    weight_decay: float = 0.0  # AdamW's (train.weight_decay)
 
     def __post_init__(self) -> None:
         # Lists (from JSON, or a caller's) become tuples: the contract stays immutable.
@@ -93,6 +94,7 @@ class RankConfig:
             learning_rate=train.learning_rate, seed=train.seed, precision=train.precision, use_gpu=train.use_gpu,
             collective_timeout_s=train.collective_timeout_s, checkpoint_dir=checkpoint_dir,
             data_path=train.data_path, buffer_rows=train.buffer_rows, read_ahead=train.read_ahead,
+            weight_decay=train.weight_decay,
         )
 
     def replace(self, **changes: Any) -> RankConfig:

@@ -210,7 +210,9 @@ def test_the_sweep_is_mapped_over_as_many_candidates_as_configured(dag_bag, conf
     found = candidates(config.sweep, base, {key: resolved[name] for name, key in SWEEP_PARAMS.items()})
     assert [c["name"] for c in found] == ["lr=0.01,width=16,depth=1,epochs=1", "lr=0.01,width=8,depth=1,epochs=1",
                                           "lr=0.02,width=16,depth=1,epochs=1",
-                                          "xgboost:n_estimators=300,max_depth=6,learning_rate=0.05"]
+                                          found[3]["name"]]
+    assert found[3]["name"] == "xgboost:" + ",".join(f"{k}={config.sweep.xgboost_params()[0][k]}"
+                                                     for k in ("n_estimators", "max_depth", "learning_rate"))
     args = ["--run-date", "2013-01-28", *job_options({"epochs": 5, "use_gpu": True}, ["epochs", "use_gpu"]),
             *candidate_args(found[1], "parent")]
     parsed = parse_args(args)

@@ -59,6 +59,23 @@ def test_net_gives_one_probability_per_row():
     assert p.shape == (3,) and ((p > 0) & (p < 1)).all()
 
 
+def test_dropout_acts_in_training_only_and_a_net_saved_without_it_loads_into_the_default_model():
+    from jobs.model.tabular import build_net
+
+    torch.manual_seed(0)
+    net = build_net(PRE, {"embedding_dim": 3, "hidden_units": [16, 16], "dropout": 0.5})
+    cats, nums = (torch.from_numpy(a) for a in PRE.encode(pd.DataFrame({"carrier": ["UA"] * 64, "distance": [1.0] * 64})))
+    net.train()
+    assert net(cats, nums).unique().numel() > 1  # 64 equal rows, different masks: different logits
+    net.eval()
+    assert net(cats, nums).unique().numel() == 1 and torch.equal(net(cats, nums), net(cats, nums))
+    # a version logged before dropout existed: hyperparameters without it, the same weight names
+    old = TabularNet(PRE.cardinalities, 1, embedding_dim=3, hidden_units=[16, 16])
+    plain = build_net(PRE, {"embedding_dim": 3, "hidden_units": [16, 16]})
+    plain.load_state_dict(old.state_dict())
+    assert torch.equal(plain.eval()(cats, nums), old.eval()(cats, nums))
+
+
 def test_evaluate_scores_a_perfect_and_a_single_class_holdout():
     perfect = evaluate([0, 1, 1, 0], [0.1, 0.9, 0.8, 0.2])
     assert perfect["roc_auc"] == 1.0 and perfect["accuracy"] == 1.0 and perfect["positive_rate"] == 0.5

@@ -39,6 +39,14 @@ def test_an_expanding_window_reaches_back_over_the_featured_days_up_to_its_cap(c
         config_patch.replace(fixed, train={"max_train_days": 4})
 
 
+def test_the_regularisation_settings_are_checked(config, config_patch):
+    with pytest.raises(ValueError, match="weight_decay must be in"):
+        config_patch.replace(config, train={"weight_decay": -0.1})
+    with pytest.raises(ValueError, match="dropout must be a number in"):
+        config_patch.replace(config, train={"hyperparameters": {"embedding_dim": 4, "hidden_units": [8], "dropout": 1.0}})
+    assert config.train.weight_decay > 0 and config.train.hyperparameters["dropout"] > 0  # the shipped MLP's
+
+
 def test_fit_preprocessor_uses_labelled_rows_and_frequent_categories(spark):
     spec = FeatureSpec(builder="x:y", id_columns=[], categorical=["carrier"], numeric=["distance", "engines"],
                        label="label")
