@@ -80,8 +80,8 @@ docs: install
 	$(VENV)/bin/mkdocs build --strict -d site
 
 # Resumable: run it again with the same settings and it goes on from the last finished day.
-# The measured year: the bar open and one sweep candidate per window (docs/replay.md says why)
-REPLAY_ARGS ?= --baselines 0 --sweep-size 1
+# The defaults: the bar closed (every baseline of the config) and the config's sweep, both families
+REPLAY_ARGS ?=
 replay: install class-archive
 	$(ENV) python -m orchestration.replay $(if $(POLICY),--policy $(POLICY)) $(if $(START),--start $(START)) \
 	  $(if $(END),--end $(END)) $(REPLAY_ARGS)

@@ -11,6 +11,10 @@ another training, config or data version that the experiment also holds. The com
 other candidates are found the same way. With no baselines configured the bar is open whatever
 the experiment holds; with baselines configured but none of this training (not run, or a candidate
 without identity tags), it is open too, and the run's ``bar_decision`` says which.
+
+The better family serves: a baseline with ``promote: true`` that beats the candidate on the same
+evidence goes to the gate in its place (:func:`in_its_place`: the train job's ``--promote-run``
+registers and gates that baseline's run, which then has to beat the other baselines).
 """
 
 from __future__ import annotations
@@ -145,11 +149,45 @@ def champion_metrics(client: Any, model_name: str, holdout: pd.DataFrame, inputs
                                                           inputs, label)
 
 
+def in_its_place(config: PipelineConfig, client: Any, run_id: str, run_date: dt.date, window: str) -> Any | None:
+    """The run of the baseline that goes to the gate in place of the candidate ``run_id``: of the
+    baselines with ``promote: true`` of the candidate's training that beat its holdout promotion
+    metric (logged by the sweep's candidate), the best; None when none does (or none may serve).
+    The candidate's run records why (``bar_decision`` stopped, ``bar_reason`` naming the baseline)."""
+    from jobs.selection.identity import identity_of
+
+    promotable = {spec.name for spec in config.baselines if spec.promote}
+    candidate = client.get_run(run_id)
+    key = f"holdout_{config.train.promotion_metric}"
+    score = candidate.data.metrics.get(key)
+    if not promotable or score is None:
+        return None
+    found = window_runs(client, candidate.info.experiment_id, run_date, window, "baseline",
+                        identity_of(candidate.data.tags))
+    beating = [r for n, r in found.items() if n in promotable and key in r.data.metrics
+               and better(config.train.promotion_metric, r.data.metrics[key], score)]
+    if not beating:
+        return None
+    best = beating[0]
+    for run in beating[1:]:
+        if better(config.train.promotion_metric, run.data.metrics[key], best.data.metrics[key]):
+            best = run
+    name = best.data.tags.get(NAME, best.info.run_id)
+    reason = (f"holdout {key.removeprefix('holdout_')} {score:.4f} does not beat the baseline {name} "
+              f"({best.data.metrics[key]:.4f}), which may serve (promote: true): it goes to the gate in its place")
+    client.set_tag(run_id, "bar_decision", STOPPED)
+    client.set_tag(run_id, "bar_reason", reason)
+    log.warning("the bar: %s", reason)
+    return best
+
+
 def assess(spark: SparkSession, config: PipelineConfig, run_id: str, model_uri: str, holdout_dirs: list[str],
            validation_dirs: list[str], run_date: dt.date, window: str, version: str | None = None,
            name: str = "pytorch") -> BarDecision | None:
     """Report on the candidate ``model_uri`` (any family) of run ``run_id``, log the comparison table
-    and apply the bar; returns the decision that stops it before the gate, or None to go on."""
+    and apply the bar; returns the decision that stops it before the gate, or None to go on. A
+    baseline's run (one that serves in a candidate's place, :func:`in_its_place`) keeps its kind and
+    is compared with the other baselines."""
     import mlflow.pyfunc
 
     from jobs.metrics import evaluate
@@ -166,7 +204,9 @@ def assess(spark: SparkSession, config: PipelineConfig, run_id: str, model_uri: 
     probabilities = model.predict(holdout[spec.inputs])
     validation_probabilities = model.predict(validation[spec.inputs]) if len(validation) else None
     tags = mlflow_client.get_run(run_id).data.tags
-    for key, value in {KIND: CANDIDATE, NAME: tags.get(NAME, name), WINDOW: window, "run_date": str(run_date)}.items():
+    own = tags.get(NAME, name)
+    kind = "baseline" if tags.get(KIND) == "baseline" else CANDIDATE
+    for key, value in {KIND: kind, NAME: own, WINDOW: window, "run_date": str(run_date)}.items():
         mlflow_client.set_tag(run_id, key, value)
     evaluate_candidate(run_id, holdout, probabilities, spec.label, evaluation, validation, validation_probabilities)
 
@@ -177,13 +217,15 @@ def assess(spark: SparkSession, config: PipelineConfig, run_id: str, model_uri: 
     # No baselines configured: nothing to compare with, whatever runs the experiment holds.
     baselines = window_runs(mlflow_client, experiment_id, run_date, window, "baseline",
                             identity) if config.baselines else {}
+    if kind == "baseline":  # a baseline serving in a candidate's place: the bar is the others
+        baselines.pop(own, None)
     log.info("the bar for run %s: %s", run_id, "no baselines configured" if not config.baselines else
              f"{len(baselines)} baseline(s) of training {identity[TRAINING_ID]}" if identity else
              "the run has no training identity tags: compared with no baseline")
     champion = champion_metrics(mlflow_client, cfg.model_name, holdout, spec.inputs, spec.label)
     siblings = {n: {m.removeprefix("holdout_"): v for m, v in r.data.metrics.items()}
                 for n, r in window_runs(mlflow_client, experiment_id, run_date, window, CANDIDATE, identity).items()}
-    candidates = {**siblings, tags.get(NAME, name): candidate}
+    candidates = {**siblings, own: candidate}
     table = log_comparison(mlflow_client, run_id, comparison_rows(candidates, baselines, champion))
     log.info("holdout %s, every candidate, baseline and the champion:\n%s", window, table)
     key = f"holdout_{metric}"

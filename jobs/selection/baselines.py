@@ -15,9 +15,10 @@ report of :mod:`jobs.selection.evaluation`). Each is logged as its own MLflow ru
 (``--training-id``) and the fingerprints of the config and of the window's data
 (:mod:`jobs.selection.identity`): the train job's bar compares its candidate with these runs only,
 with its params, metrics, report, drift baseline and the model: a pyfunc with signature that needs no
-Spark to predict (:mod:`jobs.model.baseline`). A baseline with ``promote: true`` is registered
-under ``train.model_name`` and put through the champion gate like a PyTorch version: scoring then
-serves it unchanged.
+Spark to predict (:mod:`jobs.model.baseline`). A baseline with ``promote: true`` may serve: when it
+beats the sweep's chosen candidate on the holdout, the train job's ``--promote-run`` registers it
+under ``train.model_name`` and gates it in the candidate's place (:func:`jobs.selection.bar.in_its_place`);
+scoring then serves it unchanged.
 """
 
 from __future__ import annotations
@@ -131,8 +132,8 @@ def train_baseline(
 ) -> dict[str, Any]:
     """Fit, evaluate and log one baseline as its own MLflow run (``dirs`` and ``windows``: the
     ``train``, ``validation`` and ``holdout`` days; ``identity``: the training's tags,
-    :func:`jobs.selection.identity.identity_tags`); with ``spec.promote``, register it and gate it.
-    Returns the run id, the model URI, the holdout metrics, the gate decision (if any), and the
+    :func:`jobs.selection.identity.identity_tags`).
+    Returns the run id, the model URI, the holdout metrics, and the
     fitted pyspark.ml model with its preprocessor."""
     import mlflow
 
@@ -141,6 +142,7 @@ def train_baseline(
     from jobs.scoring.drift import BASELINE_ARTIFACT, build_baseline
     from jobs.selection.bar import KIND, NAME, WINDOW, read_rows
     from jobs.selection.evaluation import evaluate_candidate
+    from jobs.selection.sweep import MODEL_URI_TAG
     from jobs.tracking import client, code_version, ensure_experiment
     from jobs.training.lifecycle import OWNER_TAG, owner_tag
 
@@ -173,32 +175,11 @@ def train_baseline(
                            pyfunc.predict(validation[fspec.inputs]) if len(validation) else None)
         mlflow_client.log_dict(run.info.run_id, build_baseline(features, pre, probabilities, config.score.drift.bins),
                                BASELINE_ARTIFACT)
+        mlflow_client.set_tag(run.info.run_id, MODEL_URI_TAG, info.model_uri)  # what --promote-run registers
     log.info("baseline %s (%s): holdout %s; run %s", spec.name, spec.kind,
              ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k != "rows"), run.info.run_id)
-    found = {"name": spec.name, "run_id": run.info.run_id, "model_uri": info.model_uri, "metrics": metrics,
-             "spark_model": model, "preprocessor": pre}
-    if spec.promote:
-        found["gate"] = promote(config, spec, info.model_uri, holdout, probabilities, run_date, windows)
-    return found
-
-
-def promote(config: PipelineConfig, spec: BaselineSpec, model_uri: str, holdout: Any, probabilities: Any,
-            run_date: dt.date, windows: dict[str, str]) -> dict[str, str]:
-    """Register the baseline under ``train.model_name`` and put it through the champion gate."""
-    import mlflow
-
-    from jobs.selection.gate import apply_gate
-    from jobs.tracking import client
-
-    cfg, fspec = config.train, config.features
-    version = mlflow.register_model(model_uri, cfg.model_name)
-    for key, value in {"run_date": run_date, "train_window": windows["train"], "holdout_window": windows["holdout"],
-                       "baseline": spec.name}.items():
-        client().set_model_version_tag(cfg.model_name, version.version, key, str(value))
-    decision = apply_gate(client(), cfg.model_name, str(version.version), holdout, fspec.inputs, fspec.label,
-                          cfg.promotion_metric, cfg.promotion_margin, probabilities)
-    log.info("baseline %s is %s version %s: %s", spec.name, cfg.model_name, version.version, decision.reason)
-    return {"model_version": str(version.version), **decision.tags()}
+    return {"name": spec.name, "run_id": run.info.run_id, "model_uri": info.model_uri, "metrics": metrics,
+            "spark_model": model, "preprocessor": pre}
 
 
 def train_baselines(spark: SparkSession, lake: Lake, config: PipelineConfig, run_date: dt.date,

@@ -55,7 +55,7 @@ class BaselineSpec:
     name: str
     kind: str
     params: dict[str, Any] = field(default_factory=dict)
-    promote: bool = False  # register it and put it through the champion gate (a baseline as champion)
+    promote: bool = False  # it may serve: beating the sweep's candidate, it goes to the gate in its place
 
     def __post_init__(self) -> None:
         if self.kind not in BASELINE_KINDS:

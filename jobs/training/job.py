@@ -190,11 +190,16 @@ def main(argv: list[str] | None = None) -> None:
              holdout_days[0], holdout_days[-1], {c: len(v) for c, v in pre.vocab.items()})
     windows = (f"{train_days[0]}..{train_days[-1]}", f"{holdout_days[0]}..{holdout_days[-1]}")
     if args.promote_run:  # the sweep's best: trained already, register and gate it
+        from jobs.selection.bar import in_its_place
         from jobs.selection.sweep import candidate_result
+        from jobs.tracking import client
 
-        result, experiment_id = candidate_result(args.promote_run)
+        # the better family serves: a baseline that may (promote: true) and beats it goes in its place
+        serving = in_its_place(args.config, client(), args.promote_run, args.run_date, windows[1])
+        chosen = serving.info.run_id if serving is not None else args.promote_run
+        result, experiment_id = candidate_result(chosen)
         # no checkpoints to drop: a folder no training uses
-        run = TrainingRun(args.promote_run, experiment_id, args.lake.checkpoint("training", args.run_date, "promoted"))
+        run = TrainingRun(chosen, experiment_id, args.lake.checkpoint("training", args.run_date, "promoted"))
         publish(spark, args.lake, args.config, args.run_date, run, result, features, pre, holdout_dirs, windows,
                 validation_dirs=validation_dirs, started=started(args))
         return

@@ -110,7 +110,7 @@ def publish(
     predictions = mlflow.pyfunc.load_model(result["model_uri"]).predict(holdout[spec.inputs])
     mlflow_client.log_dict(run.run_id, build_baseline(features, pre, predictions, config.score.drift.bins),
                            BASELINE_ARTIFACT)
-    from jobs.selection.bar import assess
+    from jobs.selection.bar import FAMILY, KIND, NAME, assess
 
     # The evaluation report, and the bar: a candidate that does not beat the best baseline stops here.
     stopped = assess(spark, config, run.run_id, result["model_uri"], holdout_dirs, validation_dirs or [],
@@ -122,9 +122,12 @@ def publish(
     )
     train_window, holdout_window = windows
     validation_window = days_span(validation_dirs or [])
+    tags = mlflow_client.get_run(run.run_id).data.tags
+    # which family serves: mlp, xgboost, or a baseline's name (one that served in a candidate's place)
+    family = tags.get(NAME, "baseline") if tags.get(KIND) == "baseline" else tags.get(FAMILY, "mlp")
     for key, value in {
         "run_date": run_date, "train_window": train_window, "validation_window": validation_window,
-        "holdout_window": holdout_window,
+        "holdout_window": holdout_window, "model_family": family,
         **{f"holdout_{k}": round(v, 6) for k, v in metrics.items()},
     }.items():
         mlflow_client.set_model_version_tag(cfg.model_name, version.version, key, str(value))
@@ -137,7 +140,7 @@ def publish(
         cfg.model_name, version.version, run.run_id, json.dumps({k: round(v, 4) for k, v in metrics.items()}),
     )
     summary = {
-        "model_name": cfg.model_name, "model_version": str(version.version), "run_id": run.run_id,
+        "model_name": cfg.model_name, "model_version": str(version.version), "run_id": run.run_id, "model_family": family,
         "experiment_id": run.experiment_id, "run_url": run_url(run.experiment_id, run.run_id),
         "train_window": train_window, "validation_window": validation_window, "holdout_window": holdout_window,
         "metrics": metrics, "gate": decision.tags(),

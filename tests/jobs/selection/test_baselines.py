@@ -2,7 +2,7 @@
 throw-away MLflow store: their runs, their Spark-free pyfuncs, the evaluation report recomputed
 from its saved predictions, the bar that stops a worse candidate of the same training (and no
 candidate of another training, config or data version, nor any when no baselines are configured),
-and a baseline as champion."""
+and a baseline that beats the candidate serving in its place when the config lets it."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from jobs.selection.specs import BaselineSpec
 RUN_DATE = dt.date(2013, 1, 5)
 TRAINING = "train_pipeline/manual__2013-01-05"
 BASELINES = (BaselineSpec("logistic_regression", "logistic_regression", {"maxIter": 20, "regParam": 0.01}),
-             BaselineSpec("gbt", "gbt", {"maxIter": 3, "maxDepth": 3}, promote=True))
+             BaselineSpec("gbt", "gbt", {"maxIter": 3, "maxDepth": 3}))
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +182,7 @@ def test_the_bar_compares_only_with_baselines_of_the_same_training_config_and_da
     assert client().get_run(run.info.run_id).data.tags["bar_decision"] == why
     table = mlflow.artifacts.load_text(f"runs:/{run.info.run_id}/{COMPARISON}")
     roles = [line.split(" | ")[0] for line in table.splitlines()[2:]]
-    assert roles == ["| candidate", "| champion"]  # the GBT baseline made champion: a version, not a baseline row
+    assert roles == ["| candidate"]
 
 
 def test_with_no_baselines_configured_the_bar_is_open_whatever_the_experiment_holds(spark, trained, config_patch):
@@ -200,21 +200,45 @@ def test_with_no_baselines_configured_the_bar_is_open_whatever_the_experiment_ho
     assert client().get_run(run.info.run_id).data.tags["bar_decision"] == "no baselines configured"
 
 
-def test_a_baseline_made_champion_by_config_is_scored_unchanged(spark, trained):
-    """``promote: true``: the GBT baseline was registered and, as the first version, became
-    champion; the score job's own code serves it (raw columns into its pyfunc)."""
+@pytest.mark.e2e  # the train job's --promote-run, in this process as the replay runs it
+def test_a_baseline_that_may_serve_and_beats_the_candidate_goes_to_the_gate_in_its_place(
+        spark, trained, config_patch, tmp_path):
+    """``promote: true``: the sweep's chosen candidate (here one that knows nothing, holdout ROC AUC
+    0.5) loses to the baselines, so ``--promote-run`` registers and gates the best baseline that may
+    serve instead; the candidate's run says why; the score job's own code serves the baseline
+    unchanged. With no baseline that may serve, the candidate goes on (and the bar stops it)."""
     from pyspark.sql import functions as F
 
     from jobs.scoring.job import model_preprocessor, resolve_model, score_features
-    from jobs.tracking import champion_version
+    from jobs.selection.bar import STOPPED, in_its_place
+    from jobs.selection.sweep import MODEL_URI_TAG
+    from jobs.tracking import champion_version, client
+    from jobs.training import job as train_job
 
-    config, lake = trained["config"], trained["lake"]
-    gate = trained["results"]["gbt"]["gate"]
-    assert gate["gate_decision"] == "promoted"
-    champion = champion_version(config.train.model_name)
-    assert champion.version == gate["model_version"] and champion.run_id == trained["results"]["gbt"]["run_id"]
-    ref, uri = resolve_model(config.train.model_name, None)  # as the score job resolves it, on the driver
-    assert ref == champion and model_preprocessor(uri) is None  # scoring passes raw feature columns
+    lake, results = trained["lake"], trained["results"]
+    run, info = candidate_run(trained)
+    client().log_metric(run.info.run_id, "holdout_roc_auc", 0.5)
+    client().set_tag(run.info.run_id, MODEL_URI_TAG, info.model_uri)
+    window = "2013-01-05..2013-01-05"
+    assert in_its_place(trained["config"], client(), run.info.run_id, RUN_DATE, window) is None  # none may serve
+    train = {"train_days": 2, "validation_days": 1, "holdout_days": 1, "model_name": "served_baselines",
+             "experiment": "baseline-tests", "min_category_count": 1}
+    may_serve = [{"name": s.name, "kind": s.kind, "params": s.params, "promote": True} for s in BASELINES]
+    config_path = config_patch.write(tmp_path, baselines=may_serve, train=train, evaluation={"plots": False})
+    train_job.main(["--run-date", str(RUN_DATE), "--config", str(config_path), "--lake-root", lake.root,
+                    "--promote-run", run.info.run_id, "--started-by", "a test"])
+    best = max(results.values(), key=lambda r: r["metrics"]["roc_auc"])
+    champion = champion_version("served_baselines")
+    assert champion is not None and champion.run_id == best["run_id"]  # the better of the two: it beat the other
+    tags = client().get_run(run.info.run_id).data.tags
+    assert tags["bar_decision"] == STOPPED and f"the baseline {best['name']}" in tags["bar_reason"]
+    assert "in its place" in tags["bar_reason"]
+    assert client().get_run(best["run_id"]).data.tags["candidate_kind"] == "baseline"  # still a baseline run
+    assert client().get_model_version("served_baselines", champion.version).tags["model_family"] == best["name"]
+
+    ref, uri = resolve_model("served_baselines", None)  # as the score job resolves it, on the driver
+    assert ref.version == champion.version and model_preprocessor(uri) is None  # scoring passes raw feature columns
+    config = trained["config"]
     features = spark.read.parquet(lake.partition(lake.features, RUN_DATE)).withColumn("date", F.lit(RUN_DATE))
     scored = score_features(features, config.features, ref, uri, 256, RUN_DATE).toPandas()
     expected = mlflow.pyfunc.load_model(uri).predict(features.toPandas()[config.features.inputs])
