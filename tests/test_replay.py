@@ -125,6 +125,13 @@ def test_six_weeks_under_two_policies_keep_the_invariants(spark, config_patch, t
     assert len({state["policies"][name]["trainings"][0]["run_id"] for name in POLICIES}) == 1
     assert report["policies"]["never"]["retrainings"]["started"] == 0
     assert report["policies"]["default"]["days_judged"] == len(days)
+    # which family served, per window each family's holdout score (here the MLP's only: no baselines)
+    for name in POLICIES:
+        assert report["policies"][name]["days_by_family"] == {"mlp": report["policies"][name]["days_served"]}
+    assert [row["window"] for row in report["windows"]] == sorted(state["trained"])
+    for row in report["windows"]:
+        assert row["chosen"] == "mlp" and set(row["holdout"]) == {"mlp"} and 0 < row["holdout"]["mlp"] < 1
+    assert "Days served by each family" in (home / "report" / "replay.md").read_text()
 
     again = Replay(home, **settings).run()  # resumed: nothing left to do, nothing done twice
     assert json.loads((home / "state.json").read_text()) == state

@@ -283,7 +283,8 @@ class Replay:
                 train_job.main([*common, "--started-by", started_by, *candidate_args(candidate, parent, training)])
             best = best_candidate(config, parent)
         self.state["trained"][key] = {"run_id": best["run_id"], "parent_run_id": parent, "candidates": len(found),
-                                      "training_id": training, "seconds": round(time.monotonic() - began, 3)}
+                                      "training_id": training, "seconds": round(time.monotonic() - began, 3),
+                                      "chosen_family": best["family"], "holdout": family_scores(config, training)}
         self.save()
         return best["run_id"]
 
@@ -303,8 +304,11 @@ class Replay:
                             "--trigger", plan["trigger"], "--started-by", plan["started_by"]])
         summary = read_report(Lake(str(self.policy_lake(policy))), "training", plan["run_date"])
         gate = summary.get("gate") or {}
+        # run_id: the window's candidate; registered_run_id: what was registered (a baseline in its place)
         return {**plan, "version": summary.get("model_version"), "run_id": run_id,
-                "outcome": gate.get("gate_decision"), "reason": gate.get("gate_reason")}
+                "registered_run_id": summary.get("run_id"), "family": summary.get("model_family"),
+                "outcome": gate.get("gate_decision"),
+                "reason": gate.get("gate_reason")}
 
     def segment_end(self, policy: Policy, day: dt.date) -> dt.date:
         """The last day the current champion surely serves if nothing else happens: the segment
@@ -401,6 +405,33 @@ class Replay:
 
 def _read(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def family_scores(config: Any, training: str) -> dict[str, float]:
+    """The holdout promotion metric of each family of one training: the MLP's and XGBoost's
+    candidate that the validation days chose (the sweep's rule, within the family), and each
+    baseline (by name)."""
+    from jobs.selection.bar import better
+    from jobs.selection.identity import TRAINING_ID, training_id
+    from jobs.tracking import client
+
+    metric = config.train.promotion_metric
+    mlflow_client = client()
+    experiment = mlflow_client.get_experiment_by_name(config.train.experiment)
+    runs = mlflow_client.search_runs([experiment.experiment_id],
+                                     f"tags.{TRAINING_ID} = '{training_id(training)}' and attributes.status = 'FINISHED'")
+    chosen: dict[str, tuple[float | None, float]] = {}
+    for run in runs:
+        tags, metrics = run.data.tags, run.data.metrics
+        kind = tags.get("candidate_kind")
+        name = tags.get("candidate_name") if kind == "baseline" else tags.get("model_family", "mlp")
+        holdout, validation = metrics.get(f"holdout_{metric}"), metrics.get(f"validation_{metric}")
+        if kind not in ("baseline", "candidate") or holdout is None:
+            continue
+        if name not in chosen or (validation is not None and (chosen[name][0] is None or
+                                                              better(metric, validation, chosen[name][0]))):
+            chosen[name] = (validation, holdout)
+    return {name: round(holdout, 4) for name, (_, holdout) in sorted(chosen.items())}
 
 
 def _config(path: Path) -> Any:

@@ -70,6 +70,8 @@ def policy_figures(replay: Replay, name: str) -> dict[str, Any]:
                         "by_trigger": {k: sum(t["trigger"] == k for t in later)
                                        for k in sorted({t["trigger"] for t in later})}},
         "versions": len({str(v) for v in state["served"].values()}),
+        # days served by each family: mlp, xgboost, or a baseline's name (one that served in a candidate's place)
+        "days_by_family": days_by_family(state),
         "seconds": state["seconds"],
         # the policy's own seconds and the model selection of every window it trained on (shared
         # with the policies that trained on the same window, counted for each)
@@ -83,6 +85,29 @@ def policy_figures(replay: Replay, name: str) -> dict[str, Any]:
                    "log_loss": (e["metrics"].get("log_loss") or {}).get("value")} for e in entries],
         "trainings": later,
     }
+
+
+def days_by_family(state: dict[str, Any]) -> dict[str, int]:
+    """How many of the policy's served days each family served (a version of unknown family: "?")."""
+    family = {str(t.get("version")): t.get("family") or "?" for t in state["trainings"] if t.get("version")}
+    counts: dict[str, int] = {}
+    for version in state["served"].values():
+        name = family.get(str(version), "?")
+        counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def window_table(replay: Replay) -> list[dict[str, Any]]:
+    """Per training window of the replay: each family's holdout promotion metric, the family the
+    validation days chose among the candidates, and what each policy made of it."""
+    rows = []
+    for day, found in sorted(replay.state["trained"].items()):
+        outcomes = {name: f"{t.get('outcome')} ({t.get('family') or '?'})"
+                    for name, policy in replay.state["policies"].items()
+                    for t in policy["trainings"] if t.get("run_date") == day}
+        rows.append({"window": day, "holdout": found.get("holdout", {}), "chosen": found.get("chosen_family"),
+                     "outcomes": outcomes})
+    return rows
 
 
 @contextmanager
@@ -173,7 +198,21 @@ def markdown(report: dict[str, Any]) -> str:
                      f"| {r['promoted']} | {r['stopped_at_bar']} | {sum(f['seconds'].values()):.0f} "
                      f"| {f['compute_seconds']:.0f} |")
     lines += ["", "seconds: the policy's own jobs (score, monitor, decide, gate); compute s: those and the model "
-              "selection of every window it trained on (a window shared by policies counts for each)."]
+              "selection of every window it trained on (a window shared by policies counts for each).", "",
+              "Days served by each family: " + "; ".join(
+                  f"{name} " + ", ".join(f"{k} {v}" for k, v in f.get("days_by_family", {}).items())
+                  for name, f in report["policies"].items())]
+    windows = report.get("windows", [])
+    families = sorted({k for row in windows for k in row["holdout"]})
+    if windows:
+        lines += ["", "Holdout ROC AUC (the promotion metric) of each family per training window, the family the "
+                  "validation days chose among the candidates, and each policy's outcome (the family it registered):",
+                  "", "| window | " + " | ".join(families) + " | chosen | outcome |",
+                  "|---|" + "---|" * (len(families) + 2)]
+        for row in windows:
+            cells = [str(row["holdout"].get(k, "")) for k in families]
+            outcome = "; ".join(f"{k}: {v}" for k, v in row["outcomes"].items())
+            lines.append(f"| {row['window']} | " + " | ".join(cells) + f" | {row['chosen'] or ''} | {outcome} |")
     return "\n".join(lines) + "\n"
 
 
@@ -191,6 +230,7 @@ def write_report(replay: Replay) -> dict[str, Any]:
         "shared": replay.state["seconds"], "shared_phases": replay.state.get("phases", {}).get("shared", {}),
         "trained_windows": len(replay.state["trained"]),
         "policies": figures,
+        "windows": window_table(replay),
         "paths": {"json": str(out / "replay.json"), "markdown": str(out / "replay.md"),
                   "plot": str(out / "realized.png"), "soak": str(out / "soak.png"),
                   "cost": str(out / "quality_vs_compute.png")},

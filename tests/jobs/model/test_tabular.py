@@ -64,7 +64,8 @@ def test_dropout_acts_in_training_only_and_a_net_saved_without_it_loads_into_the
 
     torch.manual_seed(0)
     net = build_net(PRE, {"embedding_dim": 3, "hidden_units": [16, 16], "dropout": 0.5})
-    cats, nums = (torch.from_numpy(a) for a in PRE.encode(pd.DataFrame({"carrier": ["UA"] * 64, "distance": [1.0] * 64})))
+    rows = pd.DataFrame({"carrier": ["UA"] * 64, "distance": [1.0] * 64})
+    cats, nums = (torch.from_numpy(a) for a in PRE.encode(rows))
     net.train()
     assert net(cats, nums).unique().numel() > 1  # 64 equal rows, different masks: different logits
     net.eval()

@@ -43,7 +43,8 @@ def test_the_regularisation_settings_are_checked(config, config_patch):
     with pytest.raises(ValueError, match="weight_decay must be in"):
         config_patch.replace(config, train={"weight_decay": -0.1})
     with pytest.raises(ValueError, match="dropout must be a number in"):
-        config_patch.replace(config, train={"hyperparameters": {"embedding_dim": 4, "hidden_units": [8], "dropout": 1.0}})
+        config_patch.replace(config, train={"hyperparameters": {"embedding_dim": 4, "hidden_units": [8],
+                                                                "dropout": 1.0}})
     assert config.train.weight_decay > 0 and config.train.hyperparameters["dropout"] > 0  # the shipped MLP's
 
 
