@@ -140,7 +140,8 @@ def publish(
         cfg.model_name, version.version, run.run_id, json.dumps({k: round(v, 4) for k, v in metrics.items()}),
     )
     summary = {
-        "model_name": cfg.model_name, "model_version": str(version.version), "run_id": run.run_id, "model_family": family,
+        "model_name": cfg.model_name, "model_version": str(version.version), "run_id": run.run_id,
+        "model_family": family,
         "experiment_id": run.experiment_id, "run_url": run_url(run.experiment_id, run.run_id),
         "train_window": train_window, "validation_window": validation_window, "holdout_window": holdout_window,
         "metrics": metrics, "gate": decision.tags(),

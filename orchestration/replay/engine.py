@@ -418,8 +418,8 @@ def family_scores(config: Any, training: str) -> dict[str, float]:
     metric = config.train.promotion_metric
     mlflow_client = client()
     experiment = mlflow_client.get_experiment_by_name(config.train.experiment)
-    runs = mlflow_client.search_runs([experiment.experiment_id],
-                                     f"tags.{TRAINING_ID} = '{training_id(training)}' and attributes.status = 'FINISHED'")
+    query = f"tags.{TRAINING_ID} = '{training_id(training)}' and attributes.status = 'FINISHED'"
+    runs = mlflow_client.search_runs([experiment.experiment_id], query)
     chosen: dict[str, tuple[float | None, float]] = {}
     for run in runs:
         tags, metrics = run.data.tags, run.data.metrics
