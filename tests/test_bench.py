@@ -166,3 +166,34 @@ def test_the_gpu_scoring_benchmark_fails_where_gpu_and_cpu_probabilities_differ(
     functions[1]["max_abs_diff_vs_cpu"] = float("nan")  # a NaN is no agreement either
     with pytest.raises(SystemExit, match="prediction function on cuda: nan"):
         check_agreement(functions, [])
+
+
+def test_the_model_families_benchmark_cuts_the_train_jobs_window_and_scores_every_family(features_zone, config,
+                                                                                        config_patch, tmp_path):
+    """``benchmarks.model_families``: the window as the train job cuts it (training days before the
+    validation days, the holdout ending with the run date) and a mean per-day ROC AUC for each
+    family, the MLP with the config's regularisation."""
+    import datetime as dt
+
+    import pandas as pd
+
+    from benchmarks.model_families import main, window_rows
+
+    days = pd.DataFrame({"day": [dt.date(2013, 1, d) for d in range(1, 31)]})
+    train = config.train
+    run = dt.date(2013, 1, 30)
+    training, holdout = window_rows(days, run, train, 10)
+    assert list(holdout.day) == [run - dt.timedelta(days=k) for k in range(train.holdout_days - 1, -1, -1)]
+    last_training = holdout.day.min() - dt.timedelta(days=train.validation_days + 1)
+    assert training.day.max() == last_training and len(training) == 10
+
+    last = max(dt.date.fromisoformat(p.name.removeprefix("date=")) for p in features_zone.path.glob("date=*"))
+    short = config_patch.write(tmp_path / "config", train={"validation_days": 1, "holdout_days": 2})
+    main(["--features", str(features_zone.path), "--windows", last.isoformat(), "--seeds", "13", "--config",
+          str(short), "--max-train-days", "7", "--out", str(tmp_path)])
+    found = json.loads((tmp_path / "model_families.json").read_text())
+    (window,) = found["windows"]
+    assert window["training_rows"] > 1000
+    for family in ("logistic_regression", "xgboost", "mlp_before", "mlp"):
+        assert 0.5 < window[family] < 1, (family, window)
+    assert found["settings"]["mlp"]["dropout"] == config.train.hyperparameters["dropout"] > 0

@@ -1,0 +1,176 @@
+"""Benchmark: the MLP against the bar, on the features the pipeline builds, window by window.
+
+Usage::
+
+    python -m benchmarks.model_families --features LAKE/features [--windows 2013-02-20,2013-03-10,...]
+                                        [--seeds 13,14] [--max-train-days 90] [--out DIR]
+
+For each window (the holdout's last day), the training, validation and holdout days as the train
+job cuts them (``train.validation_days``, ``holdout_days``, up to ``--max-train-days`` of training
+days over what the features zone holds), encoded by the pipeline's own
+:class:`~jobs.model.tabular.Preprocessor` (fitted the way the train job fits it), it fits in this
+one process: logistic regression (scikit-learn, the MLlib baseline's stand-in), XGBoost with the
+sweep's first param set, and the pipeline's MLP (``jobs.model.tabular.build_net`` with
+``train.hyperparameters``, AdamW with ``train.weight_decay``, ``train.epochs`` at
+``train.learning_rate``) once per seed, and the unregularised MLP that came before (no dropout or
+weight decay, [64, 32], 4 epochs at 0.003) for comparison. The measure is the replay's: the mean
+over the holdout days of each day's ROC AUC (ranking one day's flights). One process, no Spark,
+no TorchDistributor: the models, not the machinery (the train job trains the same net on 2 ranks
+with batches of 512 per rank). Prints a table and writes ``model_families.json`` to ``--out``.
+The features zone comes from the pipeline (``make replay`` leaves one in ``.pipeline/replay/lake``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+DEFAULT_WINDOWS = "2013-02-20,2013-03-10,2013-04-15,2013-04-30"
+BEFORE = {"hidden_units": [64, 32], "dropout": 0.0, "weight_decay": 0.0, "epochs": 4, "learning_rate": 0.003}
+
+
+def daily_auc(days: Any, labels: Any, scores: Any) -> float:
+    """The mean over the days of each day's ROC AUC (days with one class left out)."""
+    import numpy as np
+    import pandas as pd
+    from sklearn.metrics import roc_auc_score
+
+    frame = pd.DataFrame({"day": np.asarray(days), "y": np.asarray(labels), "p": np.asarray(scores)})
+    return float(np.mean([roc_auc_score(g.y, g.p) for _, g in frame.groupby("day") if g.y.nunique() > 1]))
+
+
+def window_rows(frame: Any, run_date: dt.date, train: Any, max_train_days: int) -> tuple[Any, Any]:
+    """(training rows, holdout rows) of the window ending with ``run_date``."""
+    holdout_start = run_date - dt.timedelta(days=train.holdout_days - 1)
+    validation_start = holdout_start - dt.timedelta(days=train.validation_days)
+    first = validation_start - dt.timedelta(days=max_train_days)
+    training = frame[(frame.day >= first) & (frame.day < validation_start)]
+    return training, frame[(frame.day >= holdout_start) & (frame.day <= run_date)]
+
+
+def fit_preprocessor(rows: Any, spec: Any, min_count: int) -> Any:
+    from jobs.model.tabular import Preprocessor, safe_std
+
+    numeric = spec.model_numeric
+    vocab = {c: sorted(v for v, n in rows[c].value_counts().items() if n >= min_count) for c in spec.categorical}
+    mean = {c: float(rows[c].mean()) if rows[c].notna().any() else 0.0 for c in numeric}
+    return Preprocessor(list(spec.categorical), list(numeric), vocab, mean,
+                        {c: safe_std(rows[c].std(ddof=0)) for c in numeric})
+
+
+def fit_mlp(pre: Any, training: Any, holdout: Any, label: str, settings: dict[str, Any], seed: int) -> Any:
+    """The pipeline's net trained with ``settings`` in this process; the holdout's probabilities."""
+    import torch
+
+    from jobs.model.tabular import build_net, predict_proba
+
+    torch.manual_seed(seed)
+    cats, nums = (torch.from_numpy(a) for a in pre.encode(training))
+    labels = torch.tensor(training[label].to_numpy(), dtype=torch.float32)
+    net = build_net(pre, {"embedding_dim": 6, "hidden_units": settings["hidden_units"],
+                          "dropout": settings["dropout"]})
+    optimizer = torch.optim.AdamW(net.parameters(), lr=settings["learning_rate"],
+                                  weight_decay=settings["weight_decay"])
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    for _ in range(settings["epochs"]):
+        net.train()
+        order = torch.randperm(len(labels))
+        for start in range(0, len(labels), 512):
+            batch = order[start:start + 512]
+            optimizer.zero_grad()
+            loss_fn(net(cats[batch], nums[batch]), labels[batch]).backward()
+            optimizer.step()
+    return predict_proba(net, pre, holdout)
+
+
+def fit_linear(pre: Any, training: Any, holdout: Any, label: str) -> Any:
+    """Logistic regression on the one-hot categories and the z-scored numbers."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    def design(rows: Any) -> Any:
+        cats, nums = pre.encode(rows)
+        onehot = [np.eye(size, dtype=np.float32)[cats[:, j]] for j, size in enumerate(pre.cardinalities)]
+        return np.hstack([*onehot, nums])
+
+    model = LogisticRegression(max_iter=300, C=1.0).fit(design(training), training[label])
+    return model.predict_proba(design(holdout))[:, 1]
+
+
+def fit_trees(pre: Any, training: Any, holdout: Any, label: str, params: dict[str, Any]) -> Any:
+    """XGBoost (the sweep's param set) on the category codes and the numbers, one thread."""
+    import numpy as np
+    import xgboost
+
+    def design(rows: Any) -> Any:
+        cats, nums = pre.encode(rows)
+        return np.hstack([cats.astype(np.float32), nums])
+
+    types = ["c"] * len(pre.categorical) + ["q"] * len(pre.numeric)
+    model = xgboost.XGBClassifier(**params, tree_method="hist", n_jobs=1, random_state=0,
+                                  feature_types=types, enable_categorical=True, max_cat_to_onehot=1)
+    model.fit(design(training), training[label])
+    return model.predict_proba(design(holdout))[:, 1]
+
+
+def main(argv: list[str] | None = None) -> None:
+    import numpy as np
+    import pandas as pd
+    import torch
+
+    from jobs.config import load_config
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--features", required=True, help="a features zone (LAKE/features) with the days to try")
+    parser.add_argument("--windows", default=DEFAULT_WINDOWS, help="the holdouts' last days, comma-separated")
+    parser.add_argument("--seeds", default="13,14", help="the MLPs' seeds, comma-separated")
+    parser.add_argument("--max-train-days", type=int, default=None, help="default: train.max_train_days")
+    parser.add_argument("--config", default=None, help="the pipeline config (default: the bundled one)")
+    parser.add_argument("--out", default="benchmarks/results")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    config = load_config(args.config)
+    spec, train = config.features, config.train
+    max_days = args.max_train_days or train.max_train_days or train.train_days
+    columns = [*spec.categorical, *spec.model_numeric, spec.label]
+    frame = pd.read_parquet(args.features, columns=[*columns, "date"])
+    frame = frame[frame[spec.label].notna()].reset_index(drop=True)
+    frame["day"] = pd.to_datetime(frame["date"].astype(str)).dt.date
+    now = {"hidden_units": list(train.hyperparameters["hidden_units"]),
+           "dropout": float(train.hyperparameters.get("dropout", 0.0)), "weight_decay": train.weight_decay,
+           "epochs": train.epochs, "learning_rate": train.learning_rate}
+    seeds = [int(s) for s in args.seeds.split(",")]
+    rows = []
+    for text in args.windows.split(","):
+        training, holdout = window_rows(frame, dt.date.fromisoformat(text), train, max_days)
+        pre = fit_preprocessor(training, spec, train.min_category_count)
+        score = {"window": text, "training_rows": len(training)}
+
+        def judged(probabilities: Any, holdout: Any = holdout) -> float:
+            return round(daily_auc(holdout["day"], holdout[spec.label], probabilities), 4)
+
+        score["logistic_regression"] = judged(fit_linear(pre, training, holdout, spec.label))
+        score["xgboost"] = judged(fit_trees(pre, training, holdout, spec.label, config.sweep.xgboost_params()[0]))
+        for name, settings in (("mlp_before", BEFORE), ("mlp", now)):
+            found = [judged(fit_mlp(pre, training, holdout, spec.label, settings, seed)) for seed in seeds]
+            score[name] = round(float(np.mean(found)), 4)
+            score[f"{name}_seeds"] = found
+        print(json.dumps(score), flush=True)
+        rows.append(score)
+    families = ["logistic_regression", "xgboost", "mlp_before", "mlp"]
+    means = {f: round(float(np.mean([r[f] for r in rows])), 4) for f in families}
+    print("\n| window | training rows | " + " | ".join(families) + " |\n|---|---|" + "---|" * len(families))
+    for r in rows:
+        print(f"| {r['window']} | {r['training_rows']:,} | " + " | ".join(str(r[f]) for f in families) + " |")
+    print("| mean | | " + " | ".join(str(means[f]) for f in families) + " |")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "model_families.json").write_text(json.dumps({"windows": rows, "mean": means, "seeds": seeds,
+                                                         "settings": {"mlp": now, "mlp_before": BEFORE}}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
