@@ -25,7 +25,7 @@ compare its runs only.
   (``--days``), and the monitor judges them in one monitor job (the example's outcomes land with
   the day: ``monitoring.label_delay_days`` 0);
 - then, day by day, the same decisions as the DAGs: the day's drift event
-  (:func:`~orchestration.tasks.drift_event`), decay event (:func:`~orchestration.tasks.decay_event`)
+  (:func:`~orchestration.decisions.drift_event`), decay event (:func:`~orchestration.decisions.decay_event`)
   and the training the policy starts (:func:`~orchestration.replay.policies.retraining`); a
   retraining registers the window's selected candidate under the policy's model and puts it
   through the bar and the gate (the train job's ``--promote-run``, as ``train_model`` does); a new
@@ -309,7 +309,7 @@ class Replay:
     def segment_end(self, policy: Policy, day: dt.date) -> dt.date:
         """The last day the current champion surely serves if nothing else happens: the segment
         ends at ``--segment-days``, at the end of the replay, and where the weekly schedule fires."""
-        from orchestration.tasks import scheduled_training_end
+        from orchestration.decisions import scheduled_training_end
 
         last = min(self.end, day + dt.timedelta(days=self.segment_days - 1))
         if policy.weekly:
@@ -322,7 +322,7 @@ class Replay:
         from jobs.lake.storage import delete_dir
         from jobs.monitoring import job as monitor_job
         from jobs.scoring import job as score_job
-        from orchestration.tasks import decay_event, drift_event
+        from orchestration.decisions import decay_event, drift_event
 
         policy = POLICIES[name]
         config_path = self._write_config(name)

@@ -345,7 +345,7 @@ def test_with_a_label_delay_a_day_is_estimated_first_and_judged_when_its_outcome
 def test_the_decay_check_reads_what_the_monitor_wrote(feature_frames, config, tracking, tmp_path):
     """A champion whose outcomes turn against it from D4 on: over D1..D3 it holds up, over D4..D6
     the decay check (check_decay's report, on the monitor's records) says it decayed."""
-    from orchestration.tasks import decay_report
+    from orchestration.decisions import decay_report
 
     lake = Lake.at(str(tmp_path / "lake"))
     label = config.features.label
