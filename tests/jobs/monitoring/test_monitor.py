@@ -291,8 +291,9 @@ def test_days_judged_in_one_job_equal_each_day_judged_alone(monitored, monitored
 
 
 def test_a_day_never_scored_fails_as_a_data_error_saying_what_to_trigger(monitored_lake, tmp_path, monkeypatch):
-    from jobs.errors import DATA_ERROR_EXIT, ERROR_FILE_ENV, run_job
+    from jobs.errors import DATA_ERROR_EXIT, ERROR_FILE_ENV
     from jobs.monitoring.job import NeverScoredError
+    from jobs.runner import run_job
 
     with pytest.raises(NeverScoredError, match=r"day 2013-01-07 was never scored.*trigger score_pipeline with "
                                                r"\{\"run_date\": \"2013-01-07\"\}"):

@@ -205,7 +205,7 @@ def test_a_baseline_made_champion_by_config_is_scored_unchanged(spark, trained):
     champion; the score job's own code serves it (raw columns into its pyfunc)."""
     from pyspark.sql import functions as F
 
-    from jobs.scoring.job import model_preprocessor, resolve_model, score_features
+    from jobs.scoring.predictor import model_preprocessor, resolve_model, score_features
     from jobs.tracking import champion_version
 
     config, lake = trained["config"], trained["lake"]
