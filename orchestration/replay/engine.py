@@ -53,6 +53,7 @@ from typing import Any
 import yaml
 
 from orchestration.replay.policies import POLICIES, Policy, retraining
+from orchestration.replay.report import write_report
 
 log = logging.getLogger("orchestration.replay")
 
@@ -387,8 +388,6 @@ class Replay:
 
     def run(self) -> dict[str, Any]:
         """Prepare the shared lake, then serve every policy's days; returns the report."""
-        from orchestration.replay.report import write_report
-
         self.home.mkdir(parents=True, exist_ok=True)
         self._served_at_start = sum(len(p.get("served", {})) for p in self.state["policies"].values())
         self.save()
@@ -431,4 +430,4 @@ def main(argv: list[str] | None = None) -> None:
     replay = Replay(Path(home), args.start, args.end, tuple(args.policy or POLICIES), args.config,
                     args.sweep_size, args.baselines, args.segment_days)
     report = replay.run()
-    print(json.dumps({"report": report["paths"]}, indent=2))
+    print(json.dumps({"report": {name: str(replay.home / path) for name, path in report["paths"].items()}}, indent=2))
