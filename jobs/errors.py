@@ -2,7 +2,7 @@
 
 A :class:`DataError` is a problem with the input (a missing partition, a failed validation, no
 model to score with): running the job again on the same lake fails the same way. A job started
-with :func:`run_job` exits with :data:`DATA_ERROR_EXIT` on one and writes the message to the file
+with :func:`jobs.runner.run_job` exits with :data:`DATA_ERROR_EXIT` on one and writes the message to the file
 named by ``PIPELINE_ERROR_FILE`` when that is set; the Airflow operator (orchestration/spark_jobs.py)
 turns that into a failure without retries that carries the message. Anything else (a lost
 executor, an unreachable tracking server, a killed process) exits non-zero in the usual way and is
@@ -19,16 +19,11 @@ full disk is a fault (space may be freed before the retry) whose one line says s
 from __future__ import annotations
 
 import errno
-import logging
-import os
 import re
-import sys
-from collections.abc import Callable
 
 DATA_ERROR_EXIT = 65  # EX_DATAERR of sysexits.h
 ERROR_FILE_ENV = "PIPELINE_ERROR_FILE"
 
-log = logging.getLogger("jobs")
 
 
 class DataError(Exception):
@@ -90,30 +85,3 @@ def headline(err: BaseException, limit: int = 600) -> str:
             first = " ".join([JAVA_PACKAGE.sub("", java[0]), *java[1:]])
     text = f"{type(err).__name__}: {first}" if first else type(err).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def run_job(main: Callable[[], None]) -> None:
-    """Run a job's ``main``; on a :class:`DataError` (or a :func:`data_problem`), log it, record it
-    and exit with DATA_ERROR_EXIT; on anything else, log it in one line and exit 1 (retried)."""
-    from jobs.lake.spark import release_session
-    from jobs.timings import timed_job
-
-    try:
-        with timed_job():
-            try:
-                main()
-            finally:
-                release_session()  # a shared Spark Connect server frees the job's session now
-    except Exception as err:  # noqa: BLE001 - every failure gets its one line; the traceback at debug
-        problem = f"{type(err).__name__}: {err}" if isinstance(err, DataError) else data_problem(err)
-        if problem is None:
-            log.error("failed (a fault: Airflow retries the task): %s (the traceback: PIPELINE_LOG_LEVEL=DEBUG)",
-                      disk_full(err) or headline(err))
-            log.debug("the traceback of that failure", exc_info=True)
-            sys.exit(1)
-        log.error("data error (not retried): %s", problem)
-        log.debug("the traceback of that data error", exc_info=True)
-        if path := os.environ.get(ERROR_FILE_ENV):
-            with open(path, "w", encoding="utf-8") as out:
-                out.write(problem)
-        sys.exit(DATA_ERROR_EXIT)

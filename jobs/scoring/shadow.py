@@ -32,7 +32,7 @@ def score_shadow(spark: SparkSession, lake: Lake, config: PipelineConfig, featur
     ``{"model_version", "rows", "path"}`` (or ``"error"``) per challenger."""
     from jobs.lake.layout import PARTITION, partition_value
     from jobs.monitoring.challengers import challenger_versions
-    from jobs.scoring.job import model_preprocessor, score_features
+    from jobs.scoring.predictor import model_preprocessor, score_features
     from jobs.tracking import client
     from jobs.validation.partitions import zone_writer
 

@@ -56,8 +56,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jobs.config import PRECISIONS, JobArgs, job_parser, optional, optional_choice, parse_bool, parse_job_args
-from jobs.errors import run_job
 from jobs.lake.spark import configure_logging, get_spark, require_cuda
+from jobs.runner import run_job
 from jobs.selection.bar import FAMILY
 from jobs.selection.gate import PROMOTION_METRICS
 from jobs.selection.specs import FAMILIES

@@ -47,10 +47,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jobs.config import PipelineConfig, TableSpec, WindowArgs, import_object, job_parser, parse_job_args
-from jobs.errors import run_job
 from jobs.lake.layout import PARTITION, SUMMARY, VALIDATION_PAGE, Lake
 from jobs.lake.spark import configure_logging, get_spark
 from jobs.lake.storage import read_bytes, write_text
+from jobs.runner import run_job
 from jobs.timings import preload
 from jobs.validation.batch import batch_checks, partition_stats, trailing_counts
 from jobs.validation.fingerprints import fingerprint, record, unchanged_since

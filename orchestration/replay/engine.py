@@ -25,7 +25,7 @@ compare its runs only.
   (``--days``), and the monitor judges them in one monitor job (the example's outcomes land with
   the day: ``monitoring.label_delay_days`` 0);
 - then, day by day, the same decisions as the DAGs: the day's drift event
-  (:func:`~orchestration.tasks.drift_event`), decay event (:func:`~orchestration.tasks.decay_event`)
+  (:func:`~orchestration.decisions.drift_event`), decay event (:func:`~orchestration.decisions.decay_event`)
   and the training the policy starts (:func:`~orchestration.replay.policies.retraining`); a
   retraining registers the window's selected candidate under the policy's model and puts it
   through the bar and the gate (the train job's ``--promote-run``, as ``train_model`` does); a new
@@ -53,6 +53,7 @@ from typing import Any
 import yaml
 
 from orchestration.replay.policies import POLICIES, Policy, retraining
+from orchestration.replay.report import write_report
 
 log = logging.getLogger("orchestration.replay")
 
@@ -313,7 +314,7 @@ class Replay:
     def segment_end(self, policy: Policy, day: dt.date) -> dt.date:
         """The last day the current champion surely serves if nothing else happens: the segment
         ends at ``--segment-days``, at the end of the replay, and where the weekly schedule fires."""
-        from orchestration.tasks import scheduled_training_end
+        from orchestration.decisions import scheduled_training_end
 
         last = min(self.end, day + dt.timedelta(days=self.segment_days - 1))
         if policy.weekly:
@@ -326,7 +327,7 @@ class Replay:
         from jobs.lake.storage import delete_dir
         from jobs.monitoring import job as monitor_job
         from jobs.scoring import job as score_job
-        from orchestration.tasks import decay_event, drift_event
+        from orchestration.decisions import decay_event, drift_event
 
         policy = POLICIES[name]
         config_path = self._write_config(name)
@@ -391,8 +392,6 @@ class Replay:
 
     def run(self) -> dict[str, Any]:
         """Prepare the shared lake, then serve every policy's days; returns the report."""
-        from orchestration.replay.report import write_report
-
         self.home.mkdir(parents=True, exist_ok=True)
         self._served_at_start = sum(len(p.get("served", {})) for p in self.state["policies"].values())
         self.save()
@@ -462,4 +461,4 @@ def main(argv: list[str] | None = None) -> None:
     replay = Replay(Path(home), args.start, args.end, tuple(args.policy or POLICIES), args.config,
                     args.sweep_size, args.baselines, args.segment_days)
     report = replay.run()
-    print(json.dumps({"report": report["paths"]}, indent=2))
+    print(json.dumps({"report": {name: str(replay.home / path) for name, path in report["paths"].items()}}, indent=2))

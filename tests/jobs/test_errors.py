@@ -15,7 +15,7 @@ from jobs.errors import DATA_ERROR_EXIT, data_problem
 REPO = Path(__file__).resolve().parents[2]
 
 FAILING_JOB = """
-from jobs.errors import run_job
+from jobs.runner import run_job
 from jobs.lake.spark import configure_logging
 
 def main():
@@ -64,7 +64,7 @@ def test_a_file_that_is_not_parquet_in_a_zone_is_a_data_error_naming_it(spark, t
     assert problem is not None and str(stray) in problem and "move the file out of the lake" in problem, problem
     assert data_problem(RuntimeError("a lost executor")) is None
 
-    job = ("import sys\nfrom jobs.errors import run_job\nfrom jobs.lake.spark import configure_logging\n"
+    job = ("import sys\nfrom jobs.runner import run_job\nfrom jobs.lake.spark import configure_logging\n"
            "class Py4JJavaError(Exception): pass\n"
            "def main():\n    configure_logging()\n"
            f"    raise Py4JJavaError({str(failed.value)!r})\nrun_job(main)\n")

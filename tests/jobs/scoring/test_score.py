@@ -44,7 +44,7 @@ def test_make_predict_fn_is_numpy_in_numpy_out_and_matches_the_model(scored_mode
     import mlflow.pyfunc
 
     from jobs.model.tabular import predict_proba
-    from jobs.scoring.job import make_predict_fn
+    from jobs.scoring.predictor import make_predict_fn
 
     frame = scored_model["frame"]
     inputs = config.features.inputs
@@ -73,7 +73,8 @@ def test_gpu_scoring_without_a_gpu_says_there_is_none(spark, scored_model, confi
     prediction function, and from the score job's driver (local master) before it scores."""
     import torch
 
-    from jobs.scoring.job import main, make_predict_fn, worker_device
+    from jobs.scoring.job import main
+    from jobs.scoring.predictor import make_predict_fn, worker_device
 
     if torch.cuda.is_available():
         pytest.skip("a GPU here: test_gpu_scoring_equals_the_cpu runs instead")
@@ -87,7 +88,7 @@ def test_gpu_scoring_without_a_gpu_says_there_is_none(spark, scored_model, confi
 @pytest.mark.gpu
 def test_gpu_scoring_equals_the_cpu(scored_model, config):
     """On a GPU machine: the same probabilities as on the CPU, from both prediction functions."""
-    from jobs.scoring.job import make_predict_fn, worker_device
+    from jobs.scoring.predictor import make_predict_fn, worker_device
 
     frame, inputs = scored_model["frame"], config.features.inputs
     arrays = [frame[c].to_numpy() for c in inputs]
@@ -108,7 +109,7 @@ def encoded_arrays(pre, frame) -> list[np.ndarray]:
 
 
 def make_encoded_predict_fn_for(scored_model, use_gpu: bool = False):
-    from jobs.scoring.job import make_encoded_predict_fn
+    from jobs.scoring.predictor import make_encoded_predict_fn
 
     pre = scored_model["pre"]
     return make_encoded_predict_fn(scored_model["uri"], len(pre.categorical), len(pre.numeric), use_gpu)()
@@ -131,7 +132,7 @@ def test_spark_encodes_inputs_exactly_as_the_preprocessor_does(spark):
     import warnings
 
     from jobs.model.tabular import Z_LIMIT, Preprocessor
-    from jobs.scoring.job import encoded_columns
+    from jobs.scoring.predictor import encoded_columns
 
     pre = Preprocessor(categorical=["carrier", "tailnum"], numeric=["distance", "seats"],
                        vocab={"carrier": ["AA", "UA"], "tailnum": []}, mean={"distance": 1000.0 / 3, "seats": 2.0},
@@ -152,7 +153,7 @@ def test_spark_encodes_inputs_exactly_as_the_preprocessor_does(spark):
 
 def test_the_score_job_finds_the_preprocessor_a_logged_model_carries(scored_model, tmp_path):
     from jobs.model.tabular import PREPROCESSOR_FILE
-    from jobs.scoring.job import PREPROCESSOR_ARTIFACT, model_preprocessor
+    from jobs.scoring.predictor import PREPROCESSOR_ARTIFACT, model_preprocessor
 
     assert PREPROCESSOR_ARTIFACT.endswith(f"/{PREPROCESSOR_FILE}")
     assert model_preprocessor(scored_model["uri"]) == json.loads(scored_model["pre"].to_json())
@@ -162,7 +163,7 @@ def test_the_score_job_finds_the_preprocessor_a_logged_model_carries(scored_mode
 @pytest.mark.parametrize("encoded", [False, True], ids=["raw-columns", "encoded-by-spark"])
 def test_spark_predictions_equal_single_process_predictions(scored_model, config, encoded):
     from jobs.model.tabular import predict_proba
-    from jobs.scoring.job import score_features
+    from jobs.scoring.predictor import score_features
     from jobs.tracking import ModelRef
 
     ref = ModelRef(name="flight_delay", version="7", run_id="abc")
