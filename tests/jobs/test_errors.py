@@ -178,3 +178,37 @@ def test_a_python_workers_exception_is_told_by_the_line_its_traceback_ends_with(
                           " SQLSTATE: 38000")
     assert headline(err) == ("PythonException: An exception was thrown from the Python worker: "
                              "ValueError: bad value 3")
+
+
+FAILING_RANK_JOB = """
+from jobs.errors import run_job
+from jobs.lake.spark import configure_logging, get_spark
+from jobs.training.loop import ranks_output_until_a_failure
+
+def rank():
+    raise ValueError("the rank's own failure")
+
+def main():
+    configure_logging()
+    get_spark("failing-rank")
+    from pyspark.ml.torch.distributor import TorchDistributor
+
+    with ranks_output_until_a_failure():  # as the train job runs its ranks
+        TorchDistributor(num_processes=1, local_mode=True, use_gpu=False).run(rank)
+
+run_job(main)
+"""
+
+
+def test_a_failed_training_rank_leaves_no_screens_of_torchrun_output_below_debug_level():
+    """A rank that raises: its traceback, torchrun's and torchrun's failure table (40 lines and
+    more) are held back and counted in one line; PIPELINE_LOG_LEVEL=DEBUG shows them."""
+    done = _run(FAILING_RANK_JOB, PIPELINE_LOG_LEVEL="INFO")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    output = done.stdout + done.stderr
+    assert trace_lines(output) <= SCREENFUL and "ChildFailedError" not in output, output
+    assert re.search(r"\(\d+ lines of the ranks' output from their first traceback on held back: "
+                     r"PIPELINE_LOG_LEVEL=DEBUG shows them\)", done.stdout), done.stdout
+    assert "failed (a fault: Airflow retries the task): RuntimeError: " in done.stderr.strip().splitlines()[-1]
+    debug = _run(FAILING_RANK_JOB, PIPELINE_LOG_LEVEL="DEBUG")
+    assert "ValueError: the rank's own failure" in debug.stdout + debug.stderr
