@@ -6,9 +6,11 @@ with :func:`jobs.runner.run_job` exits with :data:`DATA_ERROR_EXIT` on one and w
 named by ``PIPELINE_ERROR_FILE`` when that is set; the Airflow operator (orchestration/spark_jobs.py)
 turns that into a failure without retries that carries the message. Anything else (a lost
 executor, an unreachable tracking server, a killed process) exits non-zero in the usual way and is
-retried. Either way the message comes first, in one line; the traceback is logged at debug
-level only (``PIPELINE_LOG_LEVEL=DEBUG`` shows it), so a task log ends with what went wrong, not
-with the last line of 80 lines of stack.
+retried. Either way the log ends with one line that says what went wrong and what to do (a
+message of several lines gives its details first); the traceback is logged at debug level only
+(``PIPELINE_LOG_LEVEL=DEBUG`` shows it), so a task log ends with what went wrong, not with the last
+line of 80 lines of stack. Spark's own stack traces of failed tasks are kept out below debug level
+too (:func:`jobs.lake.spark.quiet_task_failures`).
 
 A file in a zone that is not Parquet (a stray CSV, a half-copied file) is a data problem too: the
 jobs would fail on it every time, so it exits as one, naming the file (:func:`data_problem`). A
@@ -64,6 +66,7 @@ def disk_full(err: BaseException) -> str | None:
 PY4J_CALL = "An error occurred while calling"  # the first line of every Py4JJavaError
 JAVA_PACKAGE = re.compile(r"^(?:[a-z_$][\w$]*\.)+(?=[A-Z])")  # org.apache.spark. in org.apache.spark.SparkException
 # Where a Java exception's message ends: its stack frames, its causes, a Python worker's traceback.
+PYTHON_TRACE = "Traceback (most recent call last):"
 TRACE_LINE = re.compile(r'^(at |Caused by:|Suppressed:|\.\.\. \d+ more$|Traceback |File ")')
 
 
@@ -72,9 +75,16 @@ def headline(err: BaseException, limit: int = 600) -> str:
     traces and Python's causes left out). For a Java exception raised through Py4J, whose first line
     only names the JVM method called, the Java exception's message instead: its first two lines
     before any stack trace, joined (a failed Spark stage's reason, a lost executor say, is on the
-    second)."""
+    second). For an exception a Python worker raised (``PythonException: An exception was thrown
+    from the Python worker:``), the worker's own exception is added from the end of its traceback."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     first = lines[0] if lines else ""
+    if first.endswith(":") and PYTHON_TRACE in lines:
+        # a Python worker's exception (a UDF's, a pandas function's): the line its traceback ends with
+        raw = str(err).splitlines()
+        trace = raw[next(i for i, line in enumerate(raw) if line.strip() == PYTHON_TRACE) + 1:]
+        raised = next((line.strip() for line in trace if line.strip() and not line[0].isspace()), None)
+        first = f"{first} {raised}" if raised else first
     if first.startswith(PY4J_CALL) and len(lines) > 1:
         java = []
         for line in lines[1:3]:

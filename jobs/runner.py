@@ -33,7 +33,11 @@ def run_job(main: Callable[[], None]) -> None:
                       disk_full(err) or headline(err))
             log.debug("the traceback of that failure", exc_info=True)
             sys.exit(1)
-        log.error("data error (not retried): %s", problem)
+        summary, _, details = problem.partition("\n")
+        if details.strip():  # the details first: the log's last line is the problem, in one line
+            log.error("data error, in detail:\n%s", details)
+            summary += " (in detail above)"
+        log.error("data error (not retried): %s", summary)
         log.debug("the traceback of that data error", exc_info=True)
         if path := os.environ.get(ERROR_FILE_ENV):
             with open(path, "w", encoding="utf-8") as out:

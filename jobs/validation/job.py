@@ -333,8 +333,9 @@ def main(argv: list[str] | None = None) -> None:
     if not report.success:
         problems = "\n  - ".join(c.describe() for c in report.failures)
         raise ValidationFailed(
-            f"validation of {args.window[0]}..{args.run_date} failed; nothing was written and the failed days' "
-            f"validated partitions were removed:\n  - {problems}\nfull report: {page}"
+            f"validation of {args.window[0]}..{args.run_date} failed ({len(report.failures)} batch check(s)); "
+            f"nothing was written and the failed days' validated partitions were removed; full report: {page}"
+            f"\n  - {problems}"
         )
 
 
