@@ -101,7 +101,7 @@ def quiet_task_failures(spark: SparkSession) -> None:
     """Keep a failed task's Java stack traces out of the log below ``PIPELINE_LOG_LEVEL=DEBUG``:
     Spark's executor and task-set manager log each failed task with its whole stack (50 lines and
     more a task, once per task and retry), where the job's own last line already says what failed
-    (:func:`jobs.errors.run_job`). The task-set manager's one-line errors ("Task 0 in stage 3.0
+    (:func:`jobs.runner.run_job`). The task-set manager's one-line errors ("Task 0 in stage 3.0
     failed 4 times; aborting job") stay."""
     jvm = spark._jvm  # noqa: SLF001 - log4j's levels are only reachable this way
     levels, configurator = jvm.org.apache.logging.log4j.Level, jvm.org.apache.logging.log4j.core.config.Configurator

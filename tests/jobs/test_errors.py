@@ -153,7 +153,8 @@ def test_a_failed_spark_task_leaves_no_screens_of_java_stack_at_the_default_leve
 
 
 def test_a_data_error_of_several_lines_gives_its_details_first_and_ends_with_its_first_line(tmp_path):
-    job = ("from jobs.errors import DataError, run_job\nfrom jobs.lake.spark import configure_logging\n"
+    job = ("from jobs.errors import DataError\nfrom jobs.runner import run_job\n"
+           "from jobs.lake.spark import configure_logging\n"
            "def main():\n    configure_logging()\n"
            "    raise DataError('3 checks failed; nothing was written; full report: r.html\\n  - one\\n  - two')\n"
            "run_job(main)\n")
@@ -181,7 +182,7 @@ def test_a_python_workers_exception_is_told_by_the_line_its_traceback_ends_with(
 
 
 FAILING_RANK_JOB = """
-from jobs.errors import run_job
+from jobs.runner import run_job
 from jobs.lake.spark import configure_logging, get_spark
 from jobs.training.loop import ranks_output_until_a_failure
 
