@@ -27,7 +27,6 @@ DATA_ERROR_EXIT = 65  # EX_DATAERR of sysexits.h
 ERROR_FILE_ENV = "PIPELINE_ERROR_FILE"
 
 
-
 class DataError(Exception):
     """The input is wrong or missing: retrying will not help; the message says what to do."""
 
