@@ -141,8 +141,8 @@ def damaged(client: Any, name: str, version: str, uri: str, found: str, role: st
     problem ``found``: what is wrong, then the command that gets the runs going again."""
     who = {CHAMPION: f"the {CHAMPION}", ASKED: "asked for with --model-version",
            CHALLENGER: "a challenger"}.get(role, role)
-    return DamagedModelError(f"model {name!r} version {version} ({who}) cannot be loaded: its artifacts at {uri}: "
-                             f"{found}. {remedy(client, name, version, role)}")
+    return DamagedModelError(f"model {name!r} version {version} ({who}) cannot be loaded from its artifacts at "
+                             f"{uri}: {found}. {remedy(client, name, version, role)}")
 
 
 def remedy(client: Any, name: str, version: str, role: str) -> str:
@@ -161,7 +161,7 @@ def remedy(client: Any, name: str, version: str, role: str) -> str:
                 "use the champion")
     target = other or "<VERSION>"
     which = (f"version {other}, the newest former {CHAMPION} whose files are intact" if other
-             else "a version whose files are intact (none of the former champions' are)")
+             else "a version whose files are intact (no former champion's are)")
     return (f"Move the {CHAMPION!r} alias to {which}: python -c \"from mlflow import MlflowClient; "
             f"{mlflow_client}.set_registered_model_alias({name!r}, {CHAMPION!r}, {target!r})\" (or on the version's "
             f"page in the MLflow UI), then run the task again; with no version that loads, remove the alias "

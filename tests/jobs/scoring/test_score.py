@@ -37,7 +37,7 @@ def scored_model(features_zone, config, tmp_path_factory):
     # Like the score job: workers load from the artifact location, not through the registry.
     location = mlflow.MlflowClient().get_logged_model(info.model_id).artifact_location
     return {"uri": location, "model_uri": info.model_uri, "net": net, "pre": pre, "features": features,
-            "frame": frame}
+            "frame": frame, "tracking_uri": mlflow.get_tracking_uri()}
 
 
 def test_make_predict_fn_is_numpy_in_numpy_out_and_matches_the_model(scored_model, config):
@@ -305,6 +305,7 @@ def damaged_champion(scored_model, config, tmp_path, damage: str):
 
     from jobs.model.tabular import MODEL_FILE, log_pyfunc
 
+    mlflow.set_tracking_uri(scored_model["tracking_uri"])  # a test before may have pointed the process elsewhere
     client, name = mlflow.MlflowClient(), config.train.model_name
     former = mlflow.register_model(scored_model["model_uri"], name).version
     client.set_model_version_tag(name, former, "gate_decision", "promoted")  # a former champion
