@@ -6,7 +6,9 @@ Usage::
                                [--config PATH] [--lake-root PATH]
 
 Resolves the model version once, on the driver (the version the ``champion`` alias of
-``train.model_name`` points at, unless ``--model-version`` names one), then scores ``features/date=<run-date>``
+``train.model_name`` points at, unless ``--model-version`` names one) and checks its files there: a
+version whose artifacts are missing or unreadable stops the job before any Spark work as a data error
+naming it and the command that moves the alias (:mod:`jobs.registry`). Then scores ``features/date=<run-date>``
 with ``predict_batch_udf``: each Python worker loads the model once (on a GPU with ``score.use_gpu``)
 and calls it on batches of ``score.batch_size`` rows (``score.gpu_batch_size`` on a GPU), the inputs
 passed as plain columns, encoded by Spark when the model carries its preprocessor (a model logged

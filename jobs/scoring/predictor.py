@@ -11,6 +11,7 @@ import datetime as dt
 import inspect
 import json
 import sys
+import tempfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -95,10 +96,18 @@ def load_model(model_uri: str, use_gpu: bool) -> Any:
     import mlflow.pyfunc
 
     device = worker_device(use_gpu)
-    if device == "cpu":
-        model = mlflow.pyfunc.load_model(model_uri)
-    else:
-        model = mlflow.pyfunc.load_model(model_uri, model_config={"device": device})
+    try:
+        model = mlflow.pyfunc.load_model(model_uri, **({} if device == "cpu" else {"model_config": {"device": device}}))
+    except Exception as err:
+        # The driver checked the files (jobs.registry.check_version): present, not empty, yet this one fails.
+        from jobs.errors import headline
+
+        raise RuntimeError(
+            f"the model at {model_uri} does not load in a Python worker ({headline(err)}): its "
+            "files are all there, so one may be corrupt; if a retry fails the same way, move the champion alias "
+            "to another version (docs/troubleshooting.md, 'A registered version whose files are damaged')"
+        ) from err
+    if device != "cpu":
         if "device" not in model.model_config:  # MLflow drops load-time keys the logged model lacks
             raise RuntimeError(
                 f"{model_uri} was logged without a 'device' in its model_config, so it cannot be put on "
@@ -117,16 +126,19 @@ PREPROCESSOR_ARTIFACT = "artifacts/preprocessor.json"
 
 def model_preprocessor(model_uri: str) -> dict[str, Any] | None:
     """The preprocessor a model logged by :func:`jobs.model.tabular.log_pyfunc` carries (vocabularies and
-    normalisation statistics, as JSON), or None for any other model."""
-    import mlflow.artifacts
-    from mlflow.exceptions import MlflowException
+    normalisation statistics, as JSON), or None for a model without one (a baseline, an XGBoost
+    pyfunc: scored on raw columns by design), told by the model's file list. A preprocessor listed
+    but unreadable, or a store that does not answer, raises: never a quiet switch to raw columns
+    (:func:`resolve_model` has checked the files before, so that is a fault)."""
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
-    try:
-        path = mlflow.artifacts.download_artifacts(artifact_uri=f"{model_uri.rstrip('/')}/{PREPROCESSOR_ARTIFACT}")
-    except (MlflowException, OSError):
+    folder = PREPROCESSOR_ARTIFACT.rpartition("/")[0]
+    repo = get_artifact_repository(model_uri)
+    if PREPROCESSOR_ARTIFACT not in {info.path for info in repo.list_artifacts(folder)}:
         return None
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(repo.download_artifacts(PREPROCESSOR_ARTIFACT, dst_path=tmp), encoding="utf-8") as handle:
+            return json.load(handle)
 
 
 def encoded_columns(pre: dict[str, Any]) -> list[Column]:
@@ -216,12 +228,28 @@ def prediction_columns(spec: FeatureSpec, model: ModelRef, probability: Any, run
 
 
 def resolve_model(name: str, version: str | None) -> tuple[ModelRef, str]:
-    """The model version to use and where its files are, resolved once on the driver.
+    """The model version to use and where its files are, resolved once on the driver: the
+    ``champion`` alias's version, or ``version`` (``--model-version``). Its files are checked
+    there (:func:`jobs.registry.check_version`): a version whose artifacts are missing or
+    unreadable is a data error naming it and what to do, before any Spark work; so is a
+    ``version`` the registry does not have.
 
     Workers load from the artifact location, so they need no access to the registry.
     """
-    from jobs.tracking import ModelRef, champion_version, client
+    from mlflow.exceptions import MlflowException
+
+    from jobs.registry import ASKED, CHAMPION, check_version
+    from jobs.tracking import ModelRef, NoModelError, champion_version, client
 
     mlflow_client = client()
-    ref = ModelRef.of(mlflow_client.get_model_version(name, version)) if version else champion_version(name)
-    return ref, mlflow_client.get_model_version_download_uri(ref.name, ref.version)
+    if version is None:
+        ref = champion_version(name)
+    else:
+        try:
+            ref = ModelRef.of(mlflow_client.get_model_version(name, version))
+        except MlflowException as err:
+            if err.error_code != "RESOURCE_DOES_NOT_EXIST":
+                raise
+            raise NoModelError(f"model {name!r} has no version {version} (--model-version): pass a registered "
+                               "version, or leave --model-version out to use the champion") from err
+    return ref, check_version(mlflow_client, ref.name, ref.version, ASKED if version else CHAMPION)
