@@ -46,12 +46,12 @@ def unreadable(uri: str, group: int | None, err: BaseException | str) -> RowGrou
 
     where = f"{uri} (row group {group})" if group is not None else uri
     found = partition_of(uri)
-    where += f" in the partition {found[0]}" if found else ""
     cause = f"{type(err).__name__}: {err}" if isinstance(err, BaseException) else err
     command = rebuild_command(uri) or "the features job for its day"
     return RowGroupReadError(
-        f"{where} cannot be read: {cause}. The file is truncated, damaged or not Parquet, or was rewritten or "
-        f"removed while the training ran: rebuild the day ({command}), then run the training again"
+        f"{where} cannot be read: {cause}. The file{f' (in the partition {found[0]})' if found else ''} is "
+        "truncated, damaged or not Parquet, or was rewritten or removed while the training ran: rebuild the day "
+        f"({command}), then run the training again"
     )
 
 
