@@ -92,8 +92,8 @@ def tree(folder: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("how", list(DAMAGE))
 def test_a_damaged_or_copied_file_is_named_with_its_partition_and_the_rebuild(spark, tmp_path, how):
     zone = tmp_path / "features"
-    spark.createDataFrame([(i, DAY) for i in range(50)], "id int, date date").coalesce(1).write.partitionBy("date").parquet(
-        str(zone))
+    rows = spark.createDataFrame([(i, DAY) for i in range(50)], "id int, date date")
+    rows.coalesce(1).write.partitionBy("date").parquet(str(zone))  # one file
     folder = zone / partition_name(DAY)
     check_partitions([str(folder)])  # as Spark wrote it: nothing to say
     bad = damage(folder, how)
@@ -116,8 +116,8 @@ def test_a_footer_damaged_inside_is_a_data_problem_for_spark_and_for_the_trainin
     from jobs.training.stream import RowGroupReadError, plan_shares
 
     zone = tmp_path / "features"
-    spark.createDataFrame([(i, DAY, 1.0) for i in range(50)], "id int, date date, y double").coalesce(1).write.partitionBy(
-        "date").parquet(str(zone))
+    rows = spark.createDataFrame([(i, DAY, 1.0) for i in range(50)], "id int, date date, y double")
+    rows.coalesce(1).write.partitionBy("date").parquet(str(zone))
     folder = zone / partition_name(DAY)
     for crc in folder.glob(".*.crc"):
         crc.unlink()
