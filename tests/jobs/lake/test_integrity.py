@@ -231,3 +231,26 @@ def test_the_score_job_refuses_features_that_repeat_a_key_before_writing(spark, 
     with pytest.raises(RepeatedRowsError, match=r"the features to score: 3 key\(s\) of .* repeat, on 6 rows"):
         score_days(spark, lake, config, [DAY], None, "unused", None, 64, False)  # refused before the model is used
     assert tree(Path(lake.root)) == before and not Path(lake.predictions).exists()
+
+
+@pytest.mark.parametrize("how", ["truncated", "copied"])
+def test_a_damaged_reference_snapshot_is_never_reused_and_its_own_day_writes_it_anew(
+    spark, lake, config_without_gx, tmp_path, how,
+):
+    """Validate's snapshots: a reference table whose raw file has not changed reuses its snapshot
+    (the fingerprint skip), unless the snapshot is damaged; then it is validated again, so the
+    command the readers' error gives (the day's ingest) mends it."""
+    from jobs.validation.job import validate
+    from tests.jobs.validation.test_validate import FLIGHT_SUITES, RUN_ID
+
+    copy_of = Lake(str(tmp_path / "lake"))
+    shutil.copytree(f"{lake.root}/raw", f"{copy_of.root}/raw")
+    assert validate(spark, copy_of, config_without_gx, [DAY], DAY, RUN_ID, suites=FLIGHT_SUITES).success
+    snapshot = Path(copy_of.validated("airlines"), partition_name(DAY))
+    bad = damage(snapshot, how)
+    with pytest.raises(DataError) as refused:  # what the features job (read_days) says of it
+        check_partitions([str(snapshot)])
+    expect_named(str(refused.value), bad, how, INGEST_COMMAND)
+    again = validate(spark, copy_of, config_without_gx, [DAY], DAY, RUN_ID, suites=FLIGHT_SUITES)
+    assert again.success and {t.table: t for t in again.tables}["airlines"].unchanged_since is None
+    check_partitions([str(snapshot)])  # written anew: nothing to say
