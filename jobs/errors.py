@@ -12,8 +12,11 @@ message of several lines gives its details first); the traceback is logged at de
 line of 80 lines of stack. Spark's own stack traces of failed tasks are kept out below debug level
 too (:func:`jobs.lake.spark.quiet_task_failures`).
 
-A file in a zone that is not Parquet (a stray CSV, a half-copied file) is a data problem too: the
-jobs would fail on it every time, so it exits as one, naming the file (:func:`data_problem`). A
+A file in a zone that is not Parquet (a stray CSV, a truncated or half-copied file, a damaged
+footer) is a data problem too: the jobs would fail on it every time, so it exits as one, naming the
+file, its partition and the command that rebuilds the day (:func:`data_problem`,
+:func:`damaged_parquet`; the readers also check a zone's partitions before reading them:
+:mod:`jobs.lake.integrity`). A
 full disk is a fault (space may be freed before the retry) whose one line says so
 (:func:`disk_full`) instead of the first line of a Spark stack trace.
 """
@@ -22,6 +25,8 @@ from __future__ import annotations
 
 import errno
 import re
+
+from jobs.lake.layout import partition_of, rebuild_command
 
 DATA_ERROR_EXIT = 65  # EX_DATAERR of sysexits.h
 ERROR_FILE_ENV = "PIPELINE_ERROR_FILE"
@@ -32,16 +37,46 @@ class DataError(Exception):
 
 
 NOT_PARQUET = re.compile(r"(\S+) is not a Parquet file")  # Spark's words for a file without Parquet's magic
+# Spark's words for a file it failed to read; a data problem only with one of DAMAGED's words too (a
+# lost connection to an object store fails a read the same way, and is a fault).
+FAILED_READ = re.compile(r"\[FAILED_READ_FILE\.\w+\] Encountered error while reading file (\S+?)\.?(?:\s|$)")
+DAMAGED = re.compile(
+    r"CANNOT_READ_FILE_FOOTER|Could not read footer|is not a Parquet file|Expected magic number|EOFException"
+    r"|ChecksumException|ParquetDecodingException|can not read class org\.apache\.parquet\.format"
+    r"|TProtocolException|Parquet magic bytes not found|Couldn't deserialize thrift|Parquet file size is"
+)
+
+
+def lake_path(uri: str) -> str:
+    """A path as Spark writes it in a message (``file:/tmp/x``, ``file:///tmp/x``) as the lake spells it."""
+    return re.sub(r"^file:(?://)?(?=/)", "", uri)
+
+
+def damaged_parquet(uri: str, reason: str) -> str:
+    """What to say about a file of a zone that cannot be read as Parquet (truncated, damaged, not
+    Parquet at all): the file, its partition and the command that writes the partition again."""
+    path = lake_path(uri)
+    found, command = partition_of(path), rebuild_command(path)
+    where = f" in the partition {found[0]}" if found else ""
+    todo = (f"rebuild the day, which replaces the whole partition: {command}" if command
+            else "restore the file from where it came from")
+    return (f"{path}{where} cannot be read as Parquet ({reason}): the file is truncated, damaged or not Parquet. "
+            f"A zone of the lake holds only what the jobs write: move the file out of the lake if it is not one of "
+            f"theirs, and {todo}; then run the task again")
 
 
 def data_problem(err: BaseException) -> str | None:
     """What makes ``err`` a data problem although it is not a :class:`DataError` (Spark's reader
-    meeting a file that is not Parquet in a zone), in words with what to do; else None."""
-    found = NOT_PARQUET.search(str(err))
-    if found is None:
+    meeting a file of a zone that is truncated, damaged or not Parquet), in words with what to do
+    (the file, its partition, the command that rebuilds it); else None."""
+    text = str(err)
+    damage = DAMAGED.search(text)
+    if damage is None:
         return None
-    return (f"{found.group(1)} is not a Parquet file: a zone of the lake holds only what the jobs write; "
-            "move the file out of the lake (or delete it) and run the task again")
+    found = FAILED_READ.search(text) or NOT_PARQUET.search(text)
+    if found is None:  # pyarrow's words name no file: the reader that knows it says (damaged_parquet)
+        return None
+    return damaged_parquet(found.group(1), damage.group(0))
 
 
 DISK_FULL = re.compile(r"No space left on device")  # ENOSPC, in Python's words and in the JVM's

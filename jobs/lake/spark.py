@@ -200,7 +200,12 @@ def read_days(spark: SparkSession, zone: str, days: list[dt.date]) -> DataFrame:
     """The ``days``' partitions of the Parquet zone ``zone``, with their ``date`` column, read by
     their own folders (each must exist). Reading the zone and filtering on ``date`` would give the
     same rows, but Spark lists every partition of the zone first: with more than 32 it runs a Spark
-    job to list them, and a job reading one day costs more with every day the lake holds."""
+    job to list them, and a job reading one day costs more with every day the lake holds. Each
+    partition is checked first (:func:`jobs.lake.integrity.check_partitions`): a damaged file or a
+    file copied twice is a data error naming it, before any row is read."""
+    from jobs.lake.integrity import check_partitions
+
+    check_partitions([f"{zone}/{partition_name(day)}" for day in days])
     return spark.read.option("basePath", zone).parquet(*[f"{zone}/{partition_name(day)}" for day in days])
 
 

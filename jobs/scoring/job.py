@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.config import WindowArgs, job_parser, parse_bool, parse_job_args
 from jobs.features.lineage import check_fresh
+from jobs.lake.integrity import check_partitions, check_unique_keys
 from jobs.lake.layout import DRIFT_PLOT, DRIFT_REPORT, PARTITION, partition_value
-from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, path_exists, require_cuda
+from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, path_exists, read_days, require_cuda
 from jobs.lake.storage import delete_file, write_bytes, write_text
 from jobs.runner import run_job
 from jobs.scoring.predictor import model_preprocessor, resolve_model, score_features
@@ -91,6 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         if not path_exists(spark, source):
             raise MissingPartitionError(f"no features for {day}: expected {source}; run the features job first")
         refuse_failed_day(lake, config.validation.feed, day)
+    check_partitions(lake.partition(lake.features, day) for day in args.window)  # before the model loads
     check_fresh(lake, args.window)  # features whose history changed since they were built are not served
     with phase("model load"):  # on the driver: the registry lookup and the preprocessor
         model, load_uri = resolve_model(config.train.model_name, args.model_version)
@@ -115,8 +117,9 @@ def score_days(spark: SparkSession, lake: Lake, config: PipelineConfig, days: li
 
     A day is what it would be scored alone: the Spark jobs (the scoring, the counts, the drift's
     bins) are grouped by day, not run once per day."""
-    sources = [lake.partition(lake.features, day) for day in days]
-    features = spark.read.option("basePath", lake.features).parquet(*sources)
+    features = read_days(spark, lake.features, days)  # each partition checked: a damaged or doubled file
+    # one row per entity and day: a repeated one would be served (and judged) twice
+    check_unique_keys(features, config.features.id_columns, "the features to score", lake.features)
     one_day = days[0] if len(days) == 1 else None  # several: each row's run date is its partition's
     predictions = score_features(features, config.features, model, load_uri, batch_size, one_day,
                                  use_gpu, preprocessor)

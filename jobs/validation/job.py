@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jobs.config import PipelineConfig, TableSpec, WindowArgs, import_object, job_parser, parse_job_args
+from jobs.lake.integrity import check_partitions
 from jobs.lake.layout import PARTITION, SUMMARY, VALIDATION_PAGE, Lake
 from jobs.lake.spark import configure_logging, get_spark
 from jobs.lake.storage import read_bytes, write_text
@@ -180,6 +181,7 @@ def reference_values(spark: SparkSession, lake: Lake, run: TableRun, column: str
 
     if run.report.unchanged_since:
         snapshot = lake.partition(lake.validated(run.spec.name), dt.date.fromisoformat(run.report.unchanged_since))
+        check_partitions([snapshot])  # a damaged or doubled snapshot file: a data error naming it
         rows = spark.read.parquet(snapshot).select(column).distinct().collect()
         return [r[0] for r in rows if r[0] is not None]
     if run.flagged is None:
