@@ -19,12 +19,12 @@ after a warm-up:
   ``torch.cuda.synchronize`` before the clock stops), per batch size. The CPU row uses one torch
   thread, as each Spark Python worker does.
 - ``prediction function``: what a Spark Python worker calls per batch, host arrays in and host
-  float64 out: the score job's (:func:`jobs.scoring.job.make_encoded_predict_fn`: one array per encoded
+  float64 out: the score job's (:func:`jobs.scoring.predictor.make_encoded_predict_fn`: one array per encoded
   input, copied into the model's input buffers, page-locked on the GPU) and the raw-column one
-  (:func:`jobs.scoring.job.make_predict_fn`: a pandas DataFrame of raw columns through the pyfunc).
+  (:func:`jobs.scoring.predictor.make_predict_fn`: a pandas DataFrame of raw columns through the pyfunc).
 - ``PCIe bound``: the pinned host-to-device copy rate, measured (256 MiB, best of 5), divided by
   the bytes of one encoded input row: the prediction function cannot beat it on the GPU.
-- ``whole job``: :func:`jobs.scoring.job.score_features` on the big day and the job's write, in one warm
+- ``whole job``: :func:`jobs.scoring.predictor.score_features` on the big day and the job's write, in one warm
   ``local[N]`` session (N = the machine's cores, ``spark.sql.files.maxPartitionBytes`` 16 MiB so
   every core has work): the job on the CPU (``score.batch_size``, Arrow's 10,000-row batches), the
   job on the GPU (``score.gpu_batch_size``, Arrow batches of as many rows, every worker's model on
@@ -99,7 +99,7 @@ def function_rows(pre: Any, load_uri: str, table: Any, inputs: list[str], batche
     """Rows/s of the model alone and of both prediction functions, per device and batch size."""
     import torch
 
-    from jobs.scoring.job import load_model, make_encoded_predict_fn, make_predict_fn
+    from jobs.scoring.predictor import load_model, make_encoded_predict_fn, make_predict_fn
 
     encoded = encoded_host_arrays(pre, table)
     raw = [table[c].to_numpy(zero_copy_only=False) for c in inputs]
@@ -140,7 +140,7 @@ def function_rows(pre: Any, load_uri: str, table: Any, inputs: list[str], batche
 def job_rows(spark: Any, config: Any, ref: Any, load_uri: str, pre: dict[str, Any], root: str, out: Path,
              repeat: int, gpu: bool) -> list[dict[str, Any]]:
     """Seconds of the whole score job on the big day: CPU, GPU (when there is one), raw columns."""
-    from jobs.scoring.job import score_features
+    from jobs.scoring.predictor import score_features
 
     spec = config.features
     features = spark.read.option("basePath", root).parquet(f"{root}/{partition_name(DAY)}")
@@ -219,7 +219,7 @@ def run(home: Path, out: Path, big_rows: int, repeat: int, batches: list[int]) -
     import torch
 
     from jobs.lake.spark import get_spark
-    from jobs.scoring.job import model_preprocessor
+    from jobs.scoring.predictor import model_preprocessor
 
     host = machine()
     gpu = torch.cuda.is_available()

@@ -24,8 +24,8 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, CronDataIntervalTimetable, Param
 
+from orchestration.ingest_tasks import publish_features, wait_for_raw
 from orchestration.spark_jobs import DEFAULT_ARGS, spark_job
-from orchestration.tasks import publish_features, wait_for_raw
 
 with DAG(
     dag_id="ingest_pipeline",

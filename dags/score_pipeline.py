@@ -34,8 +34,9 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param
 
+from orchestration.assets import CHAMPION, FEATURES
+from orchestration.score_tasks import challenger_promotion, decay_check, drift_check, plan_scoring
 from orchestration.spark_jobs import DEFAULT_ARGS, spark_job_per_day
-from orchestration.tasks import CHAMPION, FEATURES, challenger_promotion, decay_check, drift_check, plan_scoring
 
 with DAG(
     dag_id="score_pipeline",

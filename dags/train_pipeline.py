@@ -50,16 +50,11 @@ from airflow.sdk import DAG, AssetOrTimeSchedule, CronDataIntervalTimetable, Par
 
 from jobs.config import PRECISIONS
 from jobs.selection.gate import PROMOTION_METRICS
+from orchestration.assets import DECAY, DRIFT
+from orchestration.decisions import TRAINING_SCHEDULE
 from orchestration.spark_jobs import DEFAULT_ARGS, spark_job, spark_job_mapped
 from orchestration.sweep_tasks import plan_sweep, select_candidate
-from orchestration.tasks import (
-    DECAY,
-    DRIFT,
-    TRAINING_SCHEDULE,
-    ChampionApprovalOperator,
-    plan_training,
-    publish_champion,
-)
+from orchestration.train_tasks import ChampionApprovalOperator, plan_training, publish_champion
 
 # Knobs a person tunes per run: empty keeps train.<name> of the config.
 TRAIN_PARAMS = {

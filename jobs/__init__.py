@@ -1,2 +1,2 @@
 """The pipeline's Spark jobs, one package per stage; the modules at this level (config, errors,
-timings, tracking, metrics, plots, summary) are what every stage shares."""
+timings, tracking, registry, metrics, plots, summary) are what every stage shares."""

@@ -1,6 +1,6 @@
 """Where a job's wall time goes: the phases a job marks, logged when it ends.
 
-:func:`jobs.errors.run_job` times ``main``; inside it, :func:`phase` marks the fixed costs
+:func:`jobs.runner.run_job` times ``main``; inside it, :func:`phase` marks the fixed costs
 (``spark session`` in :func:`jobs.lake.spark.get_spark`, ``GX context``, ``model load``, ...). When the
 job ends, one log line gives the process's start-up (Python and the imports before ``main``), each
 phase, and the rest of ``main`` as ``work``. With ``PIPELINE_TIMINGS_DIR`` set, the same goes as
@@ -73,7 +73,7 @@ def job_name(entry_point: str) -> str:
 
 @contextmanager
 def timed_job() -> Iterator[None]:
-    """Time a job's ``main`` (what :func:`jobs.errors.run_job` wraps): logged at the end, and
+    """Time a job's ``main`` (what :func:`jobs.runner.run_job` wraps): logged at the end, and
     written as JSON when ``PIPELINE_TIMINGS_DIR`` is set; failed runs too."""
     started = time.time()
     try:

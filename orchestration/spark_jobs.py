@@ -25,7 +25,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseOperatorLink
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from orchestration.tasks import RUN_DATE, env_amount
+from orchestration.decisions import RUN_DATE, env_amount
 
 JOBS_DIR = Path(__file__).resolve().parents[1] / "jobs"
 # The DAGs' name of each job -> its entry point under jobs/.

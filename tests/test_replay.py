@@ -46,8 +46,8 @@ def test_six_weeks_under_two_policies_keep_the_invariants(spark, config_patch, t
     from mlflow import MlflowClient
 
     from jobs.lake.layout import DECAY_REPORT, DRIFT_REPORT, Lake
+    from orchestration.decisions import scheduled_training_end
     from orchestration.replay.engine import Replay
-    from orchestration.tasks import scheduled_training_end
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
     monkeypatch.setenv("PIPELINE_MLFLOW_ARTIFACTS", str(tmp_path / "mlartifacts"))

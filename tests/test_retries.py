@@ -13,7 +13,8 @@ pytestmark = pytest.mark.e2e  # DAG runs whose tasks are real spark-submits
 REPO = Path(__file__).resolve().parents[1]
 
 DATA_ERROR = """
-from jobs.errors import DataError, run_job
+from jobs.errors import DataError
+from jobs.runner import run_job
 
 def main():
     raise DataError("no raw flights for 2013-02-30: land the day first")

@@ -8,7 +8,7 @@ Setup (timed, reported apart): the whole 2013 example year is landed into a thro
 (without GX) and turned into features (one Parquet file per day, as the features job writes them); a
 small model (``train.model`` with the train section's hyperparameters and a preprocessor fitted on
 January) is trained for a few hundred steps in this process, logged with ``log_pyfunc`` to a
-throw-away MLflow store, registered and resolved with :func:`jobs.scoring.job.resolve_model`, as the score
+throw-away MLflow store, registered and resolved with :func:`jobs.scoring.predictor.resolve_model`, as the score
 job does. Scales are feature partitions of 1 day (2013-07-01), 1 month (July) and the full year, and
 ``Nx`` (e.g. ``10x``): N times the year, generated from the real rows
 (:func:`benchmarks.scaling.scale_up`: each day's file holds its own rows, then N - 1 bootstrap
@@ -21,7 +21,7 @@ year scales measure 365 files in and 365 partitions out, a shape it never runs.
 Contenders, per scale, side by side in one local[2] session (one for all), each writing its own
 throw-away predictions folder, partitioned by date:
 
-- ``spark (score job)``: :func:`jobs.scoring.job.score_features` on the scale's partitions with the model's
+- ``spark (score job)``: :func:`jobs.scoring.predictor.score_features` on the scale's partitions with the model's
   preprocessor, as the job runs it (Spark encodes the inputs: category codes and z-scores; the
   workers copy them into the model's input buffers and run the net), written as the score job
   writes (``.write.mode("overwrite").partitionBy("date").parquet``), with ``score.batch_size`` and

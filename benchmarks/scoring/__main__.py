@@ -54,7 +54,7 @@ def run_benchmark(home: Path, out: Path, scales: list[str], tune_scale: str | No
     import torch
 
     from jobs.lake.spark import get_spark
-    from jobs.scoring.job import model_preprocessor
+    from jobs.scoring.predictor import model_preprocessor
 
     host = machine()
     config = load_config()

@@ -96,7 +96,7 @@ class WarmWorkers(Turns[Contender]):
 
 def contenders(fx: Fixture, scale: Scale, batch_size: int) -> list[Contender]:
     """The score job first, then the other Spark paths, the floors, and the two baselines."""
-    from jobs.scoring.job import score_features
+    from jobs.scoring.predictor import score_features
 
     spec, ref, uri, pre, day = fx.spec, fx.ref, fx.load_uri, fx.pre, scale.run_date
     folder = fx.home / "predictions" / scale.key

@@ -69,7 +69,7 @@ def log_model(net: Any, pre: Preprocessor, hyper: dict[str, Any], frame: Any, na
     import mlflow
 
     from jobs.model.tabular import log_pyfunc
-    from jobs.scoring.job import resolve_model
+    from jobs.scoring.predictor import resolve_model
     from jobs.tracking import ensure_experiment
 
     with mlflow.start_run(experiment_id=ensure_experiment("bench-scoring")):

@@ -65,7 +65,7 @@ def probe(job: dict[str, Any]) -> dict[str, float]:
             import pyspark.sql  # noqa: F401
 
             from jobs.lake.spark import get_spark
-            from jobs.scoring.job import score_features
+            from jobs.scoring.predictor import score_features
 
         with stopwatch(marks, "session_start_s"):
             get_spark("bench-scoring-probe", SESSION)

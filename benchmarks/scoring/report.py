@@ -9,7 +9,7 @@ from benchmarks.scoring.contenders import TUNED
 
 FIXED_COSTS = [  # (label, probe, mark, the mark subtracted from it or None)
     ("spark: Python start (interpreter, benchmark module)", "spark", "python_start_s", None),
-    ("spark: imports (pyspark, jobs.scoring.job)", "spark", "imports_s", None),
+    ("spark: imports (pyspark, jobs.scoring.predictor)", "spark", "imports_s", None),
     ("spark: SparkSession getOrCreate (JVM, session)", "spark", "session_start_s", None),
     ("spark: first action's JVM warm-up (read+write, first - warm)", "spark", "first_read_write_s",
      "warm_read_write_s"),

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.config import FeatureSpec
 from jobs.lake.layout import PARTITION
-from jobs.scoring.job import prediction_columns
+from jobs.scoring.predictor import prediction_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -27,7 +27,7 @@ def raw_udf(spec: FeatureSpec, load_uri: str, batch_size: int) -> Column:
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType
 
-    from jobs.scoring.job import make_predict_fn
+    from jobs.scoring.predictor import make_predict_fn
 
     predict = predict_batch_udf(make_predict_fn(load_uri, spec.inputs), return_type=DoubleType(),
                                 batch_size=batch_size)
@@ -39,7 +39,7 @@ def encoded_udf(pre: dict[str, Any], load_uri: str, batch_size: int) -> Column:
     from pyspark.ml.functions import predict_batch_udf
     from pyspark.sql.types import DoubleType
 
-    from jobs.scoring.job import encoded_columns, make_encoded_predict_fn
+    from jobs.scoring.predictor import encoded_columns, make_encoded_predict_fn
 
     predict = predict_batch_udf(make_encoded_predict_fn(load_uri, len(pre["categorical"]), len(pre["numeric"])),
                                 return_type=DoubleType(), batch_size=batch_size)
@@ -56,7 +56,7 @@ def same_columns(job: DataFrame, other: DataFrame, name: str) -> None:
 def score_features_raw(
     features: DataFrame, spec: FeatureSpec, model: ModelRef, load_uri: str, batch_size: int, run_date: dt.date,
 ) -> DataFrame:
-    """:func:`jobs.scoring.job.score_features` on raw columns (the pyfunc's own contract)."""
+    """:func:`jobs.scoring.predictor.score_features` on raw columns (the pyfunc's own contract)."""
     return features.select(*prediction_columns(spec, model, raw_udf(spec, load_uri, batch_size), run_date))
 
 
@@ -72,7 +72,7 @@ def score_features_arrow(
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, StructField, StructType
 
-    from jobs.scoring.job import encoded_columns, make_encoded_predict_fn
+    from jobs.scoring.predictor import encoded_columns, make_encoded_predict_fn
 
     ids = list(dict.fromkeys(spec.id_columns))
     inputs = [c.alias(f"_input{i}") for i, c in enumerate(encoded_columns(pre))]
@@ -156,7 +156,7 @@ def max_abs_difference(features: DataFrame, spec: FeatureSpec, pre: dict[str, An
 def check_columns(day: DataFrame, spec: FeatureSpec, pre: dict[str, Any], model: ModelRef, load_uri: str,
                   batch_size: int, run_date: dt.date) -> None:
     """Every Spark contender writes the score job's columns, checked on ``day`` before any timing."""
-    from jobs.scoring.job import score_features
+    from jobs.scoring.predictor import score_features
 
     job_output = score_features(day, spec, model, load_uri, batch_size, run_date, preprocessor=pre)
     same_columns(job_output, score_features_raw(day, spec, model, load_uri, batch_size, run_date), "raw columns")

@@ -7,7 +7,7 @@ Spark outputs (one lake per size). A small model is trained on the smallest size
 version of the pipeline's own model), logged, registered and resolved as the score job resolves it.
 Contenders, in one warm local[2] session, each writing the score job's columns partitioned by date:
 
-- ``spark (score job)``: :func:`jobs.scoring.job.score_features` with the model's preprocessor, as the job;
+- ``spark (score job)``: :func:`jobs.scoring.predictor.score_features` with the model's preprocessor, as the job;
 - ``spark, mlflow spark_udf``: the same output with the probability from ``mlflow.pyfunc.spark_udf``
   over the raw feature columns (what most users of Spark and MLflow write);
 - ``baseline (pyarrow + torch)``: one process, :func:`benchmarks.scoring.baseline.baseline_score`.
@@ -50,7 +50,7 @@ def run_stage(spark: SparkSession, config: PipelineConfig, days: list[dt.date], 
     """Every contender on each lake's features (one lake per size, smallest first)."""
     import mlflow.pyfunc
 
-    from jobs.scoring.job import model_preprocessor, score_features
+    from jobs.scoring.predictor import model_preprocessor, score_features
 
     spec, batch_size, run_date = config.features, config.score.batch_size, days[-1]
     _, _, ref, load_uri = registered_model(spark, Lake(lakes[0]), config, days, name=BENCH_MODEL)

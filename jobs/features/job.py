@@ -21,11 +21,11 @@ import logging
 from typing import TYPE_CHECKING
 
 from jobs.config import PipelineConfig, WindowArgs, import_object, job_parser, parse_job_args
-from jobs.errors import run_job
 from jobs.features import lineage
 from jobs.features.history import add_calendar, add_history, history_days
 from jobs.lake.layout import PARTITION, Lake
 from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, list_partitions, read_days
+from jobs.runner import run_job
 from jobs.validation.partitions import check_not_failed, failed_days, zone_writer
 
 if TYPE_CHECKING:

@@ -93,6 +93,42 @@ def checkpoint_epochs(name: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
+# The command that writes a zone's partition of a day again, by the zone's folder names: what a
+# damaged or doubled file's error tells the user to run (jobs.errors.damaged_parquet).
+REBUILD = {
+    "features": "spark-submit jobs/features/job.py --run-date {day} --days 1",
+    "predictions": "spark-submit jobs/scoring/job.py --run-date {day}",
+    "shadow": "spark-submit jobs/scoring/job.py --run-date {day} (the day's shadow scoring runs with it)",
+    "validated": ("the day's ingest: spark-submit jobs/validation/job.py --run-date {day} --days 1, then "
+                  "spark-submit jobs/features/job.py --run-date {day} --days 1"),
+}
+REBUILD["quarantine"] = REBUILD["validated"]
+
+
+def partition_of(path: str) -> tuple[str, dt.date] | None:
+    """(the partition folder, its day) holding the file or folder ``path`` (any lake path or URI),
+    or None when no folder of the path is a day's partition."""
+    parts = path.rstrip("/").split("/")
+    for at in range(len(parts) - 1, -1, -1):
+        if (day := partition_day(parts[at])) is not None:
+            return "/".join(parts[: at + 1]), day
+    return None
+
+
+def rebuild_command(path: str) -> str | None:
+    """The command that writes again the partition holding ``path`` (its zone's job for its day), or
+    None for a path outside the dated zones."""
+    found = partition_of(path)
+    if found is None:
+        return None
+    folder, day = found
+    parents = ["", "", *folder.split("/")[:-1]]
+    # validated/<table>/ and quarantine/<table>/, shadow/version=V/; then features/ and predictions/
+    nested = parents[-2] in ("validated", "quarantine") or (parents[-2] == "shadow" and shadow_version(parents[-1]))
+    zone = parents[-2] if nested else parents[-1]
+    return REBUILD[zone].format(day=day.isoformat()) if zone in REBUILD else None
+
+
 @dataclass(frozen=True)
 class Lake:
     """Every path in the lake derives from here (see the module docstring for the layout)."""

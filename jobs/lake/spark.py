@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REMOTE_ENV = "PIPELINE_SPARK_REMOTE"
+LOG_LEVEL_ENV = "PIPELINE_LOG_LEVEL"  # DEBUG: a failed job's traceback, and Spark's task failures, in full
+CONSOLE_PROGRESS_ENV = "PIPELINE_CONSOLE_PROGRESS"
 
 # Settings every job needs whatever the cluster: predictable output partitioning for small
 # daily data, and overwrite of only the partitions a job writes (retries and backfills are
@@ -76,11 +78,35 @@ def get_spark(app_name: str, extra_conf: dict[str, str] | None = None, connect: 
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.appName(app_name)
-        for key, value in {**DRIVER_CONF, **settings}.items():
+        for key, value in {**DRIVER_CONF, **console_conf(), **settings}.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
+        if os.environ.get(LOG_LEVEL_ENV, "INFO").upper() != "DEBUG":
+            quiet_task_failures(spark)
     return spark
+
+
+def console_conf() -> dict[str, str]:
+    """Spark's console progress bar off when ``PIPELINE_CONSOLE_PROGRESS`` is ``0`` (the replay
+    sets it: its console shows its own progress lines) or stderr is not a terminal (a log file, a
+    test's captured output: the bar's carriage returns only garble the lines around them). A driver
+    that pyspark starts itself (the replay, a job run by hand, the tests) draws the bar; spark-submit's do not."""
+    if os.environ.get(CONSOLE_PROGRESS_ENV, "1") == "0" or not sys.stderr.isatty():
+        return {"spark.ui.showConsoleProgress": "false"}
+    return {}
+
+
+def quiet_task_failures(spark: SparkSession) -> None:
+    """Keep a failed task's Java stack traces out of the log below ``PIPELINE_LOG_LEVEL=DEBUG``:
+    Spark's executor and task-set manager log each failed task with its whole stack (50 lines and
+    more a task, once per task and retry), where the job's own last line already says what failed
+    (:func:`jobs.runner.run_job`). The task-set manager's one-line errors ("Task 0 in stage 3.0
+    failed 4 times; aborting job") stay."""
+    jvm = spark._jvm  # noqa: SLF001 - log4j's levels are only reachable this way
+    levels, configurator = jvm.org.apache.logging.log4j.Level, jvm.org.apache.logging.log4j.core.config.Configurator
+    configurator.setLevel("org.apache.spark.executor.Executor", levels.OFF)
+    configurator.setLevel("org.apache.spark.scheduler.TaskSetManager", levels.ERROR)
 
 
 def is_remote(spark: SparkSession) -> bool:
@@ -129,7 +155,7 @@ def configure_logging() -> None:
     """Log lines with a time and a source, at ``PIPELINE_LOG_LEVEL`` (default INFO); stdout
     line-buffered so a task log streams as it happens."""
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    level = os.environ.get("PIPELINE_LOG_LEVEL", "INFO").upper()  # DEBUG: a failed job's traceback too
+    level = os.environ.get(LOG_LEVEL_ENV, "INFO").upper()  # DEBUG: a failed job's traceback too
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("great_expectations", "py4j", "mlflow.utils", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -174,7 +200,12 @@ def read_days(spark: SparkSession, zone: str, days: list[dt.date]) -> DataFrame:
     """The ``days``' partitions of the Parquet zone ``zone``, with their ``date`` column, read by
     their own folders (each must exist). Reading the zone and filtering on ``date`` would give the
     same rows, but Spark lists every partition of the zone first: with more than 32 it runs a Spark
-    job to list them, and a job reading one day costs more with every day the lake holds."""
+    job to list them, and a job reading one day costs more with every day the lake holds. Each
+    partition is checked first (:func:`jobs.lake.integrity.check_partitions`): a damaged file or a
+    file copied twice is a data error naming it, before any row is read."""
+    from jobs.lake.integrity import check_partitions
+
+    check_partitions([f"{zone}/{partition_name(day)}" for day in days])
     return spark.read.option("basePath", zone).parquet(*[f"{zone}/{partition_name(day)}" for day in days])
 
 

@@ -252,7 +252,7 @@ class TabularClassifier(mlflow.pyfunc.PythonModel):
         return cats[: k * rows].view(k, rows).numpy(), nums[: m * rows].view(m, rows).numpy()
 
     def predict_codes(self, cats: np.ndarray, nums: np.ndarray) -> np.ndarray:
-        """Probabilities for rows encoded elsewhere (for example by Spark, ``jobs.scoring.job.encoded_columns``),
+        """Probabilities for rows encoded elsewhere (for example by Spark, ``jobs.scoring.predictor.encoded_columns``),
         as :meth:`input_buffers` lays them out; equal to :meth:`predict` on the raw rows."""
         to = {"device": self.device, "non_blocking": True}
         return predict_encoded(self.net, torch.from_numpy(cats).to(**to).T, torch.from_numpy(nums).to(**to).T)

@@ -40,10 +40,11 @@ import zlib
 from typing import TYPE_CHECKING, Any
 
 from jobs.config import PipelineConfig, WindowArgs, job_parser, parse_job_args
-from jobs.errors import DataError, run_job
+from jobs.errors import DataError
 from jobs.lake.spark import configure_logging, get_spark, path_exists
 from jobs.lake.storage import read_json, write_text
 from jobs.monitoring.outcomes import MATCHED, OUTCOME, PROBABILITY, PredictionSource
+from jobs.runner import run_job
 from jobs.timings import phase, preload
 
 if TYPE_CHECKING:

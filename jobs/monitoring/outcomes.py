@@ -66,7 +66,9 @@ def joined_rows(spark: SparkSession, lake: Lake, source: PredictionSource, days:
     import pandas as pd
     from pyspark.sql import functions as F
 
+    from jobs.lake.integrity import check_unique_keys
     from jobs.lake.layout import PARTITION
+    from jobs.lake.spark import read_days
 
     ids = list(dict.fromkeys(spec.id_columns))
     found: dict[dt.date, pd.DataFrame] = {}
@@ -74,19 +76,19 @@ def joined_rows(spark: SparkSession, lake: Lake, source: PredictionSource, days:
         chosen = sorted(day for day, arrived in days.items() if arrived == with_outcomes)
         if not chosen:
             continue
-        predictions = (spark.read.option("basePath", source.zone)
-                       .parquet(*[lake.partition(source.zone, day) for day in chosen])
-                       .select(*ids, PROBABILITY, *MODEL, PARTITION))
+        # each partition checked (a damaged or doubled file), then one row per entity and day:
+        # a repeated row would be judged twice
+        predictions = read_days(spark, source.zone, chosen).select(*ids, PROBABILITY, *MODEL, PARTITION)
+        check_unique_keys(predictions, ids, f"the {source.role}'s predictions", source.zone)
         if not with_outcomes:  # awaiting the outcomes: the estimate needs the probabilities only
             joined = predictions.select("*", F.lit(False).alias(MATCHED), F.lit(None).cast("double").alias(OUTCOME))
         else:
-            features = (spark.read.option("basePath", lake.features)
-                        .parquet(*[lake.partition(lake.features, day) for day in chosen]))
+            features = read_days(spark, lake.features, chosen)
             wanted = list(dict.fromkeys([*ids, *[c for c in segments if c not in ids]]))
-            # One outcome per entity and day: a duplicated id in the features (not expected) must not
-            # duplicate predictions.
+            # One outcome per entity and day: a repeated one would duplicate the predictions it meets.
+            check_unique_keys(features, ids, "the outcomes (features)", lake.features)
             outcomes = (features.select(*wanted, PARTITION, F.col(spec.label).cast("double").alias(OUTCOME))
-                        .dropDuplicates([*ids, PARTITION]).withColumn(MATCHED, F.lit(True)))
+                        .withColumn(MATCHED, F.lit(True)))
             p, o = predictions.alias("p"), outcomes.alias("o")
             condition = [F.col(f"p.`{c}`").eqNullSafe(F.col(f"o.`{c}`")) for c in ids]
             condition.append(F.col(f"p.{PARTITION}") == F.col(f"o.{PARTITION}"))

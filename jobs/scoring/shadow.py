@@ -6,7 +6,12 @@ here), :func:`score_shadow` scores the same features with every challenger that
 writes each one's rows, shaped as the served ones, to ``shadow/version=V/date=D/``: those days'
 partitions of that version replaced, nothing else (a re-run writes the same rows again). The
 monitor compares them with the champion on the outcomes. A challenger that fails to load or score
-is logged and skipped: shadow scoring never fails the served scoring.
+is logged and skipped: shadow scoring never fails the served scoring. A challenger whose files
+are missing or unreadable is found on the driver before its Spark work
+(:func:`jobs.registry.check_version`): one warning naming the version, its artifact URI and what to
+do, no trace, nothing written for it, and the day's report (``reports/scoring/date=D/summary.json``,
+its ``shadow`` entries) records it with ``"damaged": true`` and that message as its ``error``. It
+gathers no live evidence meanwhile, so it is never promoted on it.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ def score_shadow(spark: SparkSession, lake: Lake, config: PipelineConfig, featur
     ``{"model_version", "rows", "path"}`` (or ``"error"``) per challenger."""
     from jobs.lake.layout import PARTITION, partition_value
     from jobs.monitoring.challengers import challenger_versions
-    from jobs.scoring.job import model_preprocessor, score_features
+    from jobs.registry import CHALLENGER, DamagedModelError, check_version
+    from jobs.scoring.predictor import model_preprocessor, score_features
     from jobs.tracking import client
     from jobs.validation.partitions import zone_writer
 
@@ -46,7 +52,7 @@ def score_shadow(spark: SparkSession, lake: Lake, config: PipelineConfig, featur
             continue
         target = lake.shadow_predictions(ref.version)
         try:
-            load_uri = mlflow_client.get_model_version_download_uri(ref.name, ref.version)
+            load_uri = check_version(mlflow_client, ref.name, ref.version, CHALLENGER)
             predictions = score_features(features, config.features, ref, load_uri, batch_size, one_day, use_gpu,
                                          model_preprocessor(load_uri))
             # one writer of the version's days; staging a killed score job left there is removed first
@@ -55,6 +61,11 @@ def score_shadow(spark: SparkSession, lake: Lake, config: PipelineConfig, featur
             written = spark.read.option("basePath", target).parquet(*[lake.partition(target, d) for d in days])
             counts = written.groupBy(PARTITION).count().collect()
             rows = {partition_value(r[PARTITION]): int(r["count"]) for r in counts}
+        except DamagedModelError as err:  # found on the driver: one line says it all
+            log.warning("shadow scoring skips %s", err)
+            for day in days:
+                done[day].append({"model_version": ref.version, "damaged": True, "error": str(err)})
+            continue
         except Exception as err:  # a broken challenger must not fail the served scoring
             log.exception("shadow scoring of %s version %s failed; the served predictions stand", ref.name,
                           ref.version)

@@ -139,14 +139,15 @@ def log_comparison(client: Any, run_id: str, rows: list[dict[str, Any]]) -> str:
 
 def champion_metrics(client: Any, model_name: str, holdout: pd.DataFrame, inputs: list[str], label: str,
                      ) -> tuple[str, dict[str, float]] | None:
-    """The current champion's holdout metrics on these rows, scored through its pyfunc."""
-    from jobs.selection.gate import current_champion, score_version
+    """The current champion's holdout metrics on these rows, scored through its pyfunc (a champion
+    that cannot load: the gate's data error, :func:`jobs.selection.gate.score_champion`)."""
+    from jobs.selection.gate import current_champion, score_champion
 
     found = current_champion(client, model_name)
     if found is None:
         return None
-    return f"{model_name} v{found.version}", score_version(f"models:/{model_name}/{found.version}", holdout,
-                                                          inputs, label)
+    return f"{model_name} v{found.version}", score_champion(client, model_name, str(found.version), holdout,
+                                                           inputs, label)
 
 
 def in_its_place(config: PipelineConfig, client: Any, run_id: str, run_date: dt.date, window: str) -> Any | None:

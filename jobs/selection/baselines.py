@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobs.config import JobArgs, job_parser, optional, parse_job_args
-from jobs.errors import run_job
 from jobs.lake.spark import configure_logging, get_spark
+from jobs.runner import run_job
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -75,11 +75,11 @@ def estimator(spec: BaselineSpec, label: str, seed: int) -> Any:
 
 def design_column(pre: Preprocessor) -> Column:
     """The design matrix as one Spark ML vector column, encoded as :meth:`Preprocessor.encode`
-    encodes (:func:`jobs.scoring.job.encoded_columns`)."""
+    encodes (:func:`jobs.scoring.predictor.encoded_columns`)."""
     from pyspark.ml.functions import array_to_vector
     from pyspark.sql import functions as F
 
-    from jobs.scoring.job import encoded_columns
+    from jobs.scoring.predictor import encoded_columns
 
     columns = encoded_columns(json.loads(pre.to_json()))
     codes, zscores = columns[: len(pre.categorical)], columns[len(pre.categorical):]

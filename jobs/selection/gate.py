@@ -130,6 +130,19 @@ def score_version(model_uri: str, holdout: pd.DataFrame, inputs: list[str], labe
     return evaluate(holdout[label], probabilities)
 
 
+def score_champion(client: Any, name: str, version: str, holdout: pd.DataFrame, inputs: list[str],
+                   label: str) -> dict[str, float]:
+    """The champion's holdout metrics, as :func:`score_version` measures them, once its files are
+    checked and it loads (:func:`jobs.registry.load_version`). A champion that cannot load cannot be
+    compared: that is a data error naming it and the command that moves the alias
+    (:class:`jobs.registry.DamagedModelError`), never a promotion unopposed nor a stack trace."""
+    from jobs.metrics import evaluate
+    from jobs.registry import CHAMPION as ROLE
+    from jobs.registry import load_version
+
+    return evaluate(holdout[label], load_version(client, name, version, ROLE).predict(holdout[inputs]))
+
+
 # MLflow's answers for a model that does not exist and for an alias no version has
 NO_SUCH_ALIAS = {"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"}
 
@@ -155,6 +168,8 @@ def apply_gate(
     live_evidence: bool = False,
 ) -> GateDecision:
     """Compare ``version`` with the champion on ``holdout``, move the alias if it wins, tag it.
+    A champion whose files are missing or do not load stops the gate with a data error naming it
+    (:func:`score_champion`): ``version`` stays registered, untagged, and nothing moves.
 
     ``probabilities``: ``version``'s pyfunc predictions on ``holdout`` when the caller has them
     (otherwise the version is loaded and scored here). ``require_approval``: a winner is only
@@ -172,7 +187,7 @@ def apply_gate(
     champion = current_champion(client, name)
     champion_score = None
     if champion is not None:
-        champion_score = score_version(f"models:/{name}/{champion.version}", holdout, inputs, label)[metric]
+        champion_score = score_champion(client, name, str(champion.version), holdout, inputs, label)[metric]
     decision = decide(metric, challenger, champion_score, margin,
                       None if champion is None else str(champion.version))
     if decision.promote and require_approval:

@@ -42,7 +42,7 @@ def design_column(pre: Preprocessor) -> Column:
     from pyspark.sql import functions as F
 
     from jobs.model.booster import F32_LIMIT
-    from jobs.scoring.job import encoded_columns
+    from jobs.scoring.predictor import encoded_columns
 
     codes = encoded_columns(json.loads(pre.to_json()))[: len(pre.categorical)]
     parts = [code.cast("double") for code in codes]

@@ -8,6 +8,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from jobs.errors import DataError
+from jobs.lake.integrity import check_partitions
 from jobs.lake.spark import MissingPartitionError, path_exists
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ def feature_dirs(spark: SparkSession, lake: Lake, days: list[dt.date]) -> list[s
             f"{len(missing)} feature partition(s) missing, e.g. {missing[0]}: run the features job for them first"
         )
     check_fresh(lake, days)  # a day whose history changed since it was built is refused, not trained on
+    check_partitions(dirs)  # a damaged file or one copied twice: a data error before Spark or a rank reads it
     return dirs
 
 
@@ -171,17 +173,11 @@ def shard_units(dirs: Sequence[str], rank: int, world: int) -> list[tuple[str, i
 
 
 def read_units(units: list[tuple[str, int]], columns: list[str]) -> list[Any]:
-    """The Arrow tables of these (file, row group) units, reading only ``columns``."""
-    import pyarrow.parquet as pq
+    """The Arrow tables of these (file, row group) units, reading only ``columns``; a unit that
+    cannot be read fails naming its file, partition and the command that rebuilds the day."""
+    from jobs.training.stream import read_group
 
-    from jobs.lake.storage import filesystem
-
-    tables = []
-    for uri, group in units:
-        fs, path = filesystem(uri)
-        with fs.open_input_file(path) as handle:
-            tables.append(pq.ParquetFile(handle).read_row_group(group, columns=columns))
-    return tables
+    return [read_group(uri, group, columns) for uri, group in units]
 
 
 def labelled_rows(tables: list[Any], columns: list[str], label: str) -> pd.DataFrame:

@@ -56,15 +56,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jobs.config import PRECISIONS, JobArgs, job_parser, optional, optional_choice, parse_bool, parse_job_args
-from jobs.errors import run_job
 from jobs.lake.spark import configure_logging, get_spark, require_cuda
+from jobs.runner import run_job
 from jobs.selection.bar import FAMILY
 from jobs.selection.gate import PROMOTION_METRICS
 from jobs.selection.specs import FAMILIES
 from jobs.tracking import check_tracking_server
 from jobs.training.data import check_labels, feature_dirs, featured_days, fit_preprocessor, training_window
 from jobs.training.lifecycle import failed_on_error, terminate_on_signal
-from jobs.training.loop import rank_errors, ranks_failed, train_fn
+from jobs.training.loop import rank_errors, ranks_failed, ranks_output_until_a_failure, train_fn
 from jobs.training.publish import TrainingRun, open_run, publish
 from jobs.training.rank import RankConfig, batch_size
 from jobs.training.resources import gpu_resources, training_processes
@@ -240,9 +240,9 @@ def main(argv: list[str] | None = None) -> None:
     with failed_on_error(client(), run.run_id):
         rank_errors(run.checkpoint_dir, clear=True)  # what an earlier attempt's ranks said
         try:
-            result = TorchDistributor(num_processes=num_processes, local_mode=local_mode, use_gpu=use_gpu).run(
-                train_fn, rank
-            )
+            with ranks_output_until_a_failure():
+                result = TorchDistributor(num_processes=num_processes, local_mode=local_mode,
+                                          use_gpu=use_gpu).run(train_fn, rank)
         except RuntimeError as err:  # "TorchDistributor failed during training": the ranks say why
             said = rank_errors(run.checkpoint_dir)
             if said:

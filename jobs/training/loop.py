@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from jobs.errors import DataError
@@ -222,6 +224,46 @@ def rank_errors(checkpoint_dir: str, *, clear: bool = False) -> list[str]:
         else:
             found.append((read_bytes(path) or b"").decode(errors="replace").strip())
     return found
+
+
+class _HeldBack:
+    """``stream`` until a line of it starts a Python traceback; from there on, lines only counted."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.held = stream, 0
+
+    def write(self, text: str) -> int:
+        if self.held or "Traceback (most recent call last):" in text:
+            self.held += text.count("\n") or 1
+            return len(text)
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding...
+        return getattr(self.stream, name)
+
+
+@contextmanager
+def ranks_output_until_a_failure() -> Iterator[None]:
+    """The ranks' output (TorchDistributor copies it to this process's stdout) up to a rank's
+    traceback; below ``PIPELINE_LOG_LEVEL=DEBUG`` what follows (the rank's traceback, torchrun's
+    own and its failure table: 50 lines and more) is held back and counted in one line: the rank's
+    error is told in one line by the job (:func:`note_rank_error`, :func:`ranks_failed`)."""
+    import os
+    import sys
+
+    if os.environ.get("PIPELINE_LOG_LEVEL", "INFO").upper() == "DEBUG":
+        yield
+        return
+    stream = sys.stdout
+    sys.stdout = held = _HeldBack(stream)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout = stream
+        if held.held:
+            stream.write(f"({held.held} lines of the ranks' output from their first traceback on held back: "
+                         "PIPELINE_LOG_LEVEL=DEBUG shows them)\n")
+            stream.flush()
 
 
 def train_in_process(job: RankConfig) -> dict[str, Any] | None:

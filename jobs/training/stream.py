@@ -42,11 +42,16 @@ class EmptyShareError(DataError):
 
 def unreadable(uri: str, group: int | None, err: BaseException | str) -> RowGroupReadError:
     """The error for a file (one of its row groups) that cannot be read, naming it and what to do."""
+    from jobs.lake.layout import partition_of, rebuild_command
+
     where = f"{uri} (row group {group})" if group is not None else uri
+    found = partition_of(uri)
     cause = f"{type(err).__name__}: {err}" if isinstance(err, BaseException) else err
+    command = rebuild_command(uri) or "the features job for its day"
     return RowGroupReadError(
-        f"{where} cannot be read: {cause}. The file is damaged, or was rewritten or removed while the "
-        "training ran: run the features job again for its day, then the training"
+        f"{where} cannot be read: {cause}. The file{f' (in the partition {found[0]})' if found else ''} is "
+        "truncated, damaged or not Parquet, or was rewritten or removed while the training ran: rebuild the day "
+        f"({command}), then run the training again"
     )
 
 

@@ -9,7 +9,9 @@ tables its rules refer to. When a snapshot is written, its fingerprint goes besi
 whose raw file has the same fingerprint as the latest snapshot on or before its run date (one that
 no later failure mark shadows) reuses that snapshot: it reads nothing raw, writes nothing, takes
 the rules' reference values from the snapshot, and says so in the report (``unchanged_since``).
-The features job reads the latest snapshot on or before a day, so it reads the reused one.
+The features job reads the latest snapshot on or before a day, so it reads the reused one. A
+snapshot with a damaged or copied file (:func:`jobs.lake.integrity.check_partitions`) is never
+reused: the table is validated again, and a run on the snapshot's own day writes it anew.
 
 Off with ``validation.skip_unchanged: false``. Daily tables are always validated.
 """
@@ -18,9 +20,12 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import logging
 from typing import TYPE_CHECKING, Any
 
+from jobs.errors import DataError
 from jobs.lake import storage
+from jobs.lake.integrity import check_partitions
 from jobs.lake.layout import Lake
 from jobs.lake.spark import list_partitions
 from jobs.validation.partitions import failed_days
@@ -30,6 +35,8 @@ if TYPE_CHECKING:
 
     from jobs.config import PipelineConfig, TableSpec
     from jobs.validation.rules import TableSuite
+
+log = logging.getLogger(__name__)
 
 SIDECAR = "_fingerprint.json"
 
@@ -66,4 +73,11 @@ def unchanged_since(spark: SparkSession, lake: Lake, table: str, run_date: dt.da
     if any(latest < day <= run_date for day in failed_days(lake, table)):
         return None
     kept: Any = storage.read_json(sidecar(lake, table, latest))
-    return latest if isinstance(kept, dict) and kept.get("fingerprint") == digest else None
+    if not (isinstance(kept, dict) and kept.get("fingerprint") == digest):
+        return None
+    try:
+        check_partitions([lake.partition(lake.validated(table), latest)])
+    except DataError as err:
+        log.warning("%s: its snapshot of %s is not reused, the table is validated again: %s", table, latest, err)
+        return None
+    return latest

@@ -47,10 +47,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jobs.config import PipelineConfig, TableSpec, WindowArgs, import_object, job_parser, parse_job_args
-from jobs.errors import run_job
+from jobs.lake.integrity import check_partitions
 from jobs.lake.layout import PARTITION, SUMMARY, VALIDATION_PAGE, Lake
 from jobs.lake.spark import configure_logging, get_spark
 from jobs.lake.storage import read_bytes, write_text
+from jobs.runner import run_job
 from jobs.timings import preload
 from jobs.validation.batch import batch_checks, partition_stats, trailing_counts
 from jobs.validation.fingerprints import fingerprint, record, unchanged_since
@@ -180,6 +181,7 @@ def reference_values(spark: SparkSession, lake: Lake, run: TableRun, column: str
 
     if run.report.unchanged_since:
         snapshot = lake.partition(lake.validated(run.spec.name), dt.date.fromisoformat(run.report.unchanged_since))
+        check_partitions([snapshot])  # a damaged or doubled snapshot file: a data error naming it
         rows = spark.read.parquet(snapshot).select(column).distinct().collect()
         return [r[0] for r in rows if r[0] is not None]
     if run.flagged is None:
@@ -333,8 +335,9 @@ def main(argv: list[str] | None = None) -> None:
     if not report.success:
         problems = "\n  - ".join(c.describe() for c in report.failures)
         raise ValidationFailed(
-            f"validation of {args.window[0]}..{args.run_date} failed; nothing was written and the failed days' "
-            f"validated partitions were removed:\n  - {problems}\nfull report: {page}"
+            f"validation of {args.window[0]}..{args.run_date} failed ({len(report.failures)} batch check(s)); "
+            f"nothing was written and the failed days' validated partitions were removed; full report: {page}"
+            f"\n  - {problems}"
         )
 
 

@@ -112,8 +112,11 @@ def run_expectations(df: DataFrame, table: str, rules: list[Rule], refs: Referen
 
     with phase("GX context"):
         import great_expectations as gx
+        from great_expectations.data_context.types.base import ProgressBarsConfig
 
         context = gx.get_context(mode="ephemeral")
+        # no tqdm "Calculating Metrics" bars: in a task log or the replay's console they garble the lines
+        context.variables.progress_bars = ProgressBarsConfig(globally=False)
     expectations = []
     for rule in rules:
         expectation = rule.expectation(refs)

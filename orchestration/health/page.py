@@ -300,25 +300,32 @@ def psi_colour(value: float | None, threshold: float) -> str:
 
 
 def drift_heatmap(drift: dict[str, Any]) -> str:
-    """PSI per feature (rows: monitored first, then the ones reported only) and day (columns), the
-    day's drift verdict above them, as one SVG."""
+    """PSI per feature (rows) and day (columns), the day's drift verdict above them, as one SVG.
+    The monitored features come first in colour; the ones the drift check does not monitor
+    (``score.drift.ignore``: a day has one day of the week, so their PSI is high by construction)
+    below them, apart, in a block labelled "not monitored" and in shades of grey, so that their
+    high PSI does not hide the monitored features' real drift."""
     days, features = drift["days"], drift["features"]
     if not days:
         return "<p class='muted'>No drift reports on these days.</p>"
     threshold = drift["threshold"] or 0.2
+    watched = [f for f in features if drift["monitored"].get(f, True)]
+    ignored = [f for f in features if not drift["monitored"].get(f, True)]
+    apart = 2 if ignored else 0  # a blank row and the block's heading above the features not monitored
     first, last = dt.date.fromisoformat(days[0]["day"]), dt.date.fromisoformat(days[-1]["day"])
-    height = TOP + ROW * (len(features) + 2) + BOTTOM
+    height = TOP + ROW * (len(features) + 2 + apart) + BOTTOM
     scale = _Scale(first, last + dt.timedelta(days=1), 0, 1, height)  # a day is a cell from x(day) to x(day + 1)
     cell = (WIDTH - LEFT - RIGHT) / scale.span
     out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{height}' "
            f"viewBox='0 0 {WIDTH} {height}' role='img' aria-label='drift heat map'>"]
-    row_y = {feature: TOP + ROW * (i + 2) for i, feature in enumerate(features)}
+    row_y = {feature: TOP + ROW * (i + 2) for i, feature in enumerate(watched)}
+    below = TOP + ROW * (len(watched) + 2 + apart)
+    row_y |= {feature: below + ROW * i for i, feature in enumerate(ignored)}
     out.append(f"<text x='{LEFT - 6}' y='{TOP + ROW - 3}' text-anchor='end'>day drifted</text>")
-    for feature, y in row_y.items():
-        monitored = drift["monitored"].get(feature, True)
-        out.append(f"<text x='{LEFT - 6}' y='{y + ROW - 3}' text-anchor='end'"
-                   f"{'' if monitored else f' fill={MUTED!r}'}>{escape(feature)}{'' if monitored else ' *'}</text>")
+    for feature in watched:
+        out.append(f"<text x='{LEFT - 6}' y='{row_y[feature] + ROW - 3}' text-anchor='end'>{escape(feature)}</text>")
     width = f"{cell + 0.3:.2f}"  # a hair wider: no seams between cells
+    cells: dict[bool, list[str]] = {True: [], False: []}
     for day in days:
         x = f"{scale.x(day['day']):.1f}"
         status = day["status"] or ""
@@ -328,9 +335,22 @@ def drift_heatmap(drift: dict[str, Any]) -> str:
                    f"{day['day']}: {escape(status)}{': ' + escape(reasons) if reasons else ''}</title></rect>")
         for feature, value in day["psi"].items():
             if feature in row_y:
-                out.append(f"<rect x='{x}' y='{row_y[feature]}' width='{width}' height='{ROW}' "
-                           f"fill='{psi_colour(value, threshold)}'><title>{escape(feature)} {day['day']}: PSI "
-                           f"{_fmt(value)}</title></rect>")
+                watching = feature not in ignored
+                colour = psi_colour(value, threshold) if watching else psi_grey(value, threshold)
+                cells[watching].append(
+                    f"<rect x='{x}' y='{row_y[feature]}' width='{width}' height='{ROW}' fill='{colour}'><title>"
+                    f"{escape(feature)} {day['day']}: PSI {_fmt(value)}{'' if watching else ' (not monitored)'}"
+                    "</title></rect>")
+    out.append(f"<g class='monitored'>{''.join(cells[True])}</g>")
+    if ignored:
+        line_y = below - ROW - ROW / 2
+        out.append(f"<g class='not-monitored'><line x1='{LEFT}' x2='{WIDTH - RIGHT}' y1='{line_y:.1f}' "
+                   f"y2='{line_y:.1f}' stroke='#ccc'/><text x='{LEFT}' y='{below - 4}' fill='{MUTED}'>not monitored "
+                   f"(score.drift.ignore): PSI reported, never alerted on</text>")
+        for feature in ignored:
+            out.append(f"<text x='{LEFT - 6}' y='{row_y[feature] + ROW - 3}' text-anchor='end' "
+                       f"fill='{MUTED}'>{escape(feature)}</text>")
+        out.append(f"{''.join(cells[False])}</g>")
     out.append(_day_ticks(scale, first, last, height - BOTTOM + 4))
     legend_x = LEFT
     for value in (0.0, threshold / 2, threshold, threshold * 2.5):
@@ -338,9 +358,19 @@ def drift_heatmap(drift: dict[str, Any]) -> str:
                    f"fill='{psi_colour(value, threshold)}' stroke='#ccc'/>"
                    f"<text x='{legend_x + 16}' y='{height - 3}'>{value:.2f}</text>")
         legend_x += 70
-    out.append(f"<text x='{legend_x}' y='{height - 3}'>PSI (threshold {threshold}); * not monitored: reported, "
-               f"not alerted on</text></svg>")
+    grey = "; grey: not monitored" if ignored else ""
+    out.append(f"<text x='{legend_x}' y='{height - 3}'>PSI (threshold {threshold}){grey}</text></svg>")
     return "".join(out)
+
+
+def psi_grey(value: float | None, threshold: float) -> str:
+    """The PSI of a feature not monitored, in greys only: near white at 0, mid grey from 2.5 times
+    the threshold on (what :func:`psi_colour` draws dark red), never a colour that reads as an alert."""
+    if value is None or not math.isfinite(value):
+        return "#ffffff"
+    share = min(max(value / (threshold * 2.5), 0.0), 1.0)
+    level = round(247 + (160 - 247) * share)
+    return f"#{level:02x}{level:02x}{level:02x}"
 
 
 def _estimates(found: dict[str, Any]) -> str:

@@ -25,7 +25,7 @@ compare its runs only.
   (``--days``), and the monitor judges them in one monitor job (the example's outcomes land with
   the day: ``monitoring.label_delay_days`` 0);
 - then, day by day, the same decisions as the DAGs: the day's drift event
-  (:func:`~orchestration.tasks.drift_event`), decay event (:func:`~orchestration.tasks.decay_event`)
+  (:func:`~orchestration.decisions.drift_event`), decay event (:func:`~orchestration.decisions.decay_event`)
   and the training the policy starts (:func:`~orchestration.replay.policies.retraining`); a
   retraining registers the window's selected candidate under the policy's model and puts it
   through the bar and the gate (the train job's ``--promote-run``, as ``train_model`` does); a new
@@ -35,6 +35,12 @@ compare its runs only.
 Progress goes to the log and to ``<home>/progress.json`` (policy, simulated day, elapsed, expected
 end). Everything done is recorded in ``<home>/state.json`` after each step, so a replay killed
 midway goes on from its last finished day when started again with the same options.
+
+Exit status: 0 when the replay ran to its end (the report's paths on stdout); ``78``
+(:data:`STOPPED_EXIT`, EX_CONFIG of sysexits.h) when it stopped as it may by design, saying why
+and what to change in one line: the first model did not become champion (the bar or the gate
+stopped it, :class:`ReplayStopped`), so no policy has a model to serve with these options; 2 for
+options argparse refuses; 1 for anything else (a fault, with its traceback).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ import datetime as dt
 import json
 import logging
 import os
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -53,12 +60,19 @@ from typing import Any
 import yaml
 
 from orchestration.replay.policies import POLICIES, Policy, retraining
+from orchestration.replay.report import write_report
 
 log = logging.getLogger("orchestration.replay")
 
 FIRST_DAY, LAST_DAY = dt.date(2013, 2, 1), dt.date(2013, 12, 31)
 SHARED_ZONES = ("raw", "validated", "quarantine", "features")
 PREPARE_CHUNK_DAYS = 31  # days per validate and features job while the shared lake is prepared
+STOPPED_EXIT = 78  # EX_CONFIG of sysexits.h: the options give no first champion (see above)
+
+
+class ReplayStopped(RuntimeError):
+    """The replay cannot go on with its options (its first model did not become champion): an
+    expected stop, told in one line with what to change, not a fault."""
 
 
 def _days(first: dt.date, last: dt.date) -> list[dt.date]:
@@ -313,7 +327,7 @@ class Replay:
     def segment_end(self, policy: Policy, day: dt.date) -> dt.date:
         """The last day the current champion surely serves if nothing else happens: the segment
         ends at ``--segment-days``, at the end of the replay, and where the weekly schedule fires."""
-        from orchestration.tasks import scheduled_training_end
+        from orchestration.decisions import scheduled_training_end
 
         last = min(self.end, day + dt.timedelta(days=self.segment_days - 1))
         if policy.weekly:
@@ -326,7 +340,7 @@ class Replay:
         from jobs.lake.storage import delete_dir
         from jobs.monitoring import job as monitor_job
         from jobs.scoring import job as score_job
-        from orchestration.tasks import decay_event, drift_event
+        from orchestration.decisions import decay_event, drift_event
 
         policy = POLICIES[name]
         config_path = self._write_config(name)
@@ -340,10 +354,12 @@ class Replay:
                                         "started_by": f"the replay: the first champion, window up to "
                                                       f"{self.first_training}"})
             if first["outcome"] != "promoted":
-                raise RuntimeError(
+                reason = " ".join(str(first["reason"]).split())  # one line, whatever the gate wrote
+                raise ReplayStopped(
                     f"the replay's first model (window up to {self.first_training}) did not become champion: "
-                    f"{first['outcome']}: {first['reason']}. Give the model selection more (--sweep-size, the "
-                    f"config's sweep), replay with the bar open (--baselines 0) or start on another day (--start)")
+                    f"{first['outcome']}: {reason}. Give the model selection more (--sweep-size, the "
+                    f"config's sweep), replay with the bar open (--baselines 0) or start on another day (--start), "
+                    f"in another --home (this one keeps its options: {self.home})")
             state["champion"] = first["version"]
             state["trainings"].append({**first, "day": self.first_training.isoformat()})
             self.save()
@@ -391,8 +407,6 @@ class Replay:
 
     def run(self) -> dict[str, Any]:
         """Prepare the shared lake, then serve every policy's days; returns the report."""
-        from orchestration.replay.report import write_report
-
         self.home.mkdir(parents=True, exist_ok=True)
         self._served_at_start = sum(len(p.get("served", {})) for p in self.state["policies"].values())
         self.save()
@@ -441,7 +455,7 @@ def _config(path: Path) -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from jobs.lake.spark import configure_logging
+    from jobs.lake.spark import CONSOLE_PROGRESS_ENV, configure_logging
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--start", type=dt.date.fromisoformat, default=FIRST_DAY, help="the first served day")
@@ -458,8 +472,16 @@ def main(argv: list[str] | None = None) -> None:
                         help="days scored and judged in one job while the champion stays (default 14)")
     args = parser.parse_args(argv)
     configure_logging()
+    os.environ.setdefault(CONSOLE_PROGRESS_ENV, "0")  # the console shows the replay's progress lines, not Spark's bars
     home = args.home or os.path.join(os.environ.get("PIPELINE_HOME", ".pipeline"), "replay")
     replay = Replay(Path(home), args.start, args.end, tuple(args.policy or POLICIES), args.config,
                     args.sweep_size, args.baselines, args.segment_days)
-    report = replay.run()
-    print(json.dumps({"report": report["paths"]}, indent=2))
+    try:
+        report = replay.run()
+    except ReplayStopped as stop:  # expected with some options: one line and its own exit status
+        log.debug("where the replay stopped", exc_info=True)
+        # on stderr itself, last: importing Airflow (the DAGs' decisions) sends log records elsewhere
+        sys.stdout.flush()
+        print(f"replay stopped (exit {STOPPED_EXIT}): {stop}", file=sys.stderr, flush=True)
+        raise SystemExit(STOPPED_EXIT) from None
+    print(json.dumps({"report": {name: str(replay.home / path) for name, path in report["paths"].items()}}, indent=2))

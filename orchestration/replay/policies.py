@@ -1,11 +1,11 @@
 """The retraining policies a replay compares, and what each does when a served day ends.
 
 A policy is which of ``train_pipeline``'s triggers it listens to: the weekly schedule
-(:data:`~orchestration.tasks.TRAINING_SCHEDULE`), the ``scoring_drift`` Asset, the ``model_decay``
+(:data:`~orchestration.decisions.TRAINING_SCHEDULE`), the ``scoring_drift`` Asset, the ``model_decay``
 Asset. The DAG listens to all three (``default``); ``never`` keeps the first champion all year. The
-events themselves come from :func:`~orchestration.tasks.drift_event` and
-:func:`~orchestration.tasks.decay_event`, the window and the words of a retraining from
-:func:`~orchestration.tasks.training_plan`: the functions the DAGs' tasks call.
+events themselves come from :func:`~orchestration.decisions.drift_event` and
+:func:`~orchestration.decisions.decay_event`, the window and the words of a retraining from
+:func:`~orchestration.decisions.training_plan`: the functions the DAGs' tasks call.
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ POLICIES = {policy.name: policy for policy in (
 def retraining(policy: Policy, day: dt.date, drift: dict[str, Any] | None,
                decay: dict[str, Any] | None) -> dict[str, str] | None:
     """The training run ``policy`` starts once ``day`` has been served and judged, as
-    :func:`~orchestration.tasks.training_plan` plans it for ``train_pipeline`` (``run_date``,
+    :func:`~orchestration.decisions.training_plan` plans it for ``train_pipeline`` (``run_date``,
     ``trigger``, ``started_by``), or None. ``drift``, ``decay``: the day's events' extras (None
     when the day raised none). One run a day at most: where the DAG would start a scheduled run
     and an event's run the same night, the replay starts the event's (decay before drift)."""
-    from orchestration.tasks import scheduled_training_end, training_plan
+    from orchestration.decisions import scheduled_training_end, training_plan
 
     drifts = [drift] if policy.drift and drift else []
     decays = [decay] if policy.decay and decay else []

@@ -1,7 +1,11 @@
 """The replay's figures per policy: the served model's realized quality, its retrainings and what
 they cost, written to ``<home>/report/replay.json`` and ``replay.md`` with plots: the realized
 ROC AUC over the served days (``realized.png``, retrainings marked), the cost of a served day over
-the days (``soak.png``) and quality against compute (``quality_vs_compute.png``)."""
+the days (``soak.png``) and quality against compute (``quality_vs_compute.png``).
+
+The report is committed as it is (docs/replay/), so it holds no path of the machine that ran it:
+its files are named relative to the replay's home, the config relative to the project
+(:func:`portable_path`)."""
 
 from __future__ import annotations
 
@@ -10,12 +14,33 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from orchestration.replay.engine import Replay
+from typing import Any, Protocol
 
 WINDOW_DAYS = 7  # the rolling window of the worst-week figures
+PROJECT = Path(__file__).resolve().parents[2]  # where the bundled config is (jobs/pipeline.yaml)
+
+
+class Replay(Protocol):
+    """What the report reads of a replay (:class:`orchestration.replay.engine.Replay`, which writes
+    it when its days are served)."""
+
+    home: Path
+    start: dt.date
+    end: dt.date
+    policies: tuple[str, ...]
+    state: dict[str, Any]
+
+    def policy_lake(self, policy: str) -> Path: ...
+
+
+def portable_path(path: str | Path, home: Path) -> str:
+    """``path`` as the report names it: relative to the replay's ``home`` when inside it, else to
+    the project (the bundled config), else its file name alone: never a path of this machine."""
+    path = Path(path)
+    for root in (Path(home), PROJECT):
+        if path.is_relative_to(root):
+            return path.relative_to(root).as_posix()
+    return path.name
 
 
 def served_entries(lake: Any, served: dict[str, str]) -> list[dict[str, Any]]:
@@ -216,7 +241,12 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+REPORT_FILES = {"json": "replay.json", "markdown": "replay.md", "plot": "realized.png", "soak": "soak.png",
+                "cost": "quality_vs_compute.png"}  # in <home>/report/
+
+
 def write_report(replay: Replay) -> dict[str, Any]:
+    """The report of the policies ``replay`` served, written to ``<home>/report/`` (:data:`REPORT_FILES`)."""
     import platform
 
     out = replay.home / "report"
@@ -226,18 +256,18 @@ def write_report(replay: Replay) -> dict[str, Any]:
         "start": replay.start.isoformat(), "end": replay.end.isoformat(),
         "measured": dt.datetime.now(dt.UTC).isoformat(timespec="minutes"),
         "machine": f"{platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cores",
-        "setup": replay.state["setup"], "shared_seconds": sum(replay.state["seconds"].values()),
+        "setup": {**replay.state["setup"], "config": portable_path(replay.state["setup"]["config"], replay.home)},
+        "shared_seconds": sum(replay.state["seconds"].values()),
         "shared": replay.state["seconds"], "shared_phases": replay.state.get("phases", {}).get("shared", {}),
         "trained_windows": len(replay.state["trained"]),
         "policies": figures,
         "windows": window_table(replay),
-        "paths": {"json": str(out / "replay.json"), "markdown": str(out / "replay.md"),
-                  "plot": str(out / "realized.png"), "soak": str(out / "soak.png"),
-                  "cost": str(out / "quality_vs_compute.png")},
+        # relative to the replay's home
+        "paths": {name: portable_path(out / file, replay.home) for name, file in REPORT_FILES.items()},
     }
-    (out / "replay.json").write_text(json.dumps(report, indent=2))
-    (out / "replay.md").write_text(markdown(report))
-    plot(figures, out / "realized.png")
-    soak_plot(figures, out / "soak.png")
-    cost_plot(figures, out / "quality_vs_compute.png")
+    (out / REPORT_FILES["json"]).write_text(json.dumps(report, indent=2))
+    (out / REPORT_FILES["markdown"]).write_text(markdown(report))
+    plot(figures, out / REPORT_FILES["plot"])
+    soak_plot(figures, out / REPORT_FILES["soak"])
+    cost_plot(figures, out / REPORT_FILES["cost"])
     return report

@@ -16,7 +16,15 @@ from typing import Any
 
 import pytest
 
-from tests.deployed.scenario import MODEL, TRAIN_DATE, TRAIN_TIMEOUT, RunningStack, prepare_lake, write_config
+from tests.deployed.scenario import (
+    MODEL,
+    TRAIN_DATE,
+    TRAIN_TIMEOUT,
+    RunningStack,
+    prepare_lake,
+    stack_env,
+    write_config,
+)
 from tests.stack import Stack
 
 ORDER = ["test_stack.py", "test_backfill.py", "test_faults.py"]
@@ -58,14 +66,9 @@ def running(lake, features_zone, config_patch, tmp_path_factory) -> Iterator[Run
     home = tmp_path_factory.mktemp("stack")
     own = prepare_lake(lake, features_zone, home / "lake")
     env = {
-        # the schedules are on: the scheduled ingest run of yesterday (no raw data) skips at once,
-        # whatever the hour the suite runs (by default it waits until 06:00 UTC)
-        "PIPELINE_RAW_WAIT_HOURS": "0",
+        **stack_env(own, write_config(config_patch, home / "config"), home),
         # a failed try is retried after 5 s, not a minute: the fault cases wait for retries
         "PIPELINE_RETRY_DELAY_SECONDS": "5",
-        "LAKE_ROOT": own.root,
-        "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts"),
-        "PIPELINE_CONFIG": str(write_config(config_patch, home / "config")),
     }
     patch = pytest.MonkeyPatch()
     for key, value in env.items():

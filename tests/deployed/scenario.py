@@ -42,9 +42,9 @@ KEYS = ["carrier", "flight", "origin", "sched_dep_time"]  # a flight's key in th
 TRAIN_TIMEOUT = 420  # two epochs of 5 days on one rank: about a minute, with room for a loaded machine
 
 
-def prepare_lake(lake, features_zone, root: Path):
-    """The stack's own lake under ``root``: the session ``lake``'s raw and validated zones with
-    the two days changed, and the first champion's features from ``features_zone``."""
+def copy_lake(lake, features_zone, root: Path):
+    """A lake of its own under ``root`` for a stack: the session ``lake``'s raw and validated zones
+    and, from ``features_zone``, the features of the first champion's window (``TRAIN_DATE``)."""
     import shutil
 
     from jobs.lake.layout import Lake
@@ -52,30 +52,54 @@ def prepare_lake(lake, features_zone, root: Path):
     own = Lake(str(root))
     for zone in ("raw", "validated"):
         shutil.copytree(f"{lake.root}/{zone}", f"{own.root}/{zone}")
-    make_drift(own.raw_file("flights", DRIFT_DAY))
-    turn_outcomes(own.raw_file("flights", DECAY_DAY))
     window = [TRAIN_DATE - dt.timedelta(days=n) for n in reversed(range(TRAIN_DAYS + HOLDOUT_DAYS))]
     features_zone.copy(window, own.features)
     return own
 
 
-def write_config(config_patch, folder: Path) -> Path:
-    """The stack's pipeline.yaml: short windows, one rank, one candidate, no baselines.
+def prepare_lake(lake, features_zone, root: Path):
+    """The stack's own lake under ``root`` (:func:`copy_lake`) with the two days changed."""
+    own = copy_lake(lake, features_zone, root)
+    make_drift(own.raw_file("flights", DRIFT_DAY))
+    turn_outcomes(own.raw_file("flights", DECAY_DAY))
+    return own
 
-    GX's cross-check is tested on its own; here it only adds time. Every retraining is promoted.
+
+def stack_config(config_patch, folder: Path, model: str, train: dict[str, Any] | None = None,
+                 **sections: Any) -> Path:
+    """A stack's pipeline.yaml: the first champion's short window (``TRAIN_DAYS`` + ``HOLDOUT_DAYS``),
+    two epochs on one rank, one candidate, no baselines, registered as ``model``; ``train`` and
+    ``sections`` changed on top (:meth:`tests.conftest.ConfigPatch.write`). GX's cross-check is
+    tested on its own; on a stack it only adds time."""
+    return config_patch.write(
+        folder,
+        train={"train_days": TRAIN_DAYS, "validation_days": 0, "holdout_days": HOLDOUT_DAYS, "epochs": 2,
+               "num_processes": 1, "model_name": model, **(train or {})},
+        baselines=[], validation={"great_expectations": False},
+        replace={"evaluation": {"threshold": 0.5}, "sweep": {"size": 1}},
+        **sections,
+    )
+
+
+def stack_env(lake, config: Path, home: Path) -> dict[str, str]:
+    """What a stack's processes (and this one, calling the jobs' own functions) are pointed with:
+    its lake, its config, its MLflow artifacts under ``home``; and no wait for raw data, so that a
+    scheduled ingest run of a day without any (yesterday's) skips at once, whatever the hour."""
+    return {"PIPELINE_RAW_WAIT_HOURS": "0", "LAKE_ROOT": lake.root, "PIPELINE_CONFIG": str(config),
+            "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts")}
+
+
+def write_config(config_patch, folder: Path) -> Path:
+    """The scenario's pipeline.yaml (:func:`stack_config`): every retraining is promoted.
+
     Decay is judged on each day alone, on log loss: a 2-epoch model of 5 days ranks flights barely
     better than chance (holdout ROC AUC about 0.55), so turned outcomes hardly move its ROC AUC,
     but its probabilities (about 0.2 where most flights are now late) are badly wrong: log loss
     about 1.0 against 0.55 on its holdout, while a normal day stays within a few hundredths. The
     margin is far from both; calibration (ECE) is left out of the rule here."""
-    return config_patch.write(
-        folder,
-        train={"train_days": TRAIN_DAYS, "validation_days": 0, "holdout_days": HOLDOUT_DAYS, "epochs": 2,
-               "num_processes": 1, "promotion_margin": -1.0, "model_name": MODEL},
-        baselines=[], validation={"great_expectations": False},
-        monitoring={"decay": {"window_days": 1, "metric": "log_loss", "margin": 0.25, "max_ece": 1.0}},
-        replace={"evaluation": {"threshold": 0.5}, "sweep": {"size": 1}},
-    )
+    return stack_config(config_patch, folder, MODEL, train={"promotion_margin": -1.0},
+                        monitoring={"decay": {"window_days": 1, "metric": "log_loss", "margin": 0.25,
+                                              "max_ece": 1.0}})
 
 
 def make_drift(path: str) -> None:

@@ -44,13 +44,14 @@ import pytest
 from tests.airflow_server import FAILED_TASK_STATES, TERMINAL_RUN_STATES, health_probe
 from tests.deployed.scenario import (
     DAGS,
-    HOLDOUT_DAYS,
     KEYS,
     TRAIN_DATE,
-    TRAIN_DAYS,
     TRAIN_TIMEOUT,
     check_day_once,
+    copy_lake,
     locks,
+    stack_config,
+    stack_env,
     staging,
 )
 
@@ -81,31 +82,16 @@ def days(request) -> list[dt.date]:
 def quarter(days, lake, features_zone, config_patch, tmp_path_factory, monkeypatch):
     """The stack on a lake of its own holding the raw data of every backfilled day; the stack and
     the lake."""
-    import shutil
-
     from jobs.datasets.land_flights import land
-    from jobs.lake.layout import Lake
     from tests.stack import running_stack
 
     home = tmp_path_factory.mktemp("quarter")
-    own = Lake(str(home / "lake"))
-    for zone in ("raw", "validated"):
-        shutil.copytree(f"{lake.root}/{zone}", f"{own.root}/{zone}")
-    window = [TRAIN_DATE - dt.timedelta(days=n) for n in reversed(range(TRAIN_DAYS + HOLDOUT_DAYS))]
-    features_zone.copy(window, own.features)
+    own = copy_lake(lake, features_zone, home / "lake")
     land(own, FIRST, days[-1])
     out_of_reach = {"psi_threshold": 1e9, "unknown_share_threshold": 1.0}
-    config = config_patch.write(
-        home / "config",
-        train={"train_days": TRAIN_DAYS, "validation_days": 0, "holdout_days": HOLDOUT_DAYS, "epochs": 2,
-               "num_processes": 1, "model_name": MODEL},
-        baselines=[], validation={"great_expectations": False},
-        score={"drift": out_of_reach},
-        monitoring={"decay": {"margin": 1e9, "max_ece": 1.0}},
-        replace={"evaluation": {"threshold": 0.5}, "sweep": {"size": 1}},
-    )
-    env = {"PIPELINE_RAW_WAIT_HOURS": "0", "LAKE_ROOT": own.root, "PIPELINE_CONFIG": str(config),
-           "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts")}
+    config = stack_config(config_patch, home / "config", MODEL, score={"drift": out_of_reach},
+                          monitoring={"decay": {"margin": 1e9, "max_ece": 1.0}})
+    env = stack_env(own, config, home)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     with running_stack(home, env, connect=True, airflow_settings={"AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True"}) \

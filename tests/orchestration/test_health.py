@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.health import MODEL, synthetic_lake
+from benchmarks.health import FEATURES, IGNORED, MODEL, synthetic_lake
 from jobs.lake.layout import DECAY_REPORT, MONITORING_REPORT, Lake
 from jobs.lake.storage import write_text
 from orchestration.health.page import render
@@ -142,6 +142,20 @@ def test_the_page_draws_the_metric_the_intervals_the_heat_map_and_links_the_runs
     heatmap = heatmap.split("</svg>")[0]
     assert len(re.findall(r"\d{4}-\d\d-\d\d: PSI ", heatmap)) == 12 * DAYS  # a cell per feature and day
     assert heatmap.count("fill='#d62728'") == plan["drift_last"] - plan["drift_first"] + 1  # the days that drifted
+    # the features the drift check does not monitor (score.drift.ignore), apart below and in greys:
+    # their high PSI (a day has one day of the week) must not hide the monitored ones' drift
+    monitored, ignored = heatmap.split("<g class='monitored'>")[1].split("<g class='not-monitored'>")
+    assert "not monitored (score.drift.ignore)" in ignored
+    for feature in FEATURES:
+        here, elsewhere = (ignored, monitored) if feature in IGNORED else (monitored, ignored)
+        assert here.count(f"<title>{feature} ") == DAYS and f"<title>{feature} " not in elsewhere, feature
+    assert heatmap.index(f">{FEATURES[0]}</text>") < heatmap.index("not monitored (") < heatmap.index(
+        f">{IGNORED[0]}</text>")  # the block below the monitored rows
+    grey = re.compile(r"fill='#(..)\1\1'>")
+    muted = re.findall(r"<rect [^>]*fill='(#[0-9a-f]{6})'><title>[^<]*\(not monitored\)</title>", ignored)
+    assert len(muted) == len(IGNORED) * DAYS and all(grey.match(f"fill='{fill}'>") for fill in muted)
+    alerting = re.findall(r"<rect [^>]*fill='(#[0-9a-f]{6})'><title>visib ", monitored)
+    assert any(not grey.match(f"fill='{fill}'>") for fill in alerting)  # the drifting feature in colour
     assert f"href='../dags/train_pipeline/runs/asset_triggered__{_day(plan['decay'])}" in html
     assert "target='_top'" in html  # an Airflow link opens in the UI, not inside the iframe
     assert f"href='{os.environ['MLFLOW_UI_URL']}/#/experiments/3/runs/train4'" in html

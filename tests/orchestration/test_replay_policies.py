@@ -41,8 +41,8 @@ def _airflow_schedule_ends(first: dt.date, last: dt.date) -> list[dt.datetime]:
 
 
 def test_the_weekly_retraining_fires_where_train_pipeline_s_timetable_does():
+    from orchestration.decisions import scheduled_training_end
     from orchestration.replay.policies import POLICIES, retraining
-    from orchestration.tasks import scheduled_training_end
 
     expected = _airflow_schedule_ends(FEBRUARY[0], FEBRUARY[-1])
     assert len(expected) == 4  # February 2013: four Sundays
@@ -61,8 +61,8 @@ def test_the_weekly_retraining_fires_where_train_pipeline_s_timetable_does():
 def test_each_policy_starts_the_training_run_date_and_words_of_training_plan(policy, trigger):
     """A Wednesday with a drift and a decay event: each policy's run is ``training_plan``'s for the
     events it listens to (decay first, as the DAG plans it), none for the others."""
+    from orchestration.decisions import training_plan
     from orchestration.replay.policies import POLICIES, retraining
-    from orchestration.tasks import training_plan
 
     wednesday = dt.date(2013, 3, 6)
     drift = {"run_date": "2013-03-06", "reasons": ["dep_hour PSI 0.31 >= 0.2"], "report": "drift.json"}

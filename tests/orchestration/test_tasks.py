@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.tasks import ingest_hint, missing_feature_days, raw_deadline, scoring_days, training_plan  # noqa: E402
+from orchestration.decisions import ingest_hint, missing_feature_days, training_plan  # noqa: E402
+from orchestration.ingest_tasks import raw_deadline  # noqa: E402
+from orchestration.score_tasks import scoring_days  # noqa: E402
 
 
 def test_a_person_s_run_date_wins_over_the_events():
@@ -51,7 +53,7 @@ def test_a_person_s_training_run_date_wins():
 
 
 def test_raw_data_is_waited_for_until_hours_after_the_day_ended(monkeypatch):
-    from orchestration.tasks import RAW_WAIT_ENV, raw_wait_hours
+    from orchestration.ingest_tasks import RAW_WAIT_ENV, raw_wait_hours
 
     assert raw_deadline(dt.date(2013, 1, 8), 6) == dt.datetime(2013, 1, 9, 6, tzinfo=dt.UTC)
     monkeypatch.delenv(RAW_WAIT_ENV, raising=False)
@@ -71,8 +73,8 @@ def test_the_first_retry_waits_a_minute_unless_the_environment_where_the_dags_ar
     import sys
     from datetime import timedelta
 
+    from orchestration.decisions import env_amount
     from orchestration.spark_jobs import DEFAULT_ARGS, RETRY_DELAY_ENV
-    from orchestration.tasks import env_amount
 
     assert RETRY_DELAY_ENV not in os.environ and DEFAULT_ARGS["retry_delay"] == timedelta(minutes=1)
     code = "from orchestration.spark_jobs import DEFAULT_ARGS; print(DEFAULT_ARGS['retry_delay'].total_seconds())"
@@ -99,7 +101,7 @@ def test_missing_feature_days_are_named_with_what_to_trigger(tmp_path):
 
 
 def test_the_approval_request_shows_the_comparison_with_the_champion():
-    from orchestration.tasks import approval_request
+    from orchestration.train_tasks import approval_request
 
     summary = {"model_name": "flights", "model_version": "7", "train_window": "2013-01-01..2013-01-21",
                "holdout_window": "2013-01-22..2013-01-28", "metrics": {"roc_auc": 0.6712, "log_loss": 0.4951},
@@ -135,7 +137,7 @@ def test_the_approval_request_shows_the_live_evidence_from_the_monitoring_zone(t
 
     from jobs.lake.layout import Lake
     from jobs.lake.storage import write_text
-    from orchestration.tasks import approval_evidence, approval_request
+    from orchestration.train_tasks import approval_evidence, approval_request
 
     lake = Lake(str(tmp_path / "lake"))
     for i, diff in enumerate([0.02, 0.03, 0.04]):
@@ -164,7 +166,7 @@ def _at(second: int) -> dt.datetime:
 
 
 def test_a_scoring_run_plans_the_features_events_no_run_planned_yet():
-    from orchestration.tasks import unplanned_events
+    from orchestration.score_tasks import unplanned_events
 
     def event(second: int, day: str) -> tuple[dt.datetime, dict]:
         return _at(second), {"days": [day]}

@@ -132,9 +132,9 @@ def test_a_full_disk_fails_the_write_saying_so_and_keeps_the_day(spark, lake, tm
 
     import pytest
 
-    from jobs.errors import run_job
     from jobs.features.job import main
     from jobs.lake.layout import partition_name
+    from jobs.runner import run_job
 
     own = tmp_path / "lake"
     zone = small_disk(own / "features", "1m")

@@ -239,7 +239,7 @@ def test_with_live_evidence_the_alias_moves_only_once_the_challenger_beats_the_c
     from airflow.sdk.exceptions import AirflowSkipException
 
     from jobs.selection.gate import current_champion
-    from orchestration.tasks import live_promotion_event
+    from orchestration.score_tasks import live_promotion_event
 
     client, name = registry["client"], registry["name"]
     champion, live = gated["champion"], gated["live"]

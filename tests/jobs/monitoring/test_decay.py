@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from jobs.monitoring.decay import already_triggered, champion_days, judge, pooled
-from orchestration.tasks import decay_report
+from orchestration.decisions import decay_report
 
 SPEC = SimpleNamespace(metric="roc_auc", window_days=7, margin=0.03, max_ece=0.10)
 HOLDOUT = {"roc_auc": 0.70, "log_loss": 0.55, "ece": 0.03}

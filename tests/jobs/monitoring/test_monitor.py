@@ -291,8 +291,9 @@ def test_days_judged_in_one_job_equal_each_day_judged_alone(monitored, monitored
 
 
 def test_a_day_never_scored_fails_as_a_data_error_saying_what_to_trigger(monitored_lake, tmp_path, monkeypatch):
-    from jobs.errors import DATA_ERROR_EXIT, ERROR_FILE_ENV, run_job
+    from jobs.errors import DATA_ERROR_EXIT, ERROR_FILE_ENV
     from jobs.monitoring.job import NeverScoredError
+    from jobs.runner import run_job
 
     with pytest.raises(NeverScoredError, match=r"day 2013-01-07 was never scored.*trigger score_pipeline with "
                                                r"\{\"run_date\": \"2013-01-07\"\}"):
@@ -345,7 +346,7 @@ def test_with_a_label_delay_a_day_is_estimated_first_and_judged_when_its_outcome
 def test_the_decay_check_reads_what_the_monitor_wrote(feature_frames, config, tracking, tmp_path):
     """A champion whose outcomes turn against it from D4 on: over D1..D3 it holds up, over D4..D6
     the decay check (check_decay's report, on the monitor's records) says it decayed."""
-    from orchestration.tasks import decay_report
+    from orchestration.decisions import decay_report
 
     lake = Lake.at(str(tmp_path / "lake"))
     label = config.features.label

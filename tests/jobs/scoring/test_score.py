@@ -37,14 +37,14 @@ def scored_model(features_zone, config, tmp_path_factory):
     # Like the score job: workers load from the artifact location, not through the registry.
     location = mlflow.MlflowClient().get_logged_model(info.model_id).artifact_location
     return {"uri": location, "model_uri": info.model_uri, "net": net, "pre": pre, "features": features,
-            "frame": frame}
+            "frame": frame, "tracking_uri": mlflow.get_tracking_uri()}
 
 
 def test_make_predict_fn_is_numpy_in_numpy_out_and_matches_the_model(scored_model, config):
     import mlflow.pyfunc
 
     from jobs.model.tabular import predict_proba
-    from jobs.scoring.job import make_predict_fn
+    from jobs.scoring.predictor import make_predict_fn
 
     frame = scored_model["frame"]
     inputs = config.features.inputs
@@ -73,7 +73,8 @@ def test_gpu_scoring_without_a_gpu_says_there_is_none(spark, scored_model, confi
     prediction function, and from the score job's driver (local master) before it scores."""
     import torch
 
-    from jobs.scoring.job import main, make_predict_fn, worker_device
+    from jobs.scoring.job import main
+    from jobs.scoring.predictor import make_predict_fn, worker_device
 
     if torch.cuda.is_available():
         pytest.skip("a GPU here: test_gpu_scoring_equals_the_cpu runs instead")
@@ -87,7 +88,7 @@ def test_gpu_scoring_without_a_gpu_says_there_is_none(spark, scored_model, confi
 @pytest.mark.gpu
 def test_gpu_scoring_equals_the_cpu(scored_model, config):
     """On a GPU machine: the same probabilities as on the CPU, from both prediction functions."""
-    from jobs.scoring.job import make_predict_fn, worker_device
+    from jobs.scoring.predictor import make_predict_fn, worker_device
 
     frame, inputs = scored_model["frame"], config.features.inputs
     arrays = [frame[c].to_numpy() for c in inputs]
@@ -108,7 +109,7 @@ def encoded_arrays(pre, frame) -> list[np.ndarray]:
 
 
 def make_encoded_predict_fn_for(scored_model, use_gpu: bool = False):
-    from jobs.scoring.job import make_encoded_predict_fn
+    from jobs.scoring.predictor import make_encoded_predict_fn
 
     pre = scored_model["pre"]
     return make_encoded_predict_fn(scored_model["uri"], len(pre.categorical), len(pre.numeric), use_gpu)()
@@ -131,7 +132,7 @@ def test_spark_encodes_inputs_exactly_as_the_preprocessor_does(spark):
     import warnings
 
     from jobs.model.tabular import Z_LIMIT, Preprocessor
-    from jobs.scoring.job import encoded_columns
+    from jobs.scoring.predictor import encoded_columns
 
     pre = Preprocessor(categorical=["carrier", "tailnum"], numeric=["distance", "seats"],
                        vocab={"carrier": ["AA", "UA"], "tailnum": []}, mean={"distance": 1000.0 / 3, "seats": 2.0},
@@ -152,17 +153,21 @@ def test_spark_encodes_inputs_exactly_as_the_preprocessor_does(spark):
 
 def test_the_score_job_finds_the_preprocessor_a_logged_model_carries(scored_model, tmp_path):
     from jobs.model.tabular import PREPROCESSOR_FILE
-    from jobs.scoring.job import PREPROCESSOR_ARTIFACT, model_preprocessor
+    from jobs.scoring.predictor import PREPROCESSOR_ARTIFACT, model_preprocessor
 
     assert PREPROCESSOR_ARTIFACT.endswith(f"/{PREPROCESSOR_FILE}")
     assert model_preprocessor(scored_model["uri"]) == json.loads(scored_model["pre"].to_json())
     assert model_preprocessor(str(tmp_path)) is None  # any other pyfunc: scored on raw columns
+    (tmp_path / "artifacts").mkdir()
+    (tmp_path / "artifacts" / "preprocessor.json").write_text("{not json")
+    with pytest.raises(ValueError):  # listed but unreadable: never a quiet switch to raw columns
+        model_preprocessor(str(tmp_path))
 
 
 @pytest.mark.parametrize("encoded", [False, True], ids=["raw-columns", "encoded-by-spark"])
 def test_spark_predictions_equal_single_process_predictions(scored_model, config, encoded):
     from jobs.model.tabular import predict_proba
-    from jobs.scoring.job import score_features
+    from jobs.scoring.predictor import score_features
     from jobs.tracking import ModelRef
 
     ref = ModelRef(name="flight_delay", version="7", run_id="abc")
@@ -285,3 +290,98 @@ def test_scoring_without_a_champion_says_how_to_get_one(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/empty.db")
     with pytest.raises(NoModelError, match="train_pipeline"):
         champion_version("flight_delay")
+
+
+def damaged_champion(scored_model, config, tmp_path, damage: str):
+    """A lake with DAY's features and a predictions partition of DAY scored earlier (its bytes), and in
+    the fixture's registry a former champion whose files are intact and a newer version damaged as
+    ``damage`` says (``folder``: its artifact folder deleted; ``weights``: its weights file deleted;
+    ``empty``: its weights file truncated to nothing), made champion. Returns what the test needs."""
+    import shutil
+    from pathlib import Path
+    from urllib.parse import urlparse
+
+    import mlflow
+
+    from jobs.model.tabular import MODEL_FILE, log_pyfunc
+
+    mlflow.set_tracking_uri(scored_model["tracking_uri"])  # a test before may have pointed the process elsewhere
+    client, name = mlflow.MlflowClient(), config.train.model_name
+    former = mlflow.register_model(scored_model["model_uri"], name).version
+    client.set_model_version_tag(name, former, "gate_decision", "promoted")  # a former champion
+    with mlflow.start_run():
+        info = log_pyfunc(scored_model["net"], scored_model["pre"], {"embedding_dim": 4, "hidden_units": [8]},
+                          scored_model["frame"].head(5))
+    version = str(mlflow.register_model(info.model_uri, name).version)
+    client.set_registered_model_alias(name, "champion", version)
+    uri = client.get_model_version_download_uri(name, version)
+    folder = Path(urlparse(uri).path)
+    if damage == "folder":
+        shutil.rmtree(folder)
+    elif damage == "weights":
+        (folder / "artifacts" / MODEL_FILE).unlink()
+    else:
+        (folder / "artifacts" / MODEL_FILE).write_bytes(b"")
+    lake = tmp_path / "lake"
+    served = lake / "predictions" / partition_name(DAY) / "part-00000.parquet"
+    served.parent.mkdir(parents=True)
+    served.write_bytes(b"the day's predictions, scored earlier")
+    return {"lake": lake, "name": name, "version": version, "former": str(former), "uri": uri,
+            "predictions": {str(p): p.read_bytes() for p in (lake / "predictions").rglob("*") if p.is_file()}}
+
+
+@pytest.mark.parametrize("damage", ["folder", "weights"])
+def test_a_champion_whose_files_are_gone_stops_the_score_job_as_a_data_error_naming_it(
+        scored_model, features_zone, config, tmp_path, monkeypatch, caplog, damage):
+    """Exit 65 before any Spark work, one line naming the model, the version, its artifact URI and
+    the command that moves the alias to the former champion; the predictions zone untouched."""
+    import mlflow
+
+    from jobs.errors import DATA_ERROR_EXIT
+    from jobs.runner import run_job
+    from jobs.scoring.job import main
+
+    found = damaged_champion(scored_model, config, tmp_path, damage)
+    features_zone.copy([DAY], found["lake"] / "features")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow.get_tracking_uri())
+    with pytest.raises(SystemExit) as failed:
+        run_job(lambda: main(["--run-date", DAY.isoformat(), "--lake-root", str(found["lake"])]))
+    assert failed.value.code == DATA_ERROR_EXIT
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("data error")]
+    name, version, former = found["name"], found["version"], found["former"]
+    assert f"model {name!r} version {version} (the champion) cannot be loaded" in line, line
+    assert found["uri"] in line
+    assert ("no files there" if damage == "folder" else "artifacts/model_state.pt is missing") in line, line
+    assert f"set_registered_model_alias({name!r}, 'champion', {former!r})" in line, line
+    assert f"MlflowClient({mlflow.get_tracking_uri()!r})" in line
+    assert not any("PythonException" in r.getMessage() for r in caplog.records)
+    assert {str(p): p.read_bytes() for p in (found["lake"] / "predictions").rglob("*") if p.is_file()} == \
+        found["predictions"]
+    assert not (found["lake"] / "reports").exists()
+
+
+def test_a_damaged_version_asked_for_with_model_version_is_a_data_error_naming_it(
+        scored_model, features_zone, config, tmp_path, monkeypatch):
+    """``--model-version`` of a version whose weights file is empty (truncated): the data error says
+    to score with another version; a version the registry does not have says so too."""
+    import mlflow
+
+    from jobs.registry import DamagedModelError
+    from jobs.scoring.job import main
+    from jobs.tracking import NoModelError
+
+    found = damaged_champion(scored_model, config, tmp_path, "empty")
+    features_zone.copy([DAY], found["lake"] / "features")
+    mlflow.MlflowClient().set_registered_model_alias(found["name"], "champion", found["former"])
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow.get_tracking_uri())
+    run = ["--run-date", DAY.isoformat(), "--lake-root", str(found["lake"])]
+    with pytest.raises(DamagedModelError) as failed:
+        main([*run, "--model-version", found["version"]])
+    said = str(failed.value)
+    assert f"version {found['version']} (asked for with --model-version) cannot be loaded" in said, said
+    assert found["uri"] in said and "artifacts/model_state.pt is empty" in said
+    assert f"--model-version {found['former']}" in said and "leave --model-version out" in said
+    with pytest.raises(NoModelError, match="has no version 9999 \\(--model-version\\)"):
+        main([*run, "--model-version", "9999"])
+    assert {str(p): p.read_bytes() for p in (found["lake"] / "predictions").rglob("*") if p.is_file()} == \
+        found["predictions"]

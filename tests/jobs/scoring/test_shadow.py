@@ -112,3 +112,56 @@ def test_a_challenger_that_fails_to_score_never_fails_the_served_scoring(spark, 
     assert not Path(scoring.shadow).exists()
     # the version being served is never scored in shadow too
     assert score_shadow(spark, scoring, config, features, [DAY], ModelRef(name, str(version), ""), 100) == {DAY: []}
+
+
+def test_a_challenger_whose_files_are_gone_is_skipped_and_the_champion_still_served(
+        features_zone, config, tmp_path, monkeypatch, caplog):
+    """Its artifact folder deleted: the score job writes the champion's predictions, warns once
+    naming the challenger, its artifact URI and what to do, writes no shadow rows for it, and the
+    day's report records it as damaged."""
+    import logging
+    import shutil
+    from urllib.parse import urlparse
+
+    import mlflow
+    import torch
+
+    from jobs.model.tabular import build_net, log_pyfunc
+    from jobs.scoring.job import main
+    from jobs.tracking import ensure_experiment
+    from jobs.training.data import fit_preprocessor
+
+    scoring = Lake(str(tmp_path / "lake"))
+    features_zone.copy([DAY], scoring.features)
+    features = features_zone.frame([DAY])
+    pre = fit_preprocessor(features, config.features, min_count=1)
+    frame = features.toPandas()
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment(experiment_id=ensure_experiment("damaged-shadow-tests"))
+    client, name, hyper = mlflow.MlflowClient(uri), config.train.model_name, {"embedding_dim": 4, "hidden_units": [8]}
+    versions = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        with mlflow.start_run():
+            versions.append(str(mlflow.register_model(
+                log_pyfunc(build_net(pre, hyper), pre, hyper, frame.head(5)).model_uri, name).version))
+    champion, challenger = versions
+    client.set_registered_model_alias(name, "champion", champion)
+    client.set_model_version_tag(name, challenger, "gate_decision", "awaiting_approval")
+    challenger_uri = client.get_model_version_download_uri(name, challenger)
+    shutil.rmtree(urlparse(challenger_uri).path)
+
+    with caplog.at_level(logging.WARNING, logger="jobs.scoring.shadow"):
+        main(["--run-date", DAY.isoformat(), "--lake-root", scoring.root])
+    served = pd.read_parquet(scoring.partition(scoring.predictions, DAY))
+    assert len(served) == len(frame) and set(served["model_version"]) == {champion}
+    assert not Path(scoring.shadow).exists()
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "jobs.scoring.shadow"]
+    assert f"model {name!r} version {challenger} (a challenger) cannot be loaded" in warning, warning
+    assert challenger_uri in warning and "no files there" in warning and "delete_model_version" in warning
+    assert not any(r.exc_info for r in caplog.records if r.name == "jobs.scoring.shadow")  # no trace
+    summary = json.loads(Path(scoring.report("scoring", DAY)).read_text())
+    (entry,) = summary["shadow"]
+    assert entry["model_version"] == challenger and entry["damaged"] is True and challenger_uri in entry["error"]

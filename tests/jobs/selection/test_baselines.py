@@ -209,7 +209,7 @@ def test_a_baseline_that_may_serve_and_beats_the_candidate_goes_to_the_gate_in_i
     unchanged. With no baseline that may serve, the candidate goes on (and the bar stops it)."""
     from pyspark.sql import functions as F
 
-    from jobs.scoring.job import model_preprocessor, resolve_model, score_features
+    from jobs.scoring.predictor import model_preprocessor, resolve_model, score_features
     from jobs.selection.bar import STOPPED, in_its_place
     from jobs.selection.sweep import MODEL_URI_TAG
     from jobs.tracking import champion_version, client

@@ -134,6 +134,42 @@ def test_gate_promotes_better_versions_only(holdout_and_nets, config, tmp_path):
     assert tags["gate_decision"] == "promoted" and tags["gate_champion_version"] == first
 
 
+def test_a_champion_that_cannot_load_cannot_be_compared(holdout_and_nets, config, tmp_path):
+    """A champion whose weights file is corrupt, then whose files are gone: the gate (and the bar's
+    comparison table) stop with a data error naming the champion, its artifact URI and the command
+    that moves or removes the alias; nothing is promoted and the new version carries no decision."""
+    import shutil
+    from urllib.parse import urlparse
+
+    from jobs.model.tabular import MODEL_FILE
+    from jobs.registry import DamagedModelError
+    from jobs.selection.bar import champion_metrics
+
+    name, data = "gate_damaged", holdout_and_nets
+    client, register = registry(tmp_path, "gate-damaged-tests", name, data)
+    features, label = config.features.inputs, config.features.label
+    first = register(data["untrained"])
+    assert apply_gate(client, name, first, data["holdout"], features, label, "roc_auc", 0.002).promote
+    folder = Path(urlparse(client.get_model_version_download_uri(name, first)).path)
+    (folder / "artifacts" / MODEL_FILE).write_bytes(b"not the weights of a net")  # there, not empty, unreadable
+    better = register(data["trained"])
+
+    for damage, said in [("corrupt", "it does not load ("), ("gone", "no files there")]:
+        if damage == "gone":
+            shutil.rmtree(folder)
+        with pytest.raises(DamagedModelError) as failed:
+            apply_gate(client, name, better, data["holdout"], features, label, "roc_auc", 0.002)
+        message = str(failed.value)
+        assert f"model {name!r} version {first} (the champion) cannot be loaded" in message, message
+        assert folder.as_uri() in message and said in message, message
+        assert f"set_registered_model_alias({name!r}, 'champion', '<VERSION>')" in message  # no former champion
+        assert f"delete_registered_model_alias({name!r}, 'champion')" in message
+        with pytest.raises(DamagedModelError, match=f"version {first} \\(the champion\\)"):
+            champion_metrics(client, name, data["holdout"], features, label)
+        assert str(client.get_model_version_by_alias(name, CHAMPION).version) == first
+        assert "gate_decision" not in client.get_model_version(name, better).tags
+
+
 def test_a_registry_that_does_not_answer_is_not_one_without_a_champion(tmp_path, monkeypatch):
     """No model, or no version with the alias: no champion. A tracking server that does not answer
     raises instead (a fault, retried): taken for "no champion", the gate would promote unopposed and

@@ -165,7 +165,7 @@ def test_the_xgboost_run_is_promoted_gated_and_served_like_any_version(spark, sw
     in one process and through predict_batch_udf."""
     import mlflow.pyfunc
 
-    from jobs.scoring.job import make_predict_fn, model_preprocessor, resolve_model, score_features
+    from jobs.scoring.predictor import make_predict_fn, model_preprocessor, resolve_model, score_features
     from jobs.selection.sweep import candidate_result
     from jobs.tracking import client
     from jobs.training.publish import TrainingRun, publish

@@ -181,7 +181,7 @@ def test_an_unreadable_row_group_mid_epoch_fails_naming_the_file_and_the_group(t
         for _ in batches:
             pass
     assert f"{damaged} (row group 1) cannot be read" in str(raised.value)
-    assert "run the features job again" in str(raised.value)
+    assert "rebuild the day" in str(raised.value)
 
 
 def test_a_file_truncated_after_the_plan_fails_naming_it(tmp_path):

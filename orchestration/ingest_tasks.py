@@ -1,0 +1,79 @@
+"""``ingest_pipeline``'s tasks in the Airflow worker: wait for the day's raw data, then publish the
+days whose features were built (the ``features`` Asset)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from airflow.sdk import Asset, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+from orchestration.assets import FEATURES
+from orchestration.decisions import RUN_DATE, env_amount, missing_feature_days
+
+RAW_WAIT_ENV = "PIPELINE_RAW_WAIT_HOURS"  # overrides wait_for_raw's wait_hours where the task runs
+
+
+def raw_wait_hours(default: float) -> float:
+    """How long ``wait_for_raw`` waits after a day ends: ``$PIPELINE_RAW_WAIT_HOURS`` where set (0:
+    a scheduled run of a day without raw data skips at once, as on a deployment that only
+    backfills history), else ``default``."""
+    return env_amount(RAW_WAIT_ENV, default, "hours")
+
+
+def raw_deadline(day: dt.date, wait_hours: float) -> dt.datetime:
+    """When a day's raw data counts as not coming: ``wait_hours`` after the day ends (UTC)."""
+    end = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
+    return end + dt.timedelta(hours=wait_hours)
+
+
+def wait_for_raw(*, wait_hours: float = 6.0) -> Any:
+    """A sensor that waits for the run day's raw feed partition; past ``wait_hours`` after the day
+    ended (:func:`raw_wait_hours`: ``$PIPELINE_RAW_WAIT_HOURS`` overrides it) it skips the run
+    (nothing to ingest, nothing downstream) instead of failing it."""
+
+    @task.sensor(task_id="wait_for_raw", poke_interval=300, timeout=(wait_hours + 24) * 3600,
+                 mode="reschedule", soft_fail=True)
+    def sensor(run_date: str) -> bool:
+        from jobs.config import load_config
+        from jobs.lake.layout import Lake
+        from jobs.lake.storage import is_dir
+
+        lake, feed = Lake.at(), load_config().validation.feed
+        day = dt.date.fromisoformat(run_date)
+        folder = lake.raw_partition(feed, day)
+        if is_dir(folder):
+            print(f"raw {feed} for {day} is in: {folder}")
+            return True
+        deadline = raw_deadline(day, raw_wait_hours(wait_hours))
+        if dt.datetime.now(dt.UTC) > deadline:
+            raise AirflowSkipException(
+                f"no raw {feed} for {day} ({folder}), and it was due by {deadline:%Y-%m-%d %H:%M} UTC: "
+                "nothing to ingest. To ingest past days (the example data is 2013), backfill ingest_pipeline "
+                "over them or trigger it with a run_date."
+            )
+        print(f"waiting for raw {feed} for {day} in {folder} (skipping after {deadline:%Y-%m-%d %H:%M} UTC)")
+        return False
+
+    return sensor(run_date=RUN_DATE)
+
+
+def publish_features(*, asset: Asset = FEATURES) -> Any:
+    """After the features job: update ``asset`` with the days whose features were (re)built."""
+
+    @task(task_id="publish_features", outlets=[asset])
+    def publish(run_date: str, days: str) -> dict[str, Any]:
+        from jobs.config import days_ending
+        from jobs.lake.layout import Lake
+
+        lake = Lake.at()
+        window = days_ending(dt.date.fromisoformat(run_date), int(days))
+        if missing := missing_feature_days(lake, window):
+            raise AirflowFailException(f"the features job ended but {missing} have no partition in {lake.features}")
+        extra = {"days": [day.isoformat() for day in window], "path": lake.features}
+        get_current_context()["outlet_events"][asset].extra = extra
+        print(f"features ready for {window[0]}..{window[-1]} in {lake.features}")
+        return extra
+
+    return publish(run_date=RUN_DATE, days="{{ params.days }}")

@@ -1,0 +1,124 @@
+"""No import circles between the modules of ``jobs/`` and ``orchestration/``: every import counts,
+at the top of a module or inside a function (a function-level import hides a circle from Python,
+not from the reader), except those under ``if TYPE_CHECKING:``. Read from the source with ``ast``:
+nothing is imported, no Spark."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("jobs", "orchestration")
+
+
+def modules(root: Path = REPO) -> dict[str, Path]:
+    """Every module of :data:`PACKAGES` by dotted name (a package by its ``__init__.py``)."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The modules of ``known`` that module ``name`` imports anywhere in its body (a name imported
+    from a package counts as its submodule when it is one), ``if TYPE_CHECKING:`` blocks left out."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    targets: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _type_checking(child):
+                for other in child.orelse:
+                    visit_node(other)
+            else:
+                visit_node(child)
+
+    def visit_node(node: ast.AST) -> None:
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from . import x, from ..y import z
+                parent = package[: len(package) - node.level + 1]
+                base = ".".join([*parent, base] if base else parent)
+            targets.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                           for alias in node.names)
+        visit(node)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    found = set()
+    for target in targets:
+        while target and target not in known:  # jobs.lake.spark.get_spark -> jobs.lake.spark
+            target = target.rpartition(".")[0]
+        if target and target != name:
+            found.add(target)
+    return found
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                connect(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                other = stack.pop()
+                component.append(other)
+                if other == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return found
+
+
+def import_graph(root: Path = REPO) -> dict[str, set[str]]:
+    known = modules(root)
+    return {name: imported(name, path, known) for name, path in known.items()}
+
+
+def test_no_module_of_jobs_or_orchestration_imports_itself_through_others():
+    graph = import_graph()
+    assert "jobs.errors" in graph and "orchestration.replay.report" in graph
+    found = circles(graph)
+    said = ["; ".join(f"{a} imports {sorted(graph[a] & set(component))}" for a in component) for component in found]
+    assert not found, "import circles: " + " | ".join(said)
+
+
+def test_the_walk_counts_imports_inside_functions_and_leaves_out_type_checking(tmp_path):
+    """The check itself: a circle closed by an import inside a function is one; a circle closed
+    only under ``if TYPE_CHECKING:`` is not."""
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "orchestration").mkdir()
+    (tmp_path / "jobs" / "__init__.py").write_text("")
+    (tmp_path / "orchestration" / "__init__.py").write_text("")
+    (tmp_path / "jobs" / "a.py").write_text("from jobs.b import g\n")
+    (tmp_path / "jobs" / "b.py").write_text("def g():\n    from jobs import a\n")
+    (tmp_path / "orchestration" / "c.py").write_text("from . import d\n")
+    (tmp_path / "orchestration" / "d.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from orchestration.c import X\n")
+    assert circles(import_graph(tmp_path)) == [["jobs.a", "jobs.b"]]
