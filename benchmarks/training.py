@@ -141,7 +141,7 @@ def plain_loop(job: RankConfig, device: str, threads: int) -> Timing:
 
     from jobs.model.tabular import Preprocessor, build_model
     from jobs.training.data import epoch_batches, labelled_rows, place_shard, read_units, shard_units, step_count
-    from jobs.training.loop import make_optimizer, make_scaler, resolve_precision, train_steps
+    from jobs.training.loop import make_optimizer, make_scaler, resolve_precision, seed_epoch, train_steps
 
     started = time.perf_counter()
     torch.set_num_threads(threads)
@@ -165,6 +165,7 @@ def plain_loop(job: RankConfig, device: str, threads: int) -> Timing:
         if epoch == 0:
             first_step = epoch_started - started
         net.train()
+        seed_epoch(job.seed, epoch, 0)  # rank 0's dropout masks
         steps = step_count(len(labels), job.batch_size)
         batches = epoch_batches(job.seed, epoch, 0, len(labels), steps, labels.device)  # rank 0's, one rank
         totals = train_steps(net, optimizer, loss_fn, batches, cats, nums, labels, target, precision, scaler)

@@ -118,6 +118,15 @@ def train_batches(
     return torch.stack([loss_sum, torch.tensor(float(rows), dtype=torch.float64, device=device)])
 
 
+def seed_epoch(seed: int, epoch: int, rank: int) -> None:
+    """Seed torch's global generator, which draws the dropout masks, for ``epoch`` of ``rank``: an
+    epoch draws the same masks whether the training ran through or resumed from a checkpoint
+    before it (a checkpoint holds no generator state)."""
+    import torch
+
+    torch.manual_seed(seed * 1_000_003 + epoch * 1009 + rank + 500_009)  # apart from the shuffle's seeds
+
+
 def exit_with_parent() -> None:
     """End this process when its parent dies.
 
@@ -319,6 +328,7 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
         make_scaler,
         rank_device,
         resolve_precision,
+        seed_epoch,
         train_batches,
     )
     from jobs.training.stream import StreamingShard, plan_shares, resolve_data_path
@@ -419,6 +429,7 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
     for epoch in range(start_epoch, epochs):
         started = time.perf_counter()
         model.train()
+        seed_epoch(seed, epoch, rank)
         if data_path == "memory":
             batches = ((cats[b], nums[b], labels[b]) for b in epoch_batches(seed, epoch, rank, len(labels), steps,
                                                                             labels.device))
