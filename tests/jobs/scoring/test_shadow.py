@@ -19,35 +19,47 @@ def _files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_challengers_are_scored_in_shadow_and_the_served_predictions_stay_byte_for_byte(
-        spark, features_zone, config, tmp_path, monkeypatch):
+def _two_versions(features_zone, config, tmp_path, monkeypatch, days, experiment):
+    """A lake with ``days``' features and a throw-away registry holding two versions of the model
+    (seeds 1 and 2, no alias yet): the lake, the features as pandas, the client, the model's name
+    and the two versions."""
     import mlflow
     import torch
 
     from jobs.model.tabular import build_net, log_pyfunc
-    from jobs.scoring.job import main
-    from jobs.scoring.shadow import score_shadow
-    from jobs.tracking import ModelRef, ensure_experiment
+    from jobs.tracking import ensure_experiment
     from jobs.training.data import fit_preprocessor
 
     scoring = Lake(str(tmp_path / "lake"))
-    features_zone.copy([DAY, OTHER], scoring.features)
-    features = features_zone.frame([DAY, OTHER])
+    features_zone.copy(days, scoring.features)
+    features = features_zone.frame(days)
     pre = fit_preprocessor(features, config.features, min_count=1)
     frame = features.toPandas()
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     mlflow.set_tracking_uri(uri)
-    mlflow.set_experiment(experiment_id=ensure_experiment("shadow-tests"))
+    mlflow.set_experiment(experiment_id=ensure_experiment(experiment))
     client, name, hyper = mlflow.MlflowClient(uri), config.train.model_name, {"embedding_dim": 4, "hidden_units": [8]}
-    uris = []
+    versions = []
     for seed in (1, 2):
         torch.manual_seed(seed)
         with mlflow.start_run():
-            uris.append(log_pyfunc(build_net(pre, hyper), pre, hyper, frame.head(5)).model_uri)
-    champion = mlflow.register_model(uris[0], name).version
+            info = log_pyfunc(build_net(pre, hyper), pre, hyper, frame.head(5))
+        versions.append(str(mlflow.register_model(info.model_uri, name).version))
+    return scoring, frame, client, name, versions
+
+
+def test_challengers_are_scored_in_shadow_and_the_served_predictions_stay_byte_for_byte(
+        spark, features_zone, config, tmp_path, monkeypatch):
+    import mlflow
+
+    from jobs.scoring.job import main
+    from jobs.scoring.shadow import score_shadow
+    from jobs.tracking import ModelRef
+
+    scoring, frame, client, name, (champion, challenger) = _two_versions(
+        features_zone, config, tmp_path, monkeypatch, [DAY, OTHER], "shadow-tests")
     client.set_registered_model_alias(name, "champion", champion)
-    challenger = mlflow.register_model(uris[1], name).version
     client.set_model_version_tag(name, challenger, "gate_decision", "awaiting_approval")  # as the gate tags it
 
     main(["--run-date", OTHER.isoformat(), "--lake-root", scoring.root])
@@ -62,7 +74,7 @@ def test_challengers_are_scored_in_shadow_and_the_served_predictions_stay_byte_f
     served, shadow = (f.sort_values(ids).reset_index(drop=True) for f in (served, shadow))
     assert served[ids].equals(shadow[ids])
     ordered = day_rows.sort_values(ids).reset_index(drop=True)
-    expected = mlflow.pyfunc.load_model(uris[1]).predict(ordered[config.features.inputs])
+    expected = mlflow.pyfunc.load_model(f"models:/{name}/{challenger}").predict(ordered[config.features.inputs])
     np.testing.assert_allclose(shadow["probability"], expected, rtol=0, atol=1e-6)
     assert not np.allclose(shadow["probability"], served["probability"])
     summary = json.loads(Path(scoring.report("scoring", DAY)).read_text())
@@ -123,31 +135,10 @@ def test_a_challenger_whose_files_are_gone_is_skipped_and_the_champion_still_ser
     import shutil
     from urllib.parse import urlparse
 
-    import mlflow
-    import torch
-
-    from jobs.model.tabular import build_net, log_pyfunc
     from jobs.scoring.job import main
-    from jobs.tracking import ensure_experiment
-    from jobs.training.data import fit_preprocessor
 
-    scoring = Lake(str(tmp_path / "lake"))
-    features_zone.copy([DAY], scoring.features)
-    features = features_zone.frame([DAY])
-    pre = fit_preprocessor(features, config.features, min_count=1)
-    frame = features.toPandas()
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_experiment(experiment_id=ensure_experiment("damaged-shadow-tests"))
-    client, name, hyper = mlflow.MlflowClient(uri), config.train.model_name, {"embedding_dim": 4, "hidden_units": [8]}
-    versions = []
-    for seed in (1, 2):
-        torch.manual_seed(seed)
-        with mlflow.start_run():
-            versions.append(str(mlflow.register_model(
-                log_pyfunc(build_net(pre, hyper), pre, hyper, frame.head(5)).model_uri, name).version))
-    champion, challenger = versions
+    scoring, frame, client, name, (champion, challenger) = _two_versions(
+        features_zone, config, tmp_path, monkeypatch, [DAY], "damaged-shadow-tests")
     client.set_registered_model_alias(name, "champion", champion)
     client.set_model_version_tag(name, challenger, "gate_decision", "awaiting_approval")
     challenger_uri = client.get_model_version_download_uri(name, challenger)
