@@ -122,6 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from jobs.config import load_config
+    from jobs.lake.layout import PARTITION
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--features", required=True, help="a features zone (LAKE/features) with the days to try")
@@ -136,9 +137,9 @@ def main(argv: list[str] | None = None) -> None:
     spec, train = config.features, config.train
     max_days = args.max_train_days or train.max_train_days or train.train_days
     columns = [*spec.categorical, *spec.model_numeric, spec.label]
-    frame = pd.read_parquet(args.features, columns=[*columns, "date"])
+    frame = pd.read_parquet(args.features, columns=[*columns, PARTITION])
     frame = frame[frame[spec.label].notna()].reset_index(drop=True)
-    frame["day"] = pd.to_datetime(frame["date"].astype(str)).dt.date
+    frame["day"] = pd.to_datetime(frame[PARTITION].astype(str)).dt.date
     now = {"hidden_units": list(train.hyperparameters["hidden_units"]),
            "dropout": float(train.hyperparameters.get("dropout", 0.0)), "weight_decay": train.weight_decay,
            "epochs": train.epochs, "learning_rate": train.learning_rate}
