@@ -169,10 +169,8 @@ def in_its_place(config: PipelineConfig, client: Any, run_id: str, run_date: dt.
                and better(config.train.promotion_metric, r.data.metrics[key], score)]
     if not beating:
         return None
-    best = beating[0]
-    for run in beating[1:]:
-        if better(config.train.promotion_metric, run.data.metrics[key], best.data.metrics[key]):
-            best = run
+    pick = min if config.train.promotion_metric in LOWER_IS_BETTER else max  # as bar_decision picks
+    best = pick(beating, key=lambda run: run.data.metrics[key])
     name = best.data.tags.get(NAME, best.info.run_id)
     reason = (f"holdout {key.removeprefix('holdout_')} {score:.4f} does not beat the baseline {name} "
               f"({best.data.metrics[key]:.4f}), which may serve (promote: true): it goes to the gate in its place")
