@@ -188,13 +188,29 @@ class TrainSpec:
 class TrackingSpec:
     """How MLflow calls behave when the tracking server is slow or gone: each setting maps to the
     MLflow environment variable in :data:`TRACKING_ENV` (a variable already set in the environment
-    wins). The defaults fail a call to a dead server within about 10 s, not MLflow's 4 minutes."""
+    wins). A failed request (refused, timed out, or answered 408, 429, 500, 502, 503 or 504: a
+    server whose database is down answers 503) is tried again after 0, 2, 4, 8, 16 and 32 s
+    (``backoff_factor`` * 2**(n-1) from the second retry, as urllib3 waits): the defaults ride out a
+    database restart of 30 s and report a server that is really gone within :attr:`give_up_after`
+    (about 65 s when its port refuses), not MLflow's 4 minutes."""
 
     request_timeout: int = 30  # seconds one HTTP request may take
-    max_retries: int = 2  # retries of a failed request
+    max_retries: int = 6  # retries of a failed request
     backoff_factor: int = 1  # retry n waits about backoff_factor * 2**(n-1) s
     backoff_jitter: float = 0.5  # plus up to this many seconds at random
     check_timeout: float = 10  # the up-front check of the server (jobs.tracking.check_tracking_server)
+
+    @property
+    def retry_waits(self) -> list[float]:
+        """The waits before each retry, jitter aside (urllib3's: none before the first, then
+        ``backoff_factor`` * 2**(n-1), at most 120 s)."""
+        return [0.0] + [min(120.0, self.backoff_factor * 2.0 ** (n - 1)) for n in range(2, self.max_retries + 1)]
+
+    @property
+    def give_up_after(self) -> float:
+        """Seconds a call to a server that refuses connections takes to fail: every wait with its
+        largest jitter. A server that accepts but never answers adds ``request_timeout`` per try."""
+        return sum(self.retry_waits) + self.max_retries * self.backoff_jitter
 
     def apply(self) -> dict[str, str]:
         """Bound every MLflow HTTP call of this process and of the processes it starts (the training

@@ -7,15 +7,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.config import artifact_root, tracking_uri
+from jobs.config import artifact_root, load_config, tracking_uri
 from jobs.errors import DataError
 
 
 def client():  # noqa: ANN201 - MlflowClient, imported lazily
-    """An MlflowClient on the configured tracking URI (``MLFLOW_TRACKING_URI`` or the local default)."""
+    """An MlflowClient on the configured tracking URI (``MLFLOW_TRACKING_URI`` or the local default),
+    its calls bounded by ``tracking.*`` (already applied in a job; an Airflow task applies them here)."""
     import mlflow
     from mlflow import MlflowClient
 
+    load_config().tracking.apply()
     mlflow.set_tracking_uri(tracking_uri())
     return MlflowClient(tracking_uri())
 
