@@ -2,7 +2,8 @@
 
 Usage::
 
-    python -m benchmarks.training [--out DIR] [--days N] [--epochs E] [--repeat 2] [--use-gpu]
+    python -m benchmarks.training [--out DIR] [--days N] [--epochs E] [--repeat 2] [--use-gpu] [--rows all|gpu|cpu]
+    python -m benchmarks.training --launch [--before DIR] [--repeat 2]
 
 Smoke size (about 3 minutes on two cores): ``--days 2 --epochs 2 --repeat 1``.
 
@@ -39,7 +40,20 @@ overrides the epochs):
   driver discovered, so the session is started with ``spark.driver.resource.gpu.amount`` and
   ``jobs/lake/gpu_discovery.sh`` as the discovery script; where torch sees no CUDA device or that
   script finds no GPU, the benchmark stops with a non-zero exit, saying so (no CPU-only run passes
-  for a GPU one).
+  for a GPU one). The GPU rows run first, as a group of their own whose figures are written before
+  the CPU rows start (a lent machine may be taken back mid-way: ``scripts/gpu_verify.sh``);
+  ``--rows gpu`` runs only them, ``--rows cpu`` only the CPU rows.
+
+``--launch`` measures the launch cost alone: TorchDistributor and torchrun with 1 and 2 processes,
+each launch split into its phases from the timing marks rank 0 writes
+(:data:`jobs.training.loop.TIMING_MARKS_ENV`): to rank 0 entering train_fn (the launchers and the
+rank's interpreter), the rank's imports, the process group, its share and the model, rank 0's MLflow
+start (import, run, params, holdout), the epochs' evaluation and logging beyond their loops, the final
+evaluation, plots and model, the teardown, and the exit back to the launcher. ``--before DIR`` adds
+every launcher again with the ranks importing ``jobs`` from ``DIR`` instead (a copy of the code
+before a change: ``git archive <commit> | tar -x -C DIR``), the two taking turns in one process on one
+window: before and after on the same machine at the same time (code that writes no marks gets only
+its time to the first step).
 
 Throughput is labelled training rows x epochs / seconds in the training loops; with several processes,
 rank 0's loop, which waits for the slowest rank in the all-reduce. Steady throughput leaves the first
@@ -55,6 +69,7 @@ writes ``training.json`` (settings, setup times, every run's timings, the launch
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
@@ -64,7 +79,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +105,7 @@ class Timing:
     train_loss: float
     roc_auc: float | None  # the holdout's, where the contender evaluates (train_fn does)
     first_step_s: float | None = None  # from the launch to the first epoch's first step
+    phases: dict[str, float] = dataclasses.field(default_factory=dict)  # the launch's, from rank 0's marks
 
     @property
     def loop_s(self) -> float:
@@ -119,6 +135,7 @@ class Contender:
     precision: str
     run: Callable[[], Timing]
     launcher: str = ""  # "TorchDistributor" or "torchrun": the rows the launcher table compares
+    code: str = ""  # "before" (--before): the ranks run that copy of the code
 
 
 def window(days: int | None, train_days: int, holdout_days: int) -> tuple[list[dt.date], list[dt.date]]:
@@ -181,11 +198,60 @@ def new_job(job: RankConfig, experiment_id: str, use_gpu: bool) -> RankConfig:
     return job.replace(run_id=client().create_run(experiment_id).info.run_id, use_gpu=use_gpu)
 
 
-def finish(job: RankConfig, result: dict[str, Any] | None, wall_s: float, launched: float) -> Timing:
+# The launch's phases, from rank 0's timing marks (jobs.training.loop.train_rank): (name, from, to).
+PHASES = (
+    ("to train_fn", "launched", "entered"), ("rank imports", "entered", "imported"),
+    ("process group", "imported", "group"), ("share and model", "group", "ready"),
+    ("rank 0: MLflow start, holdout", "ready", "first_step"), ("epochs beyond their loops", "first_step", "trained"),
+    ("final evaluation, plots, model", "trained", "logged"), ("teardown", "logged", "done"),
+    ("exit to the launcher", "done", "returned"),
+)
+
+
+def phases(marks: dict[str, float], launched: float, returned: float, loop_s: float) -> dict[str, float]:
+    """Seconds of each of :data:`PHASES` from rank 0's ``marks`` (``time.time()``), the launch and
+    the return seen from outside; the epochs' phase less their training loops (its evaluation and
+    logging). Empty without marks (code that writes none)."""
+    if not marks:
+        return {}
+    at = {**marks, "launched": launched, "returned": returned}
+    spans = {name: at[end] - at[start] for name, start, end in PHASES if start in at and end in at}
+    if "epochs beyond their loops" in spans:
+        spans["epochs beyond their loops"] -= loop_s
+    return spans
+
+
+@contextlib.contextmanager
+def marks_file(code: str | None) -> Iterator[Path]:
+    """A file for rank 0's timing marks (named in the ranks' environment, which they inherit) and,
+    with ``code``, that folder first on the ranks' ``PYTHONPATH``: they import ``jobs`` from it."""
+    saved = {key: os.environ.get(key) for key in ("PIPELINE_TRAINING_MARKS", "PYTHONPATH")}
+    with tempfile.TemporaryDirectory(prefix="bench-marks-") as folder:
+        path = Path(folder, "marks.json")
+        os.environ["PIPELINE_TRAINING_MARKS"] = str(path)  # jobs.training.loop.TIMING_MARKS_ENV
+        if code:
+            os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [code, saved["PYTHONPATH"]]))
+        try:
+            yield path
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def read_marks(path: Path) -> dict[str, float]:
+    """Rank 0's timing marks, where it wrote them."""
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def finish(job: RankConfig, result: dict[str, Any] | None, wall_s: float, launched: float,
+           marks: dict[str, float] | None = None) -> Timing:
     """The run's timing, read from outside: the wall time measured here, the rest from what rank 0
     logged to MLflow (``epoch_seconds`` and ``train_loss`` per epoch, ``train_rows``); the time to
     the first step from ``launched`` (``time.time()``) to the timestamp of ``holdout_rows``, which
-    rank 0 logs as it enters the first epoch."""
+    rank 0 logs as it enters the first epoch; the launch's :func:`phases` from rank 0's ``marks``."""
     from jobs.tracking import client
 
     if not result:
@@ -198,39 +264,47 @@ def finish(job: RankConfig, result: dict[str, Any] | None, wall_s: float, launch
                                              key=lambda m: m.step)]
     entered = mlflow_client.get_metric_history(job.run_id, "holdout_rows")
     first_step = entered[0].timestamp / 1000 - launched if entered else None
+    if marks and "first_step" in marks:
+        first_step = marks["first_step"] - launched  # rank 0's own clock, not a logged metric's millisecond
+    loop_s = sum(epoch_seconds)
     return Timing(int(run.data.metrics["train_rows"]), epoch_seconds, wall_s, run.data.metrics["train_loss"],
-                  result["metrics"]["roc_auc"], first_step)
+                  result["metrics"]["roc_auc"], first_step, phases(marks or {}, launched, launched + wall_s, loop_s))
 
 
-def distributed(job: RankConfig, experiment_id: str, processes: int, use_gpu: bool) -> Timing:
-    """``TorchDistributor(...).run(train_fn, job)`` in local mode, timed from the outside."""
+def distributed(job: RankConfig, experiment_id: str, processes: int, use_gpu: bool, code: str | None = None) -> Timing:
+    """``TorchDistributor(...).run(train_fn, job)`` in local mode, timed from the outside; with
+    ``code``, the ranks import ``jobs`` from that folder (:func:`marks_file`)."""
     from pyspark.ml.torch.distributor import TorchDistributor
 
     from jobs.training.loop import train_fn
 
     job = new_job(job, experiment_id, use_gpu)
-    launched, started = time.time(), time.perf_counter()
-    result = TorchDistributor(num_processes=processes, local_mode=True, use_gpu=use_gpu).run(train_fn, job)
-    return finish(job, result, time.perf_counter() - started, launched)
+    with marks_file(code) as marks:
+        launched, started = time.time(), time.perf_counter()
+        result = TorchDistributor(num_processes=processes, local_mode=True, use_gpu=use_gpu).run(train_fn, job)
+        wall_s = time.perf_counter() - started
+        return finish(job, result, wall_s, launched, read_marks(marks))
 
 
-def torchrun(job: RankConfig, experiment_id: str, processes: int) -> Timing:
+def torchrun(job: RankConfig, experiment_id: str, processes: int, code: str | None = None) -> Timing:
     """train_fn under ``python -m torch.distributed.run --standalone`` (:mod:`benchmarks.torchrun_rank`),
-    without TorchDistributor, timed from the outside: the job file written, the ranks run, the result read."""
+    without TorchDistributor, timed from the outside: the job file written, the ranks run, the result read.
+    With ``code``, the ranks run that copy of the code (from its folder, which ``-m`` puts first)."""
     job = new_job(job, experiment_id, use_gpu=False)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    with tempfile.TemporaryDirectory(prefix="bench-torchrun-") as folder:
+    root = code or str(REPO)
+    with marks_file(None) as marks, tempfile.TemporaryDirectory(prefix="bench-torchrun-") as folder:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
         job_file, result_file = Path(folder, "job.json"), Path(folder, "result.json")
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
                    f"--nproc_per_node={processes}", "-m", "benchmarks.torchrun_rank", str(job_file), str(result_file)]
         launched, started = time.time(), time.perf_counter()
         job_file.write_text(job.to_json())
-        done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+        done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, check=False)
         if done.returncode:
             raise RuntimeError(f"torchrun failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
         result = json.loads(result_file.read_text())
         wall_s = time.perf_counter() - started
-    return finish(job, result, wall_s, launched)
+        return finish(job, result, wall_s, launched, read_marks(marks))
 
 
 def in_process(job: RankConfig, experiment_id: str) -> Timing:
@@ -264,92 +338,113 @@ def gpu_conf(use_gpu: bool) -> tuple[int, dict[str, str]]:
 
 def contenders(
     job: RankConfig, experiment_id: str, default_threads: int, gpu_batch: int, gpus: int | None,
+    rows: str = "all", before: str | None = None,
 ) -> list[Contender]:
-    """The plain loop first (the baseline), with one thread and with torch's default threads, train_fn
-    in-process, TorchDistributor and torchrun with 1 and 2 processes, all with the job's batch size; with ``gpus``
-    (None: no GPU rows) the plain loop on cuda and TorchDistributor on up to that many GPUs, in fp32
-    and bf16, with ``gpu_batch``."""
+    """The benchmark's plan, in the order it runs. With ``gpus`` (None: no GPU rows) the GPU rows
+    come first: the plain loop on cuda and TorchDistributor on up to that many GPUs, in fp32 and
+    bf16, with ``gpu_batch``. Then the CPU rows, all with the job's batch size: the plain loop (the
+    baseline), with one thread and with torch's default threads, train_fn in-process, TorchDistributor
+    and torchrun with 1 and 2 processes. ``rows``: ``all``, ``gpu`` or ``cpu`` (those alone);
+    ``launch``: the CPU launchers alone, and with ``before`` each of them again on that copy of the
+    code (``code="before"``)."""
     cpu_batch = job.batch_size
 
     def on(batch_size: int, precision: str) -> RankConfig:
         return job.replace(batch_size=batch_size, precision=precision)
 
-    cpu = on(cpu_batch, "fp32")
-    entrants = [Contender("plain loop, 1 thread", 1, "cpu", cpu_batch, "fp32", lambda: plain_loop(cpu, "cpu", 1))]
-    if default_threads > 1:
-        entrants.append(Contender(f"plain loop, {default_threads} threads", 1, "cpu", cpu_batch, "fp32",
-                                  lambda: plain_loop(cpu, "cpu", default_threads)))
-    entrants += [
-        Contender("train_fn in-process (no TorchDistributor)", 1, "cpu", cpu_batch, "fp32",
-                  lambda: in_process(cpu, experiment_id)),
-        *[Contender(f"TorchDistributor, {n} process{'es' if n > 1 else ''}", n, "cpu", cpu_batch, "fp32",
-                    lambda n=n: distributed(cpu, experiment_id, n, use_gpu=False), "TorchDistributor")
-          for n in (1, 2)],
-        *[Contender(f"torchrun, {n} process{'es' if n > 1 else ''}", n, "cpu", cpu_batch, "fp32",
-                    lambda n=n: torchrun(cpu, experiment_id, n), "torchrun") for n in (1, 2)],
-    ]
-    if gpus is None:
+    entrants = []
+    if gpus is not None and rows in ("all", "gpu"):
+        for batch_size, precision in ((cpu_batch, "fp32"), (gpu_batch, "fp32"), (gpu_batch, "bf16")):
+            gpu_job = on(batch_size, precision)
+            entrants.append(Contender("plain loop", 1, "cuda", batch_size, precision,
+                                      lambda j=gpu_job: plain_loop(j, "cuda", 1)))
+        for n in (1, 2):
+            if n > gpus:
+                continue
+            for precision in ("fp32", "bf16"):
+                gpu_job = on(gpu_batch, precision)
+                entrants.append(Contender(
+                    f"TorchDistributor, {n} GPU{'s' if n > 1 else ''}", n, "cuda", gpu_batch, precision,
+                    lambda n=n, j=gpu_job: distributed(j, experiment_id, n, use_gpu=True)))
+    if rows == "gpu":
         return entrants
-    for batch_size, precision in ((cpu_batch, "fp32"), (gpu_batch, "fp32"), (gpu_batch, "bf16")):
-        gpu_job = on(batch_size, precision)
-        entrants.append(Contender("plain loop", 1, "cuda", batch_size, precision,
-                                  lambda j=gpu_job: plain_loop(j, "cuda", 1)))
-    for n in (1, 2):
-        if n > gpus:
-            continue
-        for precision in ("fp32", "bf16"):
-            gpu_job = on(gpu_batch, precision)
-            entrants.append(Contender(
-                f"TorchDistributor, {n} GPU{'s' if n > 1 else ''}", n, "cuda", gpu_batch, precision,
-                lambda n=n, j=gpu_job: distributed(j, experiment_id, n, use_gpu=True)))
+    cpu = on(cpu_batch, "fp32")
+    if rows != "launch":
+        entrants.append(Contender("plain loop, 1 thread", 1, "cpu", cpu_batch, "fp32",
+                                  lambda: plain_loop(cpu, "cpu", 1)))
+        if default_threads > 1:
+            entrants.append(Contender(f"plain loop, {default_threads} threads", 1, "cpu", cpu_batch, "fp32",
+                                      lambda: plain_loop(cpu, "cpu", default_threads)))
+        entrants.append(Contender("train_fn in-process (no TorchDistributor)", 1, "cpu", cpu_batch, "fp32",
+                                  lambda: in_process(cpu, experiment_id)))
+    for code in [None, before] if rows == "launch" and before else [None]:
+        tag = " (before)" if code else ""
+        entrants += [
+            *[Contender(f"TorchDistributor, {n} process{'es' if n > 1 else ''}{tag}", n, "cpu", cpu_batch, "fp32",
+                        lambda n=n, c=code: distributed(cpu, experiment_id, n, use_gpu=False, code=c),
+                        "TorchDistributor", "before" if code else "") for n in (1, 2)],
+            *[Contender(f"torchrun, {n} process{'es' if n > 1 else ''}{tag}", n, "cpu", cpu_batch, "fp32",
+                        lambda n=n, c=code: torchrun(cpu, experiment_id, n, code=c), "torchrun",
+                        "before" if code else "") for n in (1, 2)],
+        ]
     return entrants
 
 
 def summarize(entrants: list[Contender], runs: dict[int, list[Timing]]) -> list[dict[str, Any]]:
-    """Each contender's best run (the smallest wall time) against the plain loop's, and every run."""
-    rows_seen = {t.train_rows for timings in runs.values() for t in timings}
+    """Each measured contender's best run (the smallest wall time) against the baseline's (the plain
+    loop with one thread on the CPU, or the first contender measured where it is not), and every run."""
+    measured = [i for i in range(len(entrants)) if runs.get(i)]
+    rows_seen = {t.train_rows for i in measured for t in runs[i]}
     assert len(rows_seen) == 1, f"the contenders trained on different numbers of rows: {sorted(rows_seen)}"
-    best = {i: min(timings, key=lambda t: t.wall_s) for i, timings in runs.items()}
-    baseline = best[0]
+    best = {i: min(runs[i], key=lambda t: t.wall_s) for i in measured}
+    base = next((i for i in measured if entrants[i].name == "plain loop, 1 thread"), measured[0])
+    baseline = best[base]
     # One rank on CPU sees the same rows, batches and initial weights as the plain loop, so the same
     # losses, as long as the plain loop still shuffles like train_fn; the work is the same either way.
-    for i, contender in enumerate(entrants):
-        if contender.processes == 1 and contender.device == "cpu" and not contender.name.startswith("plain"):
-            if abs(best[i].train_loss - baseline.train_loss) > LOSS_TOLERANCE:
-                print(f"note: {contender.name} ended with train loss {best[i].train_loss:.6f}, the plain loop with "
-                      f"{baseline.train_loss:.6f}: their shuffling (or model) differs")
+    if entrants[base].name == "plain loop, 1 thread":
+        for i in measured:
+            contender = entrants[i]
+            if contender.processes == 1 and contender.device == "cpu" and not contender.name.startswith("plain"):
+                if abs(best[i].train_loss - baseline.train_loss) > LOSS_TOLERANCE:
+                    print(f"note: {contender.name} ended with train loss {best[i].train_loss:.6f}, the plain loop "
+                          f"with {baseline.train_loss:.6f}: their shuffling (or model) differs")
     results = []
-    for i, contender in enumerate(entrants):
-        t = best[i]
+    for i in measured:
+        contender, t = entrants[i], best[i]
         results.append({
             "contender": contender.name, "processes": contender.processes, "device": contender.device,
             "batch_size": contender.batch_size, "precision": contender.precision,
             "roc_auc": None if t.roc_auc is None else round(t.roc_auc, 4),
             "train_rows": t.train_rows, "epochs": len(t.epoch_seconds),
-            "launcher": contender.launcher,
+            "launcher": contender.launcher, "code": contender.code or "this",
             "samples_per_s": round(t.samples_per_s), "steady_samples_per_s": round(t.steady_samples_per_s),
             "first_step_s": None if t.first_step_s is None else round(t.first_step_s, 2),
             "loop_s": round(t.loop_s, 3), "fixed_s": round(t.fixed_s, 2),
+            "phases": {k: round(v, 2) for k, v in t.phases.items()},
             "wall_s": round(t.wall_s, 2), "train_loss": round(t.train_loss, 6),
+            "baseline": entrants[base].name,
             "throughput_ratio": round(t.samples_per_s / baseline.samples_per_s, 2),
             "wall_ratio": round(t.wall_s / baseline.wall_s, 1),
             "runs": [{"wall_s": r.wall_s, "epoch_seconds": r.epoch_seconds, "train_loss": r.train_loss,
-                      "first_step_s": r.first_step_s} for r in runs[i]],
+                      "first_step_s": r.first_step_s, "phases": r.phases} for r in runs[i]],
         })
     return results
 
 
 def launchers(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per process count on the CPU: TorchDistributor's launcher overhead (fixed cost) against
-    torchrun's, as a ratio and a difference, and whether it meets :data:`LAUNCHER_TARGET_S`."""
-    fixed = {(r["launcher"], r["processes"]): r for r in results if r["launcher"] and r["device"] == "cpu"}
+    """Per code (this, or before with ``--before``) and process count on the CPU: TorchDistributor's
+    launcher overhead (fixed cost) against torchrun's, as a ratio and a difference, and whether it
+    meets :data:`LAUNCHER_TARGET_S`."""
+    fixed = {(r["code"], r["launcher"], r["processes"]): r for r in results if r["launcher"] and r["device"] == "cpu"}
     out = []
-    for processes in sorted({n for _, n in fixed}):
-        distributor, standalone = fixed.get(("TorchDistributor", processes)), fixed.get(("torchrun", processes))
+    for code, _, processes in sorted({(c, "", n) for c, _, n in fixed}, key=lambda k: (k[0] != "before", k[2])):
+        distributor, standalone = fixed.get((code, "TorchDistributor", processes)), fixed.get(
+            (code, "torchrun", processes))
         if not (distributor and standalone):
             continue
         out.append({
-            "processes": processes, "torch_distributor_s": distributor["fixed_s"], "torchrun_s": standalone["fixed_s"],
+            "code": code, "processes": processes,
+            "torch_distributor_s": distributor["fixed_s"], "torchrun_s": standalone["fixed_s"],
             "ratio": round(distributor["fixed_s"] / standalone["fixed_s"], 2),
             "difference_s": round(distributor["fixed_s"] - standalone["fixed_s"], 2),
             "first_step_s": {"TorchDistributor": distributor["first_step_s"], "torchrun": standalone["first_step_s"]},
@@ -358,12 +453,70 @@ def launchers(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def plan(entrants: list[Contender]) -> list[str]:
+    """The rows in the order they run: name, device, batch and precision."""
+    return [f"{c.name} ({c.device}, batch {c.batch_size}, {c.precision})" for c in entrants]
+
+
+def groups(entrants: list[Contender]) -> list[list[int]]:
+    """The contenders' indices in the groups they are measured in, in order: the GPU rows (taking
+    turns among themselves), then the CPU rows; each group's figures are written when it ends."""
+    return [g for g in ([i for i, c in enumerate(entrants) if c.device == "cuda"],
+                        [i for i, c in enumerate(entrants) if c.device != "cuda"]) if g]
+
+
+def report(out: Path, results: list[dict[str, Any]], payload: dict[str, Any], heading: str) -> None:
+    """Print the tables of what was measured so far and write ``training.json``."""
+    overhead = launchers(results)
+    print(heading)
+    print()
+    print(markdown_table(
+        ["contender", "device", "batch", "precision", "samples/s (loop)", "steady samples/s", "throughput vs plain",
+         "time to first step", "fixed cost (launcher overhead)", "total wall", "wall vs plain", "holdout ROC AUC"],
+        [[r["contender"], r["device"], r["batch_size"], r["precision"], f"{r['samples_per_s']:,}",
+          f"{r['steady_samples_per_s']:,}", f"{r['throughput_ratio']}x",
+          "-" if r["first_step_s"] is None else f"{r['first_step_s']} s", f"{r['fixed_s']} s", f"{r['wall_s']} s",
+          f"{r['wall_ratio']}x", "-" if r["roc_auc"] is None else f"{r['roc_auc']:.3f}"] for r in results],
+    ))
+    if overhead:
+        print()
+        print(markdown_table(
+            ["code", "processes", "TorchDistributor launcher overhead", "torchrun launcher overhead",
+             "TorchDistributor / torchrun", "difference", f"target: TorchDistributor <= {LAUNCHER_TARGET_S:g} s"],
+            [[o["code"], o["processes"], f"{o['torch_distributor_s']} s", f"{o['torchrun_s']} s", f"{o['ratio']}x",
+              f"{o['difference_s']} s", "met" if o["met"] else "not met"] for o in overhead],
+        ))
+    phased = [r for r in results if r["phases"]]
+    if phased:
+        print()
+        names = [name for name, _, _ in PHASES]
+        print(markdown_table(
+            ["contender", *names, "first step", "fixed cost"],
+            [[r["contender"], *(f"{r['phases'][n]:.2f} s" if n in r["phases"] else "-" for n in names),
+              f"{r['first_step_s']} s", f"{r['fixed_s']} s"] for r in phased],
+        ))
+    print(flush=True)
+    write_results(out, "training", {**payload, "timings": results, "launchers": overhead})
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = arguments(__doc__)
     parser.add_argument("--days", type=int, default=None, help="window length (default: train + holdout days)")
     parser.add_argument("--epochs", type=int, default=None, help="default: train.epochs")
-    parser.add_argument("--use-gpu", action="store_true", help="also train on the GPU (on a GPU machine)")
+    parser.add_argument("--use-gpu", action="store_true", help="also train on the GPU (on a GPU machine): first")
+    parser.add_argument("--rows", choices=("all", "gpu", "cpu"), default="all",
+                        help="with --use-gpu: the GPU rows alone (gpu), the CPU rows alone (cpu), or both, GPU first")
+    parser.add_argument("--launch", action="store_true",
+                        help="the launch cost alone: TorchDistributor and torchrun, 1 and 2 processes, by phase")
+    parser.add_argument("--before", default=None,
+                        help="with --launch: a copy of the code before a change; its launchers take turns with these")
     args = parser.parse_args(argv)
+    if args.rows == "gpu" and not args.use_gpu:
+        parser.error("--rows gpu needs --use-gpu")
+    if args.before and not args.launch:
+        parser.error("--before goes with --launch")
+    if args.before and not Path(args.before, "jobs", "training", "loop.py").exists():
+        parser.error(f"--before {args.before}: no jobs/training/loop.py there (git archive <commit> | tar -x -C DIR)")
     out = start(args.out)
 
     # Rank processes inherit the environment: they log to the same throw-away store.
@@ -380,7 +533,8 @@ def main(argv: list[str] | None = None) -> None:
     train_days, holdout_days = window(args.days, cfg.train_days, cfg.holdout_days)
     days = train_days + holdout_days
     epochs = args.epochs or cfg.epochs
-    gpus, spark_gpu_conf = gpu_conf(args.use_gpu)
+    use_gpu = args.use_gpu and args.rows != "cpu" and not args.launch
+    gpus, spark_gpu_conf = gpu_conf(use_gpu)
 
     setup: dict[str, float] = {}
     spark = get_spark("bench-training", {"spark.master": "local[2]", "spark.ui.enabled": "false", **spark_gpu_conf})
@@ -397,43 +551,30 @@ def main(argv: list[str] | None = None) -> None:
     job = RankConfig.build(dataclasses.replace(cfg, epochs=epochs, use_gpu=False), config.features.label, pre,
                            train_dirs, holdout_dirs, run_id="", tracking_uri=tracking_uri())
     cpu_batch, gpu_batch = cfg.batch_size, cfg.gpu_batch_size
-    entrants = contenders(job, experiment_id, default_threads, gpu_batch, gpus if args.use_gpu else None)
-    runs = Turns(args.repeat).measure({i: contender.run for i, contender in enumerate(entrants)})
-    spark.stop()
-    results = summarize(entrants, runs)
-    overhead = launchers(results)
+    entrants = contenders(job, experiment_id, default_threads, gpu_batch, gpus if use_gpu else None,
+                          "launch" if args.launch else args.rows, args.before)
     settings = {
         "train_days": [str(train_days[0]), str(train_days[-1]), len(train_days)],
         "holdout_days": [str(holdout_days[0]), str(holdout_days[-1]), len(holdout_days)],
         "epochs": epochs, "batch_size": cpu_batch, "gpu_batch_size": gpu_batch, "learning_rate": cfg.learning_rate,
-        "hyper": job.hyper, "repeat": args.repeat, "use_gpu": args.use_gpu,
+        "hyper": job.hyper, "repeat": args.repeat, "use_gpu": use_gpu, "rows": args.rows, "launch": args.launch,
+        "before": args.before,
     }
-
+    payload = {"machine": host, "settings": settings, "setup_s": {k: round(v, 2) for k, v in setup.items()}}
     print(f"machine: {host['cpu_count']} CPUs, {host['device']}, torch {host['torch']} "
           f"({default_threads} default threads), pyspark {host['pyspark']}")
-    print(f"window: train {train_days[0]}..{train_days[-1]} ({len(train_days)} days), holdout {holdout_days[0]}.."
-          f"{holdout_days[-1]}; {results[0]['train_rows']:,} labelled training rows, "
-          f"{epochs} epoch{'s' * (epochs != 1)}, batch {cpu_batch} on the CPU, {gpu_batch} on a GPU; "
-          f"best of {args.repeat} after a warm-up")
-    print()
-    print(markdown_table(
-        ["contender", "device", "batch", "precision", "samples/s (loop)", "steady samples/s", "throughput vs plain",
-         "time to first step", "fixed cost (launcher overhead)", "total wall", "wall vs plain", "holdout ROC AUC"],
-        [[r["contender"], r["device"], r["batch_size"], r["precision"], f"{r['samples_per_s']:,}",
-          f"{r['steady_samples_per_s']:,}", f"{r['throughput_ratio']}x",
-          "-" if r["first_step_s"] is None else f"{r['first_step_s']} s", f"{r['fixed_s']} s", f"{r['wall_s']} s",
-          f"{r['wall_ratio']}x", "-" if r["roc_auc"] is None else f"{r['roc_auc']:.3f}"] for r in results],
-    ))
-    print()
-    print(markdown_table(
-        ["processes", "TorchDistributor launcher overhead", "torchrun launcher overhead", "TorchDistributor / torchrun",
-         "difference", f"target: TorchDistributor <= {LAUNCHER_TARGET_S:g} s"],
-        [[o["processes"], f"{o['torch_distributor_s']} s", f"{o['torchrun_s']} s", f"{o['ratio']}x",
-          f"{o['difference_s']} s", "met" if o["met"] else "not met"] for o in overhead],
-    ))
-    write_results(out, "training", {"machine": host, "settings": settings,
-                                    "setup_s": {k: round(v, 2) for k, v in setup.items()}, "timings": results,
-                                    "launchers": overhead})
+    print(f"plan, in order: {'; '.join(plan(entrants))}", flush=True)
+    runs: dict[int, list[Timing]] = {}
+    for group in groups(entrants):
+        runs.update(Turns(args.repeat).measure({i: entrants[i].run for i in group}))
+        results = summarize(entrants, runs)
+        report(out, results, payload, (
+            f"window: train {train_days[0]}..{train_days[-1]} ({len(train_days)} days), holdout {holdout_days[0]}.."
+            f"{holdout_days[-1]}; {results[0]['train_rows']:,} labelled training rows, "
+            f"{epochs} epoch{'s' * (epochs != 1)}, batch {cpu_batch} on the CPU, {gpu_batch} on a GPU; "
+            f"best of {args.repeat} after a warm-up; measured so far: "
+            f"{', '.join(sorted({entrants[i].device for i in runs}))}"))
+    spark.stop()
     shutil.rmtree(home, ignore_errors=True)
 
 

@@ -197,3 +197,31 @@ def test_the_model_families_benchmark_cuts_the_train_jobs_window_and_scores_ever
     for family in ("logistic_regression", "xgboost", "mlp_before", "mlp"):
         assert 0.5 < window[family] < 1, (family, window)
     assert found["settings"]["mlp"]["dropout"] == config.train.hyperparameters["dropout"] > 0
+
+
+def test_the_training_benchmark_plans_its_gpu_rows_first_and_measures_them_as_a_group_of_their_own():
+    """With --use-gpu the GPU rows run (and are written) before any CPU contender: a lent GPU's
+    lease may end mid-way (scripts/gpu_verify.sh); --rows gpu and --rows cpu keep one side only."""
+    import dataclasses
+
+    from benchmarks.training import contenders, groups, plan
+
+    @dataclasses.dataclass(frozen=True)
+    class Job:  # what contenders() reads of a RankConfig
+        batch_size: int = 512
+        precision: str = "auto"
+
+        def replace(self, **changes):
+            return dataclasses.replace(self, **changes)
+
+    entrants = contenders(Job(), "0", default_threads=2, gpu_batch=2048, gpus=1)
+    devices = [c.device for c in entrants]
+    assert devices[0] == "cuda" and "cpu" in devices
+    assert devices == sorted(devices, key=lambda d: d != "cuda"), plan(entrants)  # every cuda row first
+    assert [[entrants[i].device for i in g] for g in groups(entrants)] == [
+        ["cuda"] * devices.count("cuda"), ["cpu"] * devices.count("cpu")]
+    assert {c.device for c in contenders(Job(), "0", 2, 2048, gpus=1, rows="gpu")} == {"cuda"}
+    assert {c.device for c in contenders(Job(), "0", 2, 2048, gpus=None, rows="cpu")} == {"cpu"}
+    launch = contenders(Job(), "0", 2, 2048, gpus=None, rows="launch", before="/tmp/before")
+    assert {c.launcher for c in launch} == {"TorchDistributor", "torchrun"}
+    assert sorted(c.code for c in launch) == [""] * 4 + ["before"] * 4

@@ -55,3 +55,22 @@ def test_gpu_verify_refuses_an_unknown_step_before_anything_runs(tmp_path):
     assert done.returncode == 1
     assert "unknown step 'benchmark' in GPU_VERIFY_STEPS" in done.stderr
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_gpu_verify_runs_the_gpu_training_rows_before_any_cpu_contender(tmp_path):
+    """A lease of 15 minutes ended during the CPU rows once, before the GPU rows ran: by default
+    the training benchmark's GPU rows come first (alone), then the tests and the scoring
+    benchmark, and the CPU contenders last, each part writing its own figures."""
+    env = {**os.environ, "GPU_VERIFY_DRY_RUN": "1", "GPU_VERIFY_PYTEST_ARGS": ""}
+    env.pop("GPU_VERIFY_STEPS", None)
+    done = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "out")], capture_output=True, text=True, timeout=60,
+                          env=env)
+    assert done.returncode == 0, done.stderr
+    plan = [line.split(":", 1) for line in done.stdout.strip().splitlines()]
+    assert [name for name, _ in plan] == ["training_gpu_benchmark", "gpu_tests", "scoring_gpu_benchmark",
+                                          "training_cpu_benchmark"]
+    commands = dict(plan)
+    assert "-m benchmarks.training --use-gpu --rows gpu" in commands["training_gpu_benchmark"]
+    assert "--rows cpu" in commands["training_cpu_benchmark"] and "--use-gpu" not in commands["training_cpu_benchmark"]
+    outs = [command.split("--out ")[1].split()[0] for command in commands.values() if "--out " in command]
+    assert len(set(outs)) == len(outs)  # each part its own figures: the two training parts apart

@@ -5,7 +5,9 @@
 - :class:`TabularNet`: embeddings for categorical columns, an MLP over them and the standardised
   numeric columns, one logit out; dropout on the embeddings and after each hidden layer.
 - :class:`TabularClassifier`: the MLflow pyfunc that bundles both; ``predict`` takes a pandas
-  DataFrame of raw feature columns and returns the probability of the positive class.
+  DataFrame of raw feature columns and returns the probability of the positive class. Defined on
+  first use (:func:`__getattr__`): its base class is MLflow's, and a training rank, which encodes
+  and trains with this module, imports no MLflow (only rank 0 logs).
 
 Swap in another architecture with ``train.model`` (``module:function`` called with the preprocessor
 and ``train.hyperparameters``, returning a torch module as :func:`build_model` describes); the
@@ -14,6 +16,7 @@ pyfunc contract (feature columns in, probability out) stays the same.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import math
@@ -22,7 +25,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import mlflow.pyfunc
 import numpy as np
 import pandas as pd
 import torch
@@ -163,6 +165,7 @@ def log_pyfunc(
     """
     import tempfile
 
+    import mlflow.pyfunc
     from mlflow.models import infer_signature
 
     example = example[[*pre.categorical, *pre.numeric]].copy()
@@ -171,7 +174,7 @@ def log_pyfunc(
     with tempfile.TemporaryDirectory() as tmp:
         return mlflow.pyfunc.log_model(
             name="model",
-            python_model=TabularClassifier(),
+            python_model=_classifier_class()(),
             artifacts=save_artifacts(net, pre, hyper, Path(tmp), builder),
             signature=infer_signature(example, predict_proba(net, pre, example)),
             input_example=example,
@@ -213,46 +216,64 @@ def package_model_code(folder: Path) -> str:
     return str(target)
 
 
-class TabularClassifier(mlflow.pyfunc.PythonModel):
-    """MLflow pyfunc: a DataFrame of feature columns in, the positive-class probability out."""
+@functools.cache
+def _classifier_class() -> type:
+    """:class:`TabularClassifier`, defined here so that its base class (MLflow's) is imported only
+    where a model is logged or loaded."""
+    import mlflow.pyfunc
 
-    def load_context(self, context: mlflow.pyfunc.PythonModelContext) -> None:
-        """Loads onto ``model_config["device"]`` (``mlflow.pyfunc.load_model(..., model_config=...)``),
-        the CPU by default."""
-        torch.set_num_threads(1)  # one thread per Python worker; Spark runs one worker per core
-        device = torch.device((context.model_config or {}).get("device", "cpu"))
-        self.pre = Preprocessor.from_json(Path(context.artifacts[PREPROCESSOR_FILE]).read_text())
-        saved = json.loads(Path(context.artifacts[HYPER_FILE]).read_text())
-        if "builder" not in saved:  # logged before the model was chosen by config: the default, as is
-            saved = {"builder": DEFAULT_MODEL, "hyperparameters": saved}
-        self.net = build_model(saved["builder"], self.pre, saved["hyperparameters"])
-        self.net.load_state_dict(torch.load(context.artifacts[MODEL_FILE], map_location="cpu", weights_only=True))
-        self.net.to(device).eval()
-        self.device = device
-        self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None
-        self._buffer_rows = 0
+    class TabularClassifier(mlflow.pyfunc.PythonModel):
+        """MLflow pyfunc: a DataFrame of feature columns in, the positive-class probability out."""
 
-    def predict(
-        self, context: mlflow.pyfunc.PythonModelContext, model_input: pd.DataFrame, params: dict | None = None
-    ) -> np.ndarray:
-        return predict_proba(self.net, self.pre, model_input)
+        def load_context(self, context: Any) -> None:  # an mlflow.pyfunc.PythonModelContext
+            """Loads onto ``model_config["device"]`` (``mlflow.pyfunc.load_model(..., model_config=...)``),
+            the CPU by default."""
+            torch.set_num_threads(1)  # one thread per Python worker; Spark runs one worker per core
+            device = torch.device((context.model_config or {}).get("device", "cpu"))
+            self.pre = Preprocessor.from_json(Path(context.artifacts[PREPROCESSOR_FILE]).read_text())
+            saved = json.loads(Path(context.artifacts[HYPER_FILE]).read_text())
+            if "builder" not in saved:  # logged before the model was chosen by config: the default, as is
+                saved = {"builder": DEFAULT_MODEL, "hyperparameters": saved}
+            self.net = build_model(saved["builder"], self.pre, saved["hyperparameters"])
+            self.net.load_state_dict(torch.load(context.artifacts[MODEL_FILE], map_location="cpu", weights_only=True))
+            self.net.to(device).eval()
+            self.device = device
+            self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+            self._buffer_rows = 0
 
-    def input_buffers(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
-        """Host arrays for ``rows`` encoded rows, to fill before :meth:`predict_codes`: category codes
-        [k, rows] int32 and z-scores [m, rows] float32, one row per feature so that each input column
-        is one contiguous copy. Page-locked when the model is on a GPU (the copy to the device is then
-        one DMA transfer); reused from call to call, so fill and predict before asking again."""
-        k, m = len(self.pre.categorical), len(self.pre.numeric)
-        if self._buffers is None or self._buffer_rows < rows:
-            pin = self.device.type == "cuda"
-            self._buffers = (torch.empty(k * rows, dtype=torch.int32, pin_memory=pin),
-                             torch.empty(m * rows, dtype=torch.float32, pin_memory=pin))
-            self._buffer_rows = rows
-        cats, nums = self._buffers  # flat, so that the first rows of each feature stay one block
-        return cats[: k * rows].view(k, rows).numpy(), nums[: m * rows].view(m, rows).numpy()
+        def predict(
+            self, context: Any, model_input: pd.DataFrame, params: dict | None = None
+        ) -> np.ndarray:
+            return predict_proba(self.net, self.pre, model_input)
 
-    def predict_codes(self, cats: np.ndarray, nums: np.ndarray) -> np.ndarray:
-        """Probabilities for rows encoded elsewhere (for example by Spark, ``jobs.scoring.predictor.encoded_columns``),
-        as :meth:`input_buffers` lays them out; equal to :meth:`predict` on the raw rows."""
-        to = {"device": self.device, "non_blocking": True}
-        return predict_encoded(self.net, torch.from_numpy(cats).to(**to).T, torch.from_numpy(nums).to(**to).T)
+        def input_buffers(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
+            """Host arrays for ``rows`` encoded rows, to fill before :meth:`predict_codes`: category codes
+            [k, rows] int32 and z-scores [m, rows] float32, one row per feature so that each input column
+            is one contiguous copy. Page-locked when the model is on a GPU (the copy to the device is then
+            one DMA transfer); reused from call to call, so fill and predict before asking again."""
+            k, m = len(self.pre.categorical), len(self.pre.numeric)
+            if self._buffers is None or self._buffer_rows < rows:
+                pin = self.device.type == "cuda"
+                self._buffers = (torch.empty(k * rows, dtype=torch.int32, pin_memory=pin),
+                                 torch.empty(m * rows, dtype=torch.float32, pin_memory=pin))
+                self._buffer_rows = rows
+            cats, nums = self._buffers  # flat, so that the first rows of each feature stay one block
+            return cats[: k * rows].view(k, rows).numpy(), nums[: m * rows].view(m, rows).numpy()
+
+        def predict_codes(self, cats: np.ndarray, nums: np.ndarray) -> np.ndarray:
+            """Probabilities for rows encoded elsewhere (for example by Spark,
+            ``jobs.scoring.predictor.encoded_columns``), as :meth:`input_buffers` lays them out; equal
+            to :meth:`predict` on the raw rows."""
+            to = {"device": self.device, "non_blocking": True}
+            return predict_encoded(self.net, torch.from_numpy(cats).to(**to).T, torch.from_numpy(nums).to(**to).T)
+
+    TabularClassifier.__qualname__ = "TabularClassifier"  # pickled by reference: jobs.model.tabular.TabularClassifier
+    return TabularClassifier
+
+
+def __getattr__(name: str) -> Any:
+    """``TabularClassifier`` (the pyfunc), made on first use, the same class every time: the logged
+    models unpickle it from here by that name."""
+    if name == "TabularClassifier":
+        return _classifier_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -170,19 +170,33 @@ def train_fn(job: RankConfig) -> dict[str, Any] | None:
     Every rank returns rank 0's result: the logged model's URI and the final holdout metrics.
     Everything else a run measures (per-epoch loss and metrics, ``train_rows``, ``epoch_seconds``
     of each training loop, ``resumed_from_epoch``) is in the MLflow run.
-    """
-    import mlflow
 
+    What a rank's start costs (docs/bench/training.md): ranks other than 0 never import MLflow, and
+    a rank leaves with its objects frozen out of the interpreter's final garbage collections
+    (``gc.freeze``). DDP stays: its constructor imports ``torch._dynamo`` (one to three seconds),
+    but so does the optimizer's first step (torch 2.13's ``torch.optim`` imports it on every
+    ``step``), so a hand-made gradient all-reduce would save nothing.
+    """
+    import gc
+    import sys
+    import time
+
+    entered = time.time()
     from jobs.training.loop import note_rank_error, train_rank
 
     try:
-        return train_rank(job)
+        result = train_rank(job, entered)
     except BaseException as err:
         note_rank_error(job.checkpoint_dir, err)
         # MLflow ends an open run as FINISHED when the process exits: say what really happened.
-        if mlflow.active_run() is not None:
+        mlflow = sys.modules.get("mlflow")  # imported by rank 0 only
+        if mlflow is not None and mlflow.active_run() is not None:
             mlflow.end_run(status="FAILED")
         raise
+    # The rank exits once it returns: frozen, the objects of torch's (and rank 0's MLflow's) import
+    # graph are left out of the interpreter's final collections, most of a second of its exit.
+    gc.freeze()
+    return result
 
 
 RANK_ERROR = "rank-{rank}.error"  # in the checkpoint folder: what ended a rank, in one line
@@ -295,6 +309,9 @@ def train_in_process(job: RankConfig) -> dict[str, Any] | None:
     try:
         return train_fn(job)
     finally:
+        import gc
+
+        gc.unfreeze()  # train_fn freezes them for a rank about to exit: this process goes on
         import torch.distributed as dist
 
         if dist.is_initialized():  # a rank that failed leaves its group: the next training here needs its own
@@ -308,8 +325,11 @@ def train_in_process(job: RankConfig) -> dict[str, Any] | None:
         sys.excepthook = excepthook  # the process group prefixes every traceback with "[rank0]"
 
 
-def train_rank(job: RankConfig) -> dict[str, Any] | None:
-    """The body of :func:`train_fn`."""
+TIMING_MARKS_ENV = "PIPELINE_TRAINING_MARKS"  # a file: rank 0 writes its timing marks there (benchmarks.training)
+
+
+def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] | None:
+    """The body of :func:`train_fn` (``entered``: when the rank entered it, ``time.time()``)."""
     import datetime as dt
     import time
 
@@ -319,7 +339,7 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
     from torch.nn.parallel import DistributedDataParallel
 
     from jobs.metrics import evaluate
-    from jobs.model.tabular import Preprocessor, build_model, log_pyfunc
+    from jobs.model.tabular import Preprocessor, build_model
     from jobs.training.checkpoints import load_checkpoint, save_checkpoint
     from jobs.training.data import epoch_batches, labelled_rows, place_shard, read_units, step_count
     from jobs.training.loop import (
@@ -333,6 +353,7 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
     )
     from jobs.training.stream import StreamingShard, plan_shares, resolve_data_path
 
+    marks = {"entered": entered or time.time(), "imported": time.time()}  # when each phase ended
     exit_with_parent()
     torch.set_num_threads(job.threads_per_process)
     # Every tensor this rank hands to a collective is created on ``device``: NCCL has no CPU
@@ -346,6 +367,7 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
     else:
         dist.init_process_group("gloo", timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
+    marks["group"] = time.time()
     precision = resolve_precision(job.precision, device)
     pre = Preprocessor.from_json(job.preprocessor)
     label, epochs, seed = job.label, job.epochs, job.seed
@@ -405,9 +427,13 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
 
     result = None
     history: dict[str, list[float]] = state["history"] if state else {"train": [], "holdout": []}
+    marks["ready"] = time.time()
     if rank == 0:
         import mlflow
 
+        from jobs.model.tabular import log_pyfunc
+
+        marks["mlflow_imported"] = time.time()
         mlflow.set_tracking_uri(job.tracking_uri)
         mlflow.start_run(run_id=job.run_id)
         holdout_plan = plan_shares(job.holdout_dirs, 1, label)  # all of it
@@ -426,6 +452,7 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
             if start_epoch - 1 not in logged:  # the last attempt died between saving and logging
                 mlflow.log_metrics(state["metrics"], step=start_epoch - 1)
 
+    marks["first_step"] = time.time()
     for epoch in range(start_epoch, epochs):
         started = time.perf_counter()
         model.train()
@@ -461,6 +488,7 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
                 flush=True,
             )
 
+    marks["trained"] = time.time()
     if rank == 0:
         from jobs.plots import calibration_figure, loss_figure, roc_figure
 
@@ -476,6 +504,7 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
         # registers the model) instead of a FINISHED run without a version.
         mlflow.end_run(status="RUNNING")
         result = {"model_uri": info.model_uri, "metrics": metrics}
+        marks["logged"] = time.time()
     # In local mode every rank writes its return value to the same file, the last one winning:
     # give every rank rank 0's result so whichever writes last returns the right thing.
     shared = [result]
@@ -489,7 +518,23 @@ def train_rank(job: RankConfig) -> dict[str, Any] | None:
     dist.barrier()
     time.sleep(0.2)
     dist.destroy_process_group()
+    marks["done"] = time.time()
+    if rank == 0:
+        write_marks(marks)
     return shared[0]
+
+
+def write_marks(marks: dict[str, float]) -> None:
+    """Rank 0's timing marks (``time.time()`` at the end of each phase of :func:`train_rank`) as JSON
+    to the file :data:`TIMING_MARKS_ENV` names, where it is set: how the training benchmark splits
+    a launch into its phases."""
+    import json
+    import os
+
+    path = os.environ.get(TIMING_MARKS_ENV)
+    if path:
+        with open(path, "w") as f:
+            json.dump(marks, f)
 
 
 class HoldoutRows:

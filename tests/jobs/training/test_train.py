@@ -402,3 +402,30 @@ def test_an_unreadable_row_group_mid_epoch_fails_the_rank_naming_the_file_and_th
     said = rank_errors(job.checkpoint_dir)
     assert len(said) == 1 and str(damaged) in said[0]
     assert isinstance(ranks_failed(said), DataError)
+
+
+def test_a_rank_other_than_0_imports_no_mlflow():
+    """What every rank imports (loop.py's own imports, train_fn's and train_rank's outside rank 0's
+    blocks), run in a fresh interpreter: no MLflow (only rank 0 logs: its import is a second of a
+    rank's start), no plotting or scikit-learn (rank 0's evaluation and figures)."""
+    import ast
+    import json
+    import subprocess
+    import sys
+
+    from jobs.training import loop
+
+    tree = ast.parse(Path(loop.__file__).read_text())
+
+    def imports(body: list[ast.stmt]) -> list[str]:
+        return [ast.unparse(node) for node in body if isinstance(node, ast.Import | ast.ImportFrom)]
+
+    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    statements = [*imports(tree.body), *imports(functions["train_fn"].body), *imports(functions["train_rank"].body)]
+    assert any("torch.distributed" in s for s in statements) and any("jobs.training.stream" in s for s in statements)
+    code = "\n".join([*statements, "import sys, json",
+                      "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+                      "('mlflow', 'matplotlib', 'sklearn'))))"])
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
