@@ -126,21 +126,31 @@ def build_baseline(
 ) -> dict[str, Any]:
     """The baseline a model carries: feature bins over its training window (``features``) and the
     bins of its ``predictions`` (probabilities on the holdout)."""
+    return with_predictions(feature_bins(features, pre, bins), predictions, bins)
+
+
+def feature_bins(features: DataFrame, pre: Preprocessor, bins: int = 10) -> dict[str, Any]:
+    """A baseline's feature part (:func:`build_baseline`): the same for every model of one training
+    window and preprocessor, so models trained side by side compute it once."""
     probs = [i / bins for i in range(1, bins)]
     quantiles = features.approxQuantile(list(pre.numeric), probs, 0.001) if pre.numeric else []
     edges = {c: sorted(set(q)) for c, q in zip(pre.numeric, quantiles, strict=True)}
     counts = bucket_counts(features, edges, pre.vocab)
+    return {
+        "rows": int(features.count()),
+        "numeric": {c: {"edges": edges[c], "shares": _shares(counts[c])} for c in pre.numeric},
+        "categorical": {c: {"vocab": pre.vocab[c], "shares": _shares(counts[c])} for c in pre.categorical},
+    }
+
+
+def with_predictions(bins_of_features: dict[str, Any], predictions: Any, bins: int = 10) -> dict[str, Any]:
+    """A model's whole baseline: :func:`feature_bins`' part and the bins of its ``predictions``."""
     prediction_edges = decile_edges(predictions, bins)
     prediction_counts = np.bincount(
         np.searchsorted(prediction_edges, np.asarray(predictions, dtype=np.float64), side="right"),
         minlength=len(prediction_edges) + 2,
     )
-    return {
-        "rows": int(features.count()),
-        "numeric": {c: {"edges": edges[c], "shares": _shares(counts[c])} for c in pre.numeric},
-        "categorical": {c: {"vocab": pre.vocab[c], "shares": _shares(counts[c])} for c in pre.categorical},
-        PREDICTION: {"edges": prediction_edges, "shares": _shares(prediction_counts.tolist())},
-    }
+    return {**bins_of_features, PREDICTION: {"edges": prediction_edges, "shares": _shares(prediction_counts.tolist())}}
 
 
 def psi(expected: list[float], actual: list[float]) -> float:

@@ -89,13 +89,16 @@ def design_column(pre: Preprocessor) -> Column:
     return array_to_vector(F.array(*parts)).alias("features")
 
 
-def fit(spark: SparkSession, train_dirs: list[str], pre: Preprocessor, spec: BaselineSpec, label: str,
-        seed: int) -> Any:
-    """The baseline fitted on the labelled rows of the training partitions."""
+def design_rows(features: DataFrame, pre: Preprocessor, label: str) -> DataFrame:
+    """The labelled rows of the training window as (design vector, label): what every baseline is
+    fitted on."""
     from pyspark.sql import functions as F
 
-    rows = (spark.read.parquet(*train_dirs).where(F.col(label).isNotNull())
-            .select(design_column(pre), F.col(label).cast("double").alias(label)))
+    return features.where(F.col(label).isNotNull()).select(design_column(pre), F.col(label).cast("double").alias(label))
+
+
+def fit(rows: DataFrame, spec: BaselineSpec, label: str, seed: int) -> Any:
+    """The baseline fitted on :func:`design_rows`."""
     return estimator(spec, label, seed).fit(rows)
 
 
@@ -125,28 +128,41 @@ def log_model(pre: Preprocessor, kind: str, params: dict[str, Any], example: Any
         )
 
 
+@dataclass(frozen=True)
+class Window:
+    """What every baseline of one training window shares, read or computed once: the design rows
+    (cached), the preprocessor, the holdout and validation rows, the drift baseline's feature part,
+    and the windows' spans (``train``, ``validation``, ``holdout``)."""
+
+    rows: DataFrame
+    pre: Preprocessor
+    holdout: Any  # pandas
+    validation: Any  # pandas
+    feature_bins: dict[str, Any]
+    spans: dict[str, str]
+
+
 def train_baseline(
-    spark: SparkSession, config: PipelineConfig, spec: BaselineSpec, run_date: dt.date, dirs: dict[str, list[str]],
-    features: DataFrame, pre: Preprocessor, windows: dict[str, str], started_by: str | None = None,
+    config: PipelineConfig, spec: BaselineSpec, run_date: dt.date, window: Window, started_by: str | None = None,
     identity: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Fit, evaluate and log one baseline as its own MLflow run (``dirs`` and ``windows``: the
-    ``train``, ``validation`` and ``holdout`` days; ``identity``: the training's tags,
-    :func:`jobs.selection.identity.identity_tags`).
+    """Fit, evaluate and log one baseline as its own MLflow run (``window``: what the window's
+    baselines share; ``identity``: the training's tags, :func:`jobs.selection.identity.identity_tags`).
     Returns the run id, the model URI, the holdout metrics, and the
     fitted pyspark.ml model with its preprocessor."""
     import mlflow
 
     from jobs.metrics import evaluate
     from jobs.model.baseline import export
-    from jobs.scoring.drift import BASELINE_ARTIFACT, build_baseline
-    from jobs.selection.bar import KIND, NAME, WINDOW, read_rows
+    from jobs.scoring.drift import BASELINE_ARTIFACT, with_predictions
+    from jobs.selection.bar import KIND, NAME, WINDOW
     from jobs.selection.evaluation import evaluate_candidate
     from jobs.selection.sweep import MODEL_URI_TAG
     from jobs.tracking import client, code_version, ensure_experiment
     from jobs.training.lifecycle import OWNER_TAG, owner_tag
 
     cfg, fspec = config.train, config.features
+    pre, windows, holdout, validation = window.pre, window.spans, window.holdout, window.validation
     mlflow_client = client()
     experiment_id = ensure_experiment(cfg.experiment)
     # the owner from the start, as a training run's: a baseline killed midway is ended by the next training start
@@ -159,12 +175,9 @@ def train_baseline(
                            "holdout_window": windows["holdout"], "min_category_count": cfg.min_category_count,
                            **spec.params, **code_version()})
         started = time.perf_counter()
-        model = fit(spark, dirs["train"], pre, spec, fspec.label, cfg.seed)
+        model = fit(window.rows, spec, fspec.label, cfg.seed)
         mlflow.log_metric("fit_seconds", time.perf_counter() - started)
         params = export(model, spec.kind)
-        columns = [*fspec.inputs, *config.evaluation.segments]
-        holdout = read_rows(spark, dirs["holdout"], columns, fspec.label)
-        validation = read_rows(spark, dirs["validation"], columns, fspec.label)
         info = log_model(pre, spec.kind, params, holdout.head(5))
         pyfunc = mlflow.pyfunc.load_model(info.model_uri)  # the logged model, as scoring will load it
         probabilities = pyfunc.predict(holdout[fspec.inputs])
@@ -173,7 +186,8 @@ def train_baseline(
         mlflow.log_metric("holdout_rows", metrics["rows"])
         evaluate_candidate(run.info.run_id, holdout, probabilities, fspec.label, config.evaluation, validation,
                            pyfunc.predict(validation[fspec.inputs]) if len(validation) else None)
-        mlflow_client.log_dict(run.info.run_id, build_baseline(features, pre, probabilities, config.score.drift.bins),
+        mlflow_client.log_dict(run.info.run_id,
+                               with_predictions(window.feature_bins, probabilities, config.score.drift.bins),
                                BASELINE_ARTIFACT)
         mlflow_client.set_tag(run.info.run_id, MODEL_URI_TAG, info.model_uri)  # what --promote-run registers
     log.info("baseline %s (%s): holdout %s; run %s", spec.name, spec.kind,
@@ -186,6 +200,8 @@ def train_baselines(spark: SparkSession, lake: Lake, config: PipelineConfig, run
                     started_by: str | None = None, training_id: str | None = None) -> list[dict[str, Any]]:
     """Every configured baseline on the window ending with ``run_date`` (see :func:`train_baseline`),
     each run tagged with ``training_id`` and the config's and window's fingerprints."""
+    from jobs.scoring.drift import feature_bins
+    from jobs.selection.bar import read_rows
     from jobs.selection.identity import data_fingerprint, identity_tags
     from jobs.training.data import feature_dirs, featured_days, fit_preprocessor, training_window
 
@@ -194,11 +210,28 @@ def train_baselines(spark: SparkSession, lake: Lake, config: PipelineConfig, run
                     training_window(run_date, cfg, featured_days(spark, lake, cfg)), strict=True))
     dirs = {part: feature_dirs(spark, lake, found) for part, found in days.items()}
     windows = {part: f"{found[0]}..{found[-1]}" if found else "" for part, found in days.items()}
-    features = spark.read.option("basePath", lake.features).parquet(*dirs["train"])
-    pre = fit_preprocessor(features, config.features, cfg.min_category_count)
-    identity = identity_tags(config, data_fingerprint(spark, [d for part in dirs.values() for d in part]), training_id)
-    return [train_baseline(spark, config, spec, run_date, dirs, features, pre, windows, started_by, identity)
-            for spec in config.baselines]
+    # The training days are read once, then from memory, in as many partitions as the job has cores
+    # (not one per day): the preprocessor, the drift bins and every baseline's fit read them, and a
+    # fit is a Spark job per iteration (100 for logistic regression, a few per tree for GBT), each
+    # paying a task per partition.
+    features = (spark.read.option("basePath", lake.features).parquet(*dirs["train"])
+                .coalesce(spark.sparkContext.defaultParallelism).cache())
+    rows = None
+    try:
+        pre = fit_preprocessor(features, config.features, cfg.min_category_count)
+        identity = identity_tags(config, data_fingerprint(spark, [d for part in dirs.values() for d in part]),
+                                 training_id)
+        label, columns = config.features.label, [*config.features.inputs, *config.evaluation.segments]
+        rows = design_rows(features, pre, label).cache()
+        window = Window(rows=rows, pre=pre, spans=windows,
+                        feature_bins=feature_bins(features, pre, config.score.drift.bins),
+                        holdout=read_rows(spark, dirs["holdout"], columns, label),
+                        validation=read_rows(spark, dirs["validation"], columns, label))
+        return [train_baseline(config, spec, run_date, window, started_by, identity) for spec in config.baselines]
+    finally:
+        for cached in (rows, features):
+            if cached is not None:
+                cached.unpersist()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -118,17 +118,16 @@ def fit_preprocessor(
     from jobs.model.tabular import Preprocessor, safe_std
 
     labelled = df.where(F.col(spec.label).isNotNull())
-    vocab = {}
-    for col in spec.categorical:
-        rows = (
-            labelled.where(F.col(col).isNotNull())
-            .groupBy(col)
-            .count()
-            .where(F.col("count") >= min_count)
-            .orderBy(col)
-            .collect()
-        )
-        vocab[col] = [r[col] for r in rows]
+    vocab = {col: [] for col in spec.categorical}
+    if spec.categorical:  # every column's counts in one pass over the window (grouping sets), not one each
+        flags = [F.grouping(col).alias(f"_grouping_{i}") for i, col in enumerate(spec.categorical)]
+        counted = (labelled.groupingSets([[col] for col in spec.categorical], *spec.categorical)
+                   .agg(F.count("*").alias("_count"), *flags).where(F.col("_count") >= min_count).collect())
+        for row in counted:
+            i = [row[f"_grouping_{i}"] for i in range(len(spec.categorical))].index(0)  # the column grouped by
+            if (value := row[spec.categorical[i]]) is not None:
+                vocab[spec.categorical[i]].append(value)
+        vocab = {col: sorted(values) for col, values in vocab.items()}
     stats = labelled.agg(
         *[F.mean(c).alias(f"mean_{c}") for c in spec.model_numeric],
         *[F.stddev_pop(c).alias(f"std_{c}") for c in spec.model_numeric],

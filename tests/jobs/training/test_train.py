@@ -63,6 +63,24 @@ def test_fit_preprocessor_uses_labelled_rows_and_frequent_categories(spark):
     assert pre.std["engines"] == 1.0  # a constant column is not divided by zero
 
 
+def test_the_vocabularies_of_one_pass_equal_one_count_per_column_on_real_days(spark, features_zone, config):
+    """fit_preprocessor counts every categorical column in one grouping-sets pass: the vocabularies
+    (order and value types included) are what a count per column (its earlier way) finds."""
+    from pyspark.sql import functions as F
+
+    days = [dt.date(2013, 1, d) for d in (2, 3, 4)]
+    df = features_zone.frame(days)
+    spec = config.features
+    pre = fit_preprocessor(df, spec, min_count=5)
+    labelled = df.where(F.col(spec.label).isNotNull())
+    for col in spec.categorical:
+        rows = (labelled.where(F.col(col).isNotNull()).groupBy(col).count().where(F.col("count") >= 5)
+                .orderBy(col).collect())
+        assert pre.vocab[col] == [r[col] for r in rows], col
+        assert {type(v) for v in pre.vocab[col]} == {type(r[col]) for r in rows}, col
+    assert len(pre.vocab["carrier"]) > 5 and any(len(values) > 50 for values in pre.vocab.values())
+
+
 def test_shards_are_disjoint_cover_every_row_group_and_are_stable(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
