@@ -22,6 +22,7 @@ import yaml
 
 from jobs.features.history import CalendarSpec, HistorySpec
 from jobs.lake.layout import ROOT_ENV, Lake, pipeline_home
+from jobs.model.calibration import METHODS as CALIBRATIONS  # train.calibration
 from jobs.monitoring.spec import MonitoringSpec, monitoring_spec
 from jobs.scoring.drift import DriftSpec
 from jobs.selection.specs import BaselineSpec, EvaluationSpec, SweepSpec, baseline_specs, evaluation_spec, sweep_spec
@@ -148,6 +149,9 @@ class TrainSpec:
     buffer_rows: int = 65536  # a streaming rank's shuffle buffer, in rows
     read_ahead: int = 2  # row groups a streaming rank reads ahead of its steps
     weight_decay: float = 0.0  # AdamW's decoupled weight decay (0: plain Adam)
+    # temperature: every family's model is logged with a logit scale fitted on the validation days
+    # (jobs.model.calibration); none: probabilities as the model gives them
+    calibration: str = "none"
     hyperparameters: dict[str, Any] = field(default_factory=lambda: {"embedding_dim": 6, "hidden_units": [64, 32]})
 
     def __post_init__(self) -> None:
@@ -158,6 +162,8 @@ class TrainSpec:
         if self.promotion_metric not in PROMOTION_METRICS:
             raise ValueError(f"train.promotion_metric must be one of {', '.join(PROMOTION_METRICS)}, "
                              f"got {self.promotion_metric!r}")
+        if self.calibration not in CALIBRATIONS:
+            raise ValueError(f"train.calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
         if self.data_path not in DATA_PATHS:
             raise ValueError(f"train.data_path must be one of {', '.join(DATA_PATHS)}, got {self.data_path!r}")
         for name in ("buffer_rows", "read_ahead"):

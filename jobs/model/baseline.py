@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import mlflow.pyfunc
 import numpy as np
 
+from jobs.model.calibration import apply_scale, read_scale, save_record
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -91,11 +93,13 @@ def predict_design(kind: str, params: dict[str, Any], x: np.ndarray) -> np.ndarr
     return 1.0 / (1.0 + np.exp(-2.0 * margin))  # Spark's GBT: log loss on labels in {-1, 1}
 
 
-def save(pre: Preprocessor, kind: str, params: dict[str, Any], folder: Path) -> dict[str, str]:
-    """Write the pyfunc's one artifact; returns the artifacts map."""
+def save(pre: Preprocessor, kind: str, params: dict[str, Any], folder: Path,
+         calibration: dict[str, Any] | None = None) -> dict[str, str]:
+    """Write the pyfunc's artifact, and the calibration record when there is one
+    (:mod:`jobs.model.calibration`); returns the artifacts map."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / ARTIFACT).write_text(json.dumps({"kind": kind, "preprocessor": pre.to_json(), "params": params}))
-    return {ARTIFACT: str(folder / ARTIFACT)}
+    return {ARTIFACT: str(folder / ARTIFACT), **(save_record(calibration, folder) if calibration is not None else {})}
 
 
 class BaselineClassifier(mlflow.pyfunc.PythonModel):
@@ -107,7 +111,9 @@ class BaselineClassifier(mlflow.pyfunc.PythonModel):
         saved = json.loads(Path(context.artifacts[ARTIFACT]).read_text())
         self.kind, self.params = saved["kind"], saved["params"]
         self.pre = Preprocessor.from_json(saved["preprocessor"])
+        self.logit_scale = read_scale(context.artifacts)  # 1.0 for a baseline logged without calibration
 
     def predict(self, context: mlflow.pyfunc.PythonModelContext, model_input: pd.DataFrame,
                 params: dict | None = None) -> np.ndarray:
-        return predict_design(self.kind, self.params, design_matrix(self.pre, model_input))
+        return apply_scale(predict_design(self.kind, self.params, design_matrix(self.pre, model_input)),
+                           self.logit_scale)

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 import mlflow.pyfunc
 import numpy as np
 
+from jobs.model.calibration import apply_scale, read_scale, save_record
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -59,12 +61,15 @@ def predict_booster(booster: Any, pre: Preprocessor, frame: pd.DataFrame) -> np.
     return np.asarray(booster.predict(matrix), dtype=np.float64)
 
 
-def save(booster: Any, pre: Preprocessor, params: dict[str, Any], folder: Path) -> dict[str, str]:
-    """Write the booster and its inputs' description; returns the pyfunc's artifacts map."""
+def save(booster: Any, pre: Preprocessor, params: dict[str, Any], folder: Path,
+         calibration: dict[str, Any] | None = None) -> dict[str, str]:
+    """Write the booster, its inputs' description and the calibration record when there is one
+    (:mod:`jobs.model.calibration`); returns the pyfunc's artifacts map."""
     folder.mkdir(parents=True, exist_ok=True)
     booster.save_model(str(folder / BOOSTER_FILE))
     (folder / INPUTS_FILE).write_text(json.dumps({"preprocessor": pre.to_json(), "params": params}, sort_keys=True))
-    return {name: str(folder / name) for name in (BOOSTER_FILE, INPUTS_FILE)}
+    artifacts = {name: str(folder / name) for name in (BOOSTER_FILE, INPUTS_FILE)}
+    return {**artifacts, **(save_record(calibration, folder) if calibration is not None else {})}
 
 
 def xgboost_requirement() -> str:
@@ -79,8 +84,10 @@ def xgboost_requirement() -> str:
     raise RuntimeError("xgboost is not installed: pip install xgboost-cpu (or xgboost on a GPU machine)")
 
 
-def log_pyfunc(booster: Any, pre: Preprocessor, params: dict[str, Any], example: pd.DataFrame) -> Any:
-    """Log the booster to the active MLflow run as a pyfunc with signature; MLflow's ModelInfo."""
+def log_pyfunc(booster: Any, pre: Preprocessor, params: dict[str, Any], example: pd.DataFrame,
+               calibration: dict[str, Any] | None = None) -> Any:
+    """Log the booster to the active MLflow run as a pyfunc with signature; MLflow's ModelInfo.
+    ``calibration``: the record of :func:`jobs.model.calibration.calibrate` (None: none)."""
     import tempfile
 
     import pandas as pd
@@ -93,8 +100,11 @@ def log_pyfunc(booster: Any, pre: Preprocessor, params: dict[str, Any], example:
         example[col] = example[col].astype(object)
     with tempfile.TemporaryDirectory() as tmp:
         return mlflow.pyfunc.log_model(
-            name="model", python_model=BoosterClassifier(), artifacts=save(booster, pre, params, Path(tmp)),
-            signature=infer_signature(example, predict_booster(booster, pre, example)), input_example=example,
+            name="model", python_model=BoosterClassifier(),
+            artifacts=save(booster, pre, params, Path(tmp), calibration),
+            signature=infer_signature(example, apply_scale(predict_booster(booster, pre, example),
+                                                           (calibration or {}).get("logit_scale", 1.0))),
+            input_example=example,
             code_paths=[package_model_code(Path(tmp))],
             pip_requirements=[xgboost_requirement(), f"mlflow=={mlflow.__version__}", f"pandas=={pd.__version__}",
                               f"numpy=={np.__version__}"],
@@ -115,7 +125,8 @@ class BoosterClassifier(mlflow.pyfunc.PythonModel):
         self.booster.load_model(context.artifacts[BOOSTER_FILE])
         # one thread per Python worker, as the MLP's: Spark runs one worker per core when scoring
         self.booster.set_param({"nthread": 1, "device": "cpu"})
+        self.logit_scale = read_scale(context.artifacts)  # 1.0 for a booster logged without calibration
 
     def predict(self, context: mlflow.pyfunc.PythonModelContext, model_input: pd.DataFrame,
                 params: dict | None = None) -> np.ndarray:
-        return predict_booster(self.booster, self.pre, model_input)
+        return apply_scale(predict_booster(self.booster, self.pre, model_input), self.logit_scale)

@@ -30,6 +30,8 @@ import pandas as pd
 import torch
 from torch import nn
 
+from jobs.model.calibration import apply_scale, read_scale, save_record
+
 DEFAULT_MODEL = f"{__name__}:build_net"  # train.model when the config names none (jobs.config)
 UNKNOWN_INDEX = 0  # categories not seen in training (and nulls) share index 0
 # A z-score beyond this many standard deviations is clipped to it: a huge finite number in a column
@@ -144,24 +146,30 @@ MODEL_FILE, PREPROCESSOR_FILE, HYPER_FILE = "model_state.pt", "preprocessor.json
 
 
 def save_artifacts(
-    net: nn.Module, pre: Preprocessor, hyper: dict[str, Any], folder: Path, builder: str = DEFAULT_MODEL
+    net: nn.Module, pre: Preprocessor, hyper: dict[str, Any], folder: Path, builder: str = DEFAULT_MODEL,
+    calibration: dict[str, Any] | None = None,
 ) -> dict[str, str]:
-    """Write the weights, preprocessor, and the builder with its hyperparameters; returns the pyfunc
+    """Write the weights, preprocessor, the builder with its hyperparameters and the calibration
+    record (:mod:`jobs.model.calibration`; None: none, the scale is 1.0); returns the pyfunc
     artifacts map."""
     folder.mkdir(parents=True, exist_ok=True)
     torch.save(net.state_dict(), folder / MODEL_FILE)
     (folder / PREPROCESSOR_FILE).write_text(pre.to_json())
     (folder / HYPER_FILE).write_text(json.dumps({"builder": builder, "hyperparameters": hyper}, sort_keys=True))
-    return {name: str(folder / name) for name in (MODEL_FILE, PREPROCESSOR_FILE, HYPER_FILE)}
+    artifacts = {name: str(folder / name) for name in (MODEL_FILE, PREPROCESSOR_FILE, HYPER_FILE)}
+    return {**artifacts, **(save_record(calibration, folder) if calibration is not None else {})}
 
 
 def log_pyfunc(
-    net: nn.Module, pre: Preprocessor, hyper: dict[str, Any], example: pd.DataFrame, builder: str = DEFAULT_MODEL
+    net: nn.Module, pre: Preprocessor, hyper: dict[str, Any], example: pd.DataFrame, builder: str = DEFAULT_MODEL,
+    calibration: dict[str, Any] | None = None,
 ) -> Any:
     """Log the model to the active MLflow run as a pyfunc; returns MLflow's ModelInfo.
 
     The signature and input example come from ``example`` (rows of feature columns); the
     model's own code travels with it (:func:`code_paths`) so it loads wherever MLflow can read it.
+    ``calibration``: the record of :func:`jobs.model.calibration.calibrate`, whose logit scale the
+    pyfunc applies to every probability (None: none).
     """
     import tempfile
 
@@ -175,8 +183,9 @@ def log_pyfunc(
         return mlflow.pyfunc.log_model(
             name="model",
             python_model=_classifier_class()(),
-            artifacts=save_artifacts(net, pre, hyper, Path(tmp), builder),
-            signature=infer_signature(example, predict_proba(net, pre, example)),
+            artifacts=save_artifacts(net, pre, hyper, Path(tmp), builder, calibration),
+            signature=infer_signature(example, apply_scale(predict_proba(net, pre, example),
+                                                           (calibration or {}).get("logit_scale", 1.0))),
             input_example=example,
             model_config={"device": "cpu"},  # scoring may override it: load_model(..., model_config=...)
             code_paths=code_paths(builder, Path(tmp)),
@@ -227,7 +236,7 @@ def _classifier_class() -> type:
 
         def load_context(self, context: Any) -> None:  # an mlflow.pyfunc.PythonModelContext
             """Loads onto ``model_config["device"]`` (``mlflow.pyfunc.load_model(..., model_config=...)``),
-            the CPU by default."""
+            the CPU by default. The logit scale: the model's calibration (1.0 when logged without one)."""
             torch.set_num_threads(1)  # one thread per Python worker; Spark runs one worker per core
             device = torch.device((context.model_config or {}).get("device", "cpu"))
             self.pre = Preprocessor.from_json(Path(context.artifacts[PREPROCESSOR_FILE]).read_text())
@@ -238,13 +247,14 @@ def _classifier_class() -> type:
             self.net.load_state_dict(torch.load(context.artifacts[MODEL_FILE], map_location="cpu", weights_only=True))
             self.net.to(device).eval()
             self.device = device
+            self.logit_scale = read_scale(context.artifacts)
             self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None
             self._buffer_rows = 0
 
         def predict(
             self, context: Any, model_input: pd.DataFrame, params: dict | None = None
         ) -> np.ndarray:
-            return predict_proba(self.net, self.pre, model_input)
+            return apply_scale(predict_proba(self.net, self.pre, model_input), self.logit_scale)
 
         def input_buffers(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
             """Host arrays for ``rows`` encoded rows, to fill before :meth:`predict_codes`: category codes
@@ -263,9 +273,11 @@ def _classifier_class() -> type:
         def predict_codes(self, cats: np.ndarray, nums: np.ndarray) -> np.ndarray:
             """Probabilities for rows encoded elsewhere (for example by Spark,
             ``jobs.scoring.predictor.encoded_columns``), as :meth:`input_buffers` lays them out; equal
-            to :meth:`predict` on the raw rows."""
+            to :meth:`predict` on the raw rows (the calibration's logit scale applied alike)."""
             to = {"device": self.device, "non_blocking": True}
-            return predict_encoded(self.net, torch.from_numpy(cats).to(**to).T, torch.from_numpy(nums).to(**to).T)
+            probabilities = predict_encoded(self.net, torch.from_numpy(cats).to(**to).T,
+                                            torch.from_numpy(nums).to(**to).T)
+            return apply_scale(probabilities, self.logit_scale)
 
     TabularClassifier.__qualname__ = "TabularClassifier"  # pickled by reference: jobs.model.tabular.TabularClassifier
     return TabularClassifier

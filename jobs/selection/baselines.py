@@ -102,8 +102,10 @@ def fit(rows: DataFrame, spec: BaselineSpec, label: str, seed: int) -> Any:
     return estimator(spec, label, seed).fit(rows)
 
 
-def log_model(pre: Preprocessor, kind: str, params: dict[str, Any], example: Any) -> Any:
-    """Log the exported baseline to the active run as a pyfunc with signature; MLflow's ModelInfo."""
+def log_model(pre: Preprocessor, kind: str, params: dict[str, Any], example: Any,
+              calibration: dict[str, Any] | None = None) -> Any:
+    """Log the exported baseline to the active run as a pyfunc with signature; MLflow's ModelInfo.
+    ``calibration``: the record of :func:`jobs.model.calibration.calibrate` (None: none)."""
     import tempfile
     from pathlib import Path
 
@@ -113,6 +115,7 @@ def log_model(pre: Preprocessor, kind: str, params: dict[str, Any], example: Any
     from mlflow.models import infer_signature
 
     from jobs.model.baseline import BaselineClassifier, design_matrix, predict_design, save
+    from jobs.model.calibration import apply_scale
     from jobs.model.tabular import package_model_code
 
     example = example[[*pre.categorical, *pre.numeric]].copy()
@@ -120,8 +123,9 @@ def log_model(pre: Preprocessor, kind: str, params: dict[str, Any], example: Any
         example[col] = example[col].astype(object)
     with tempfile.TemporaryDirectory() as tmp:
         return mlflow.pyfunc.log_model(
-            name="model", python_model=BaselineClassifier(), artifacts=save(pre, kind, params, Path(tmp)),
-            signature=infer_signature(example, predict_design(kind, params, design_matrix(pre, example))),
+            name="model", python_model=BaselineClassifier(), artifacts=save(pre, kind, params, Path(tmp), calibration),
+            signature=infer_signature(example, apply_scale(predict_design(kind, params, design_matrix(pre, example)),
+                                                           (calibration or {}).get("logit_scale", 1.0))),
             input_example=example, code_paths=[package_model_code(Path(tmp))],
             pip_requirements=[f"mlflow=={mlflow.__version__}", f"pandas=={pd.__version__}",
                               f"numpy=={np.__version__}"],
@@ -153,7 +157,8 @@ def train_baseline(
     import mlflow
 
     from jobs.metrics import evaluate
-    from jobs.model.baseline import export
+    from jobs.model.baseline import design_matrix, export, predict_design
+    from jobs.model.calibration import calibrate_rows, record_metrics, record_params
     from jobs.scoring.drift import BASELINE_ARTIFACT, with_predictions
     from jobs.selection.bar import KIND, NAME, WINDOW
     from jobs.selection.evaluation import evaluate_candidate
@@ -178,7 +183,12 @@ def train_baseline(
         model = fit(window.rows, spec, fspec.label, cfg.seed)
         mlflow.log_metric("fit_seconds", time.perf_counter() - started)
         params = export(model, spec.kind)
-        info = log_model(pre, spec.kind, params, holdout.head(5))
+        # the scale fitted on the validation days' probabilities before the model is logged with it
+        calibration = calibrate_rows(cfg.calibration, validation, fspec.label, fspec.inputs,
+                                     lambda rows: predict_design(spec.kind, params, design_matrix(pre, rows)))
+        mlflow.log_params(record_params(calibration))
+        mlflow.log_metrics(record_metrics(calibration))
+        info = log_model(pre, spec.kind, params, holdout.head(5), calibration)
         pyfunc = mlflow.pyfunc.load_model(info.model_uri)  # the logged model, as scoring will load it
         probabilities = pyfunc.predict(holdout[fspec.inputs])
         metrics = evaluate(holdout[fspec.label], probabilities)

@@ -89,7 +89,8 @@ def train_candidate(
     import mlflow
 
     from jobs.metrics import evaluate
-    from jobs.model.booster import log_pyfunc
+    from jobs.model.booster import log_pyfunc, predict_booster
+    from jobs.model.calibration import calibrate_rows, record_metrics, record_params
     from jobs.selection.bar import FAMILY, read_rows
     from jobs.selection.sweep import finish_candidate
     from jobs.tracking import client, code_version, ensure_experiment
@@ -114,7 +115,14 @@ def train_candidate(
         model = fit(spark, dirs["train"], pre, params, fspec.label, num_workers, cfg.use_gpu, cfg.seed)
         mlflow.log_metric("fit_seconds", time.perf_counter() - started_at)
         holdout = read_rows(spark, dirs["holdout"], [*fspec.inputs, *config.evaluation.segments], fspec.label)
-        info = log_pyfunc(model.get_booster(), pre, params, holdout.head(5))
+        booster = model.get_booster()
+        # the scale fitted on the validation days' probabilities before the model is logged with it
+        validation = read_rows(spark, dirs["validation"], fspec.inputs, fspec.label)
+        calibration = calibrate_rows(cfg.calibration, validation, fspec.label, fspec.inputs,
+                                     lambda rows: predict_booster(booster, pre, rows))
+        mlflow.log_params(record_params(calibration))
+        mlflow.log_metrics(record_metrics(calibration))
+        info = log_pyfunc(booster, pre, params, holdout.head(5), calibration)
         # the logged model, as the promotion and scoring load it
         probabilities = mlflow.pyfunc.load_model(info.model_uri).predict(holdout[fspec.inputs])
         metrics = evaluate(holdout[fspec.label], probabilities)

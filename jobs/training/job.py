@@ -233,7 +233,8 @@ def main(argv: list[str] | None = None) -> None:
 
     # Train: TorchDistributor runs train_fn in every rank; rank 0 logs to the run and logs the model.
     rank = RankConfig.build(cfg, spec.label, pre, train_dirs, holdout_dirs, run_id=run.run_id,
-                            tracking_uri=tracking_uri(), checkpoint_dir=run.checkpoint_dir)
+                            tracking_uri=tracking_uri(), checkpoint_dir=run.checkpoint_dir,
+                            validation_dirs=validation_dirs)
     from pyspark.ml.torch.distributor import TorchDistributor
 
     # Any failure from here on, SIGTERM included, ends the run as FAILED (a retry still resumes it).

@@ -490,15 +490,22 @@ def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] 
 
     marks["trained"] = time.time()
     if rank == 0:
+        from jobs.model.calibration import apply_scale, record_metrics, record_params
         from jobs.plots import calibration_figure, loss_figure, roc_figure
 
-        probabilities = holdout.predict(net)
+        calibration = fit_calibration(job, net, wanted, pre, device)
+        # The logged model's holdout metrics: the calibrated probabilities, as its pyfunc gives them.
+        probabilities = apply_scale(holdout.predict(net), calibration["logit_scale"])
         metrics = evaluate(holdout.labels, probabilities)
+        mlflow.log_params(record_params(calibration))
+        mlflow.log_metrics(record_metrics(calibration))
+        # one step past the last epoch: the run's latest holdout_* are the logged model's
+        mlflow.log_metrics({f"holdout_{k}": v for k, v in metrics.items() if k != "rows"}, step=epochs)
         mlflow.log_figure(loss_figure(history), "plots/loss_curves.png")
         if len(np.unique(holdout.labels)) == 2:
             mlflow.log_figure(roc_figure(holdout.labels, probabilities), "plots/roc_curve.png")
         mlflow.log_figure(calibration_figure(holdout.labels, probabilities), "plots/calibration_curve.png")
-        info = log_pyfunc(net.cpu(), pre, job.hyper, holdout.head, builder=job.builder)
+        info = log_pyfunc(net.cpu(), pre, job.hyper, holdout.head, builder=job.builder, calibration=calibration)
         # Detach, leaving the run RUNNING: the driver finishes it once the model is registered, so a
         # driver that dies in between leaves a run that a retry resumes (no epochs left: it logs and
         # registers the model) instead of a FINISHED run without a version.
@@ -522,6 +529,22 @@ def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] 
     if rank == 0:
         write_marks(marks)
     return shared[0]
+
+
+def fit_calibration(job: RankConfig, net: Any, columns: list[str], pre: Any, device: Any) -> dict[str, Any]:
+    """Rank 0's calibration of the trained ``net`` (:func:`jobs.model.calibration.calibrate`) on the
+    labelled rows of the validation days (``job.validation_dirs``), read as the holdout is
+    (:class:`HoldoutRows`: in memory or streamed by their size); not read when ``job.calibration``
+    is ``none`` or there are no validation days."""
+    from jobs.model.calibration import calibrate
+    from jobs.training.stream import plan_shares, resolve_data_path
+
+    if job.calibration == "none" or not job.validation_dirs:
+        return calibrate(job.calibration, [], [])
+    plan = plan_shares(job.validation_dirs, 1, job.label)
+    path = resolve_data_path(job.data_path, plan.share_rows[0], job.buffer_rows)
+    validation = HoldoutRows(plan.units, columns, job.label, pre, device, path)
+    return calibrate(job.calibration, validation.labels, validation.predict(net))
 
 
 def write_marks(marks: dict[str, float]) -> None:

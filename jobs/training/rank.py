@@ -38,7 +38,9 @@ class RankConfig:
     ``checkpoint_dir``: where rank 0 saves every epoch (None: no checkpoints);
     ``collective_timeout_s``: how long a rank waits in a collective for a dead peer;
     ``data_path``, ``buffer_rows``, ``read_ahead``: how a rank reads its share (``train.data_path``,
-    :mod:`jobs.training.stream`).
+    :mod:`jobs.training.stream`); ``validation_dirs`` and ``calibration``: the validation days' partitions
+    rank 0 fits the model's calibration on before logging it, and how (``train.calibration``,
+    :mod:`jobs.model.calibration`).
     """
 
     run_id: str
@@ -62,18 +64,24 @@ class RankConfig:
     buffer_rows: int = 65536
     read_ahead: int = 2
     weight_decay: float = 0.0  # AdamW's (train.weight_decay)
+    validation_dirs: tuple[str, ...] = ()
+    calibration: str = "none"  # none | temperature (train.calibration)
 
     def __post_init__(self) -> None:
         # Lists (from JSON, or a caller's) become tuples: the contract stays immutable.
         object.__setattr__(self, "train_dirs", tuple(self.train_dirs))
         object.__setattr__(self, "holdout_dirs", tuple(self.holdout_dirs))
+        object.__setattr__(self, "validation_dirs", tuple(self.validation_dirs))
         object.__setattr__(self, "hyper", dict(self.hyper))
         if not self.train_dirs:
             raise ValueError("a training rank needs at least one training partition (train_dirs is empty)")
-        from jobs.config import DATA_PATHS
+        from jobs.config import CALIBRATIONS, DATA_PATHS
 
         if self.data_path not in DATA_PATHS:
             raise ValueError(f"RankConfig.data_path must be one of {', '.join(DATA_PATHS)}, got {self.data_path!r}")
+        if self.calibration not in CALIBRATIONS:
+            raise ValueError(f"RankConfig.calibration must be one of {', '.join(CALIBRATIONS)}, "
+                             f"got {self.calibration!r}")
         for name in ("epochs", "batch_size", "threads_per_process", "buffer_rows", "read_ahead"):
             if getattr(self, name) < 1:
                 raise ValueError(f"RankConfig.{name} must be at least 1, got {getattr(self, name)}")
@@ -82,6 +90,7 @@ class RankConfig:
     def build(
         cls, train: TrainSpec, label: str, preprocessor: Preprocessor, train_dirs: Iterable[str],
         holdout_dirs: Iterable[str], *, run_id: str, tracking_uri: str, checkpoint_dir: str | None = None,
+        validation_dirs: Iterable[str] = (),
     ) -> RankConfig:
         """The ranks' config of a training with ``train`` (the ``train:`` settings, the run's
         overrides applied), the batch size by the device (:func:`batch_size`). The one place a rank's
@@ -94,7 +103,7 @@ class RankConfig:
             learning_rate=train.learning_rate, seed=train.seed, precision=train.precision, use_gpu=train.use_gpu,
             collective_timeout_s=train.collective_timeout_s, checkpoint_dir=checkpoint_dir,
             data_path=train.data_path, buffer_rows=train.buffer_rows, read_ahead=train.read_ahead,
-            weight_decay=train.weight_decay,
+            weight_decay=train.weight_decay, validation_dirs=tuple(validation_dirs), calibration=train.calibration,
         )
 
     def replace(self, **changes: Any) -> RankConfig:

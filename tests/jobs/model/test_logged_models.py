@@ -122,7 +122,8 @@ def test_registered_versions_load_in_a_fresh_process_without_the_pipeline(regist
     for name, folder in registered["code"].items():  # what the registered versions carry
         assert shipped_files(folder) == EXPECTED, f"{name} ships more than jobs/__init__.py + jobs/model/"
     assert not Path(found["jobs_file"]).resolve().is_relative_to(REPO), found["jobs_file"]  # the model's own copy
-    assert set(found["jobs_modules"]) <= {"jobs", "jobs.model", "jobs.model.tabular", "jobs.model.baseline"}
+    assert set(found["jobs_modules"]) <= {"jobs", "jobs.model", "jobs.model.tabular", "jobs.model.baseline",
+                                      "jobs.model.calibration"}
     for name, probabilities in found["probabilities"].items():
         np.testing.assert_allclose(probabilities, registered["here"][name], rtol=0, atol=1e-12, err_msg=name)
     np.testing.assert_allclose(found["probabilities"]["logged_torch"], registered["torch"], rtol=0, atol=1e-12)

@@ -108,6 +108,36 @@ def test_the_pyfunc_predicts_what_the_spark_model_predicts(spark, trained, name)
     np.testing.assert_allclose(mine, scored["spark"], rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("name", [spec.name for spec in BASELINES])
+def test_the_baseline_is_calibrated_on_the_validation_day_without_changing_its_ranking(spark, trained, name):
+    """Each baseline's pyfunc carries a logit scale fitted on the validation day (train.calibration
+    temperature): no worse a log loss there than the exported model's, the same ROC AUC on the
+    holdout, whose logged metrics are the calibrated model's."""
+    from jobs.metrics import evaluate
+    from jobs.model.baseline import design_matrix, export, predict_design
+    from jobs.selection.bar import read_rows
+    from jobs.tracking import client
+
+    lake, config, result = trained["lake"], trained["config"], trained["results"][name]
+    inputs, label = config.features.inputs, config.features.label
+    kind = dict((s.name, s.kind) for s in BASELINES)[name]
+    params, pre = export(result["spark_model"], kind), result["preprocessor"]
+    model = mlflow.pyfunc.load_model(result["model_uri"])
+    scale = model.unwrap_python_model().logit_scale
+    run = client().get_run(result["run_id"])
+    assert run.data.params["calibration"] == "temperature" and run.data.metrics["calibration_logit_scale"] == scale
+    validation = read_rows(spark, [lake.partition(lake.features, dt.date(2013, 1, 4))], inputs, label)
+    assert run.data.metrics["calibration_validation_rows"] == len(validation)
+    before = evaluate(validation[label], predict_design(kind, params, design_matrix(pre, validation)))["log_loss"]
+    after = evaluate(validation[label], model.predict(validation[inputs]))["log_loss"]
+    assert after <= before
+    holdout = read_rows(spark, [lake.partition(lake.features, RUN_DATE)], inputs, label)
+    calibrated = evaluate(holdout[label], model.predict(holdout[inputs]))
+    raw = evaluate(holdout[label], predict_design(kind, params, design_matrix(pre, holdout)))
+    assert calibrated["roc_auc"] == pytest.approx(raw["roc_auc"], abs=1e-12)
+    assert run.data.metrics["holdout_log_loss"] == result["metrics"]["log_loss"] == calibrated["log_loss"]
+
+
 def test_a_worse_candidate_is_stopped_before_the_gate_with_the_reason(spark, trained, config_patch):
     """A candidate that predicts the positives' share for every row (holdout ROC AUC 0.5) does not
     beat the baselines: registered, tagged why, compared in the table, never champion."""

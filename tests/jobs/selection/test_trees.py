@@ -14,6 +14,8 @@ import datetime as dt
 import numpy as np
 import pytest
 
+from jobs.model.calibration import apply_scale
+
 RUN_DATE = dt.date(2013, 1, 5)
 TRAINING = "train_pipeline/manual__xgboost"
 PARAMS = {"n_estimators": 30, "max_depth": 4, "learning_rate": 0.2, "min_child_weight": 1.0}
@@ -112,7 +114,41 @@ def test_the_pyfunc_predicts_what_spark_predicts_without_spark(spark, swept):
     mine = model.predict(scored[inputs])
     assert scored["spark"].std() > 0.01  # a model that tells rows apart
     assert scored["temp"].isna().sum() >= 4 and (scored["carrier"] == "ZZ").sum() == 4
-    np.testing.assert_allclose(mine, scored["spark"], rtol=0, atol=1e-6)
+    # the pyfunc is Spark's model with the calibration's logit scale (train.calibration) applied
+    scale = model.unwrap_python_model().logit_scale
+    np.testing.assert_allclose(mine, apply_scale(scored["spark"].to_numpy(), scale), rtol=0, atol=1e-6)
+
+
+def test_the_candidate_is_calibrated_on_the_validation_day_without_changing_its_ranking(spark, swept):
+    """The logged booster's logit scale was fitted on the validation day's probabilities: its
+    log loss there is not worse than the booster's own, and on the holdout it ranks exactly as the
+    uncalibrated booster (the same ROC AUC)."""
+    import mlflow.pyfunc
+
+    from jobs.metrics import evaluate
+    from jobs.model.booster import predict_booster
+    from jobs.selection.bar import read_rows
+    from jobs.tracking import client
+
+    config, pre = swept["config"], swept["pre"]
+    inputs, label = config.features.inputs, config.features.label
+    model = mlflow.pyfunc.load_model(swept["xgboost"]["model_uri"])
+    booster = swept["xgboost"]["spark_model"].get_booster()
+    run = client().get_run(swept["xgboost"]["run_id"])
+    scale = model.unwrap_python_model().logit_scale
+    assert run.data.params["calibration"] == "temperature"
+    assert run.data.metrics["calibration_logit_scale"] == scale != 1.0
+    validation = read_rows(spark, swept["dirs"]["validation"], inputs, label)
+    assert run.data.metrics["calibration_validation_rows"] == len(validation) > 100
+    before = evaluate(validation[label], predict_booster(booster, pre, validation[inputs]))["log_loss"]
+    after = evaluate(validation[label], model.predict(validation[inputs]))["log_loss"]
+    assert after <= before
+    assert run.data.metrics["calibration_log_loss_after"] <= run.data.metrics["calibration_log_loss_before"]
+    holdout = read_rows(spark, swept["dirs"]["holdout"], inputs, label)
+    calibrated = evaluate(holdout[label], model.predict(holdout[inputs]))
+    raw = evaluate(holdout[label], predict_booster(booster, pre, holdout[inputs]))
+    assert calibrated["roc_auc"] == pytest.approx(raw["roc_auc"], abs=1e-12)
+    assert run.data.metrics["holdout_log_loss"] == calibrated["log_loss"]  # the holdout metrics: the calibrated model's
 
 
 def test_the_candidate_is_a_child_run_of_its_training_with_the_report_and_model_tags(spark, swept):

@@ -308,6 +308,41 @@ def test_the_model_is_chosen_by_config_and_logged_with_its_code(small_training, 
     (tmp_path / "my_models.py").unlink()  # only the copy logged with the model is left
     model = mlflow.pyfunc.load_model(result["model_uri"])
     assert type(model.unwrap_python_model().net).__name__ == "Logistic"
+    assert model.unwrap_python_model().logit_scale == 1.0  # no validation days: nothing to calibrate on
+
+
+def test_rank_0_calibrates_the_mlp_on_the_validation_days_before_logging_it(spark, config, small_training):
+    """With validation days and train.calibration temperature, the logged MLP carries a logit scale
+    fitted on them: its log loss there is not worse than the net's own, it ranks the holdout exactly
+    as the net does, and the run's final holdout metrics (and the result the driver registers by)
+    are the calibrated model's."""
+    import mlflow
+
+    from jobs.metrics import evaluate
+    from jobs.model.tabular import predict_proba
+    from jobs.selection.bar import read_rows
+    from jobs.training.loop import train_in_process
+
+    dirs, inputs, label = small_training["dirs"], config.features.inputs, config.features.label
+    job = small_training["new_job"](train_dirs=dirs[:2], validation_dirs=dirs[2:3])
+    assert job.calibration == "temperature"
+    result = train_in_process(job)
+    model = mlflow.pyfunc.load_model(result["model_uri"])
+    python_model = model.unwrap_python_model()
+    run = mlflow.MlflowClient(small_training["uri"]).get_run(job.run_id)
+    assert run.data.params["calibration"] == "temperature" and "calibration_note" not in run.data.params
+    assert run.data.metrics["calibration_logit_scale"] == python_model.logit_scale != 1.0
+    validation = read_rows(spark, dirs[2:3], inputs, label)
+    assert run.data.metrics["calibration_validation_rows"] == len(validation)
+    raw = predict_proba(python_model.net, python_model.pre, validation)
+    assert evaluate(validation[label], model.predict(validation[inputs]))["log_loss"] <= evaluate(
+        validation[label], raw)["log_loss"]
+    holdout = read_rows(spark, dirs[3:], inputs, label)
+    calibrated = evaluate(holdout[label], model.predict(holdout[inputs]))
+    assert calibrated["roc_auc"] == pytest.approx(
+        evaluate(holdout[label], predict_proba(python_model.net, python_model.pre, holdout))["roc_auc"], abs=1e-12)
+    assert result["metrics"]["log_loss"] == pytest.approx(calibrated["log_loss"], abs=1e-9)
+    assert run.data.metrics["holdout_log_loss"] == result["metrics"]["log_loss"]
 
 
 def test_what_started_a_training_becomes_its_tags_and_summary_keys():
