@@ -3,6 +3,8 @@ hand, ``make bench-scale``)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from benchmarks import scale
@@ -69,3 +71,18 @@ def test_the_targets_verdicts_follow_the_measured_rows():
     assert [t["met"] for t in throughput] == [True, False]
     (alone,) = scale.targets([row(10, "local", 2, 50, 800)])  # no 1x: not measured
     assert alone["met"] is None and alone["value"] is None
+
+
+def test_the_report_prints_every_row_and_target_and_writes_the_json_and_both_plots(tmp_path, capsys):
+    measured = [scale.measured(scale.Row(s, kind, n), {
+        "train_rows": int(1000 * s), "epoch_seconds": [0.5 * s], "wall_s": 3.0 + s, "train_loss": 0.5,
+        "roc_auc": 0.68, "first_step_s": 2.0, "peak_rss_mib": [500.0 + s] * n, "data_path": "stream",
+    }, int(1100 * s), {"bytes": 100, "train_row_groups": 10}) for s in (1.0, 10.0) for kind, n in (("peer", 1),
+                                                                                                ("local", 2))]
+    assert measured[1]["rows_per_s_per_rank"] == 1000 and measured[1]["row_groups"] == 10  # 1000 rows / 0.5 s / 2
+    scale.report(tmp_path, {"rows": measured, "targets": scale.targets(measured)})
+    printed = capsys.readouterr().out
+    assert printed.count("| 1x |") == 2 and printed.count("| 10x |") == 2 and "peak RSS per rank at 10x" in printed
+    assert json.loads((tmp_path / "scale.json").read_text())["rows"] == measured
+    for plot in ("scale-memory.png", "scale-rows-per-s.png"):
+        assert (tmp_path / plot).stat().st_size > 1000
