@@ -97,7 +97,7 @@ bench: install class-archive
 # By hand: the scale benchmark (benchmarks/scale.py). The default, 1x and 10x the year with the peer, 1 and 2
 # ranks and the cluster point at 1x, takes about an hour on 2 loaded cores; the 100x row (34M rows, one
 # epoch, 2 ranks) is its own run: make bench-scale SCALES=100 CONTENDERS=2 CLUSTER_SCALE=0 (hours;
-# SCALE_DATA keeps the scaled features, about 2 GB at 100x, for the next run).
+# SCALE_DATA keeps the features and their scaled copies, about 1 GB with 100x, for the next run).
 SCALES ?= 1,10
 CONTENDERS ?= peer,1,2
 CLUSTER_SCALE ?= 1

@@ -42,7 +42,7 @@ Then the capacity model's inputs (:mod:`benchmarks.capacity`): the all-reduce of
 parameters (and 16 and 256 times as many floats) on gloo with 2 local ranks, and the read rate
 (footers planned, row groups read and encoded, no model) of one process over the largest scale up
 to 10x. Writes ``scale.json``, ``scale-memory.png`` and ``scale-rows-per-s.png`` to ``--out`` and
-prints the table. ``--data DIR`` keeps the built and scaled features there for the next run.
+prints the table. ``--data DIR`` keeps the built and scaled features there (``DIR/last-<days>-days``) for the next run.
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def base_window(data: Path, days: int) -> dict[str, Any]:
         features = spark.read.option("basePath", lake.features).parquet(*train_dirs)
         pre = fit_preprocessor(features, config.features, config.train.min_category_count)
     found = {"train_days": [str(d) for d in window[:-holdout]], "holdout_days": [str(d) for d in window[-holdout:]],
-             "features": lake.features, "preprocessor": pre.to_json(),
+             "features": str(Path(lake.features).relative_to(data)), "preprocessor": pre.to_json(),
              "setup_s": {k: round(v, 1) for k, v in setup.items()}}
     meta.write_text(json.dumps(found))
     return found
@@ -200,7 +200,7 @@ def scaled_dirs(data: Path, window: dict[str, Any], factor: float) -> tuple[list
 
     target = data / f"x{factor:g}"
     days = [*window["train_days"], *window["holdout_days"]]
-    source = [str(Path(window["features"]) / partition_name(dt.date.fromisoformat(d))) for d in days]
+    source = [str(data / window["features"] / partition_name(dt.date.fromisoformat(d))) for d in days]
     written = scale_features(source, target, factor)
     dirs = [str(target / partition_name(dt.date.fromisoformat(d))) for d in days]
     train = dirs[:len(window["train_days"])]
@@ -442,7 +442,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     out = start(args.out)
     from benchmarks.common import machine, throwaway_home
-    from benchmarks.training import new_job  # noqa: F401  (fails early where the training benchmark cannot import)
     from jobs.config import load_config, tracking_uri
     from jobs.lake.spark import get_spark
     from jobs.model.tabular import Preprocessor, build_model
@@ -452,7 +451,8 @@ def main(argv: list[str] | None = None) -> None:
     os.environ["PYTHONPATH"] = rank_pythonpath()  # the ranks unpickle benchmarks.scale_rank
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the cluster's Python workers: this venv
     home = throwaway_home("bench-scale-")
-    data = Path(args.data).resolve() if args.data else home / "data"
+    # one folder per window: the features, the preprocessor and the scaled copies are the window's
+    data = (Path(args.data).resolve() if args.data else home / "data") / f"last-{args.days}-days"
     data.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     rows_planned = plan(args.scales, args.contenders, args.cluster_scale)
@@ -467,7 +467,9 @@ def main(argv: list[str] | None = None) -> None:
     payload: dict[str, Any] = {
         "machine": host, "load_average_before": [round(x, 2) for x in load_before],
         "settings": {"scales": args.scales, "epochs": args.epochs, "days": args.days, "contenders": args.contenders,
-                     "cluster_scale": args.cluster_scale, "batch_size": cfg.batch_size, "data_path": cfg.data_path,
+                     "cluster_scale": args.cluster_scale, "batch_size": cfg.batch_size,
+                     "arrow_memory_pool": os.environ.get("ARROW_DEFAULT_MEMORY_POOL", "default"),
+                     "data_path": cfg.data_path,
                      "buffer_rows": cfg.buffer_rows, "read_ahead": cfg.read_ahead, "group_rows": GROUP_ROWS,
                      "train_days": [window["train_days"][0], window["train_days"][-1], len(window["train_days"])],
                      "holdout_days": [window["holdout_days"][0], window["holdout_days"][-1]]},
