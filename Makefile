@@ -6,7 +6,7 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 ENV := source scripts/env.sh &&
 
-.PHONY: help install class-archive system-packages demo test test-fast lint docs bench replay airflow ui-screenshot health-screenshot health-screenshot-stack backfill-90 clean
+.PHONY: help install class-archive system-packages demo test test-fast lint docs bench bench-scale capacity replay airflow ui-screenshot health-screenshot health-screenshot-stack backfill-90 clean
 help:
 	@echo "make demo       install, land the example data, train and score through Airflow, print a summary"
 	@echo "make test       run the whole test suite"
@@ -17,6 +17,9 @@ help:
 	@echo "make docs       the docs site from docs/ into site/ (mkdocs --strict: a broken link fails it)"
 	@echo "make bench      every benchmark: results table and plots in benchmarks/results/ (make bench SMOKE=1:"
 	@echo "                tiny sizes, a minute or two)"
+	@echo "make bench-scale  training at 1x and 10x the year (SCALES=1,10,100 CONTENDERS=peer,1,2 CLUSTER_SCALE=1):"
+	@echo "                rows/s and peak memory per rank against a DataLoader peer (docs/bench/scale.md)"
+	@echo "make capacity   the capacity model from docs/bench/scale/scale.json (docs/bench/capacity.md)"
 	@echo "make replay     2013 served day by day under each retraining policy (POLICY=weekly for one; START=,"
 	@echo "                END=, REPLAY_ARGS=...): report and plot in .pipeline/replay/report/ (docs/replay.md)"
 	@echo "make airflow    the deployed stack until Ctrl-C: Airflow (UI on :8080) and MLflow (UI on :5000) on"
@@ -90,6 +93,21 @@ replay: install class-archive
 BENCH_OUT ?= benchmarks/results
 bench: install class-archive
 	$(ENV) $(VENV)/bin/python -m benchmarks.bench --out $(BENCH_OUT) $(if $(SMOKE),--smoke)
+
+# By hand: the scale benchmark (benchmarks/scale.py). The default, 1x and 10x the year with the peer, 1 and 2
+# ranks and the cluster point at 1x, takes about an hour on 2 loaded cores; the 100x row (34M rows, one
+# epoch, 2 ranks) is its own run: make bench-scale SCALES=100 CONTENDERS=2 CLUSTER_SCALE=0 (hours;
+# SCALE_DATA keeps the features and their scaled copies, about 1 GB with 100x, for the next run).
+SCALES ?= 1,10
+CONTENDERS ?= peer,1,2
+CLUSTER_SCALE ?= 1
+SCALE_DATA ?= $(CURDIR)/.pipeline/bench-scale
+bench-scale: install
+	$(ENV) $(VENV)/bin/python -m benchmarks.scale --out $(BENCH_OUT) --scales $(SCALES) \
+	  --contenders $(CONTENDERS) --cluster-scale $(CLUSTER_SCALE) --data $(SCALE_DATA)
+
+capacity: install
+	$(ENV) $(VENV)/bin/python -m benchmarks.capacity --out $(BENCH_OUT)
 
 airflow: install class-archive system-packages
 	$(ENV) bash scripts/stack.sh $(if $(SPARK),--spark) $(if $(CONNECT),--connect)

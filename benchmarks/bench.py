@@ -3,7 +3,7 @@
 Usage::
 
     python -m benchmarks.bench [--out benchmarks/results] [--repeat 2] [--smoke] [--factors 1,3,10,15]
-                               [--others nightly,validation,training,scoring,health]
+                               [--others nightly,validation,training,scoring,health,scale]
 
 In one local[2] session, on a throw-away lake of the real example data (the whole year; ``--smoke``:
 two days), the stages that run side by side with what a user would pick instead, each at several
@@ -15,7 +15,8 @@ sizes made with the scale-up generator's rule (``--factors``: flights per real f
   features stage's outputs (:mod:`benchmarks.scoring.versus_udf`).
 
 Then (not with ``--smoke``) the other benchmarks, each in its own process with its own defaults
-(``--others``: nightly, validation, training, scoring, health, scoring_gpu; ``none`` skips them), their printed
+(``--others``: nightly, validation, training, scoring, health, scale, scoring_gpu; ``none`` skips them; ``scale``
+runs its default, 1x and 10x, the 100x row being ``make bench-scale SCALES=100 ...`` by hand), their printed
 tables saved as ``<name>.md`` and their results as ``<name>.json``.
 
 Writes to ``--out``: ``results.md`` (the machine, its load average before and after, and per stage a
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
 FULL_FACTORS, SMOKE_FACTORS = "1,3,10,15", "1,2"
 SMOKE_DAYS = [dt.date(2013, 7, 1), dt.date(2013, 7, 2)]
-OTHERS = "nightly,validation,training,scoring,health"
+OTHERS = "nightly,validation,training,scoring,health,scale"
 STAGES = ("features", "scoring")
 VERDICT = {True: "met", False: "not met", None: "not measured"}
 
