@@ -12,7 +12,8 @@ the file is parsed and its variables resolved the way compose resolves them (``$
 - the Airflow and Spark services get the settings that ``scripts/env.sh`` sets locally, and only
   those plus the deployment's own, named below with the reason;
 - the image runs as a non-root user that owns every volume it writes;
-- what has no login (MLflow, the Spark master UI) is published on the host's loopback only;
+- every port is published on the host's loopback only (MLflow and the Spark master UI have no login);
+- every service runs as a user that is not root, has a health check that probes it and a memory limit;
 - MLflow tracks in its own PostgreSQL database; a ``gpu`` profile adds a Spark worker with GPUs.
 """
 
@@ -39,8 +40,6 @@ IMAGE = "lakeflow-mlops:latest"
 AIRFLOW_SERVICES = {"airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
                     "airflow-triggerer"}
 SPARK_SERVICES = {"spark-master", "spark-worker", "spark-worker-gpu"}
-# The only service published beyond the host's loopback: it has its own login.
-BEHIND_A_LOGIN = {"airflow-apiserver"}
 
 # What scripts/env.sh exports that the compose services do not set, and why.
 LOCAL_ONLY = {
@@ -55,6 +54,7 @@ DEPLOYMENT_ONLY = {
     "AIRFLOW__CORE__FERNET_KEY": "a secret from .env; locally one airflow.cfg serves every process",
     "AIRFLOW__API_AUTH__JWT_SECRET": "a secret from .env; locally one airflow.cfg serves every process",
     "AIRFLOW__API__SECRET_KEY": "a secret from .env; locally one airflow.cfg serves every process",
+    "AIRFLOW_ADMIN_PASSWORD": "a secret from .env, the admin's login; locally the API server generates one",
 }
 # What a Spark service may set besides the pipeline's settings.
 SPARK_DEPLOYMENT_ONLY = {
@@ -406,16 +406,36 @@ def test_image_runs_as_a_non_root_user_that_owns_what_the_services_write():
     assert writable(_compose()["services"]["airflow-scheduler"]["environment"]["AIRFLOW_HOME"])
 
 
-def test_only_the_airflow_ui_is_published_beyond_loopback():
+def test_every_port_is_published_on_loopback_only():
     services = _compose()["services"]
     assert services["mlflow"].get("ports"), "the MLflow UI should be reachable on the host's loopback"
+    assert services["airflow-apiserver"].get("ports"), "the Airflow UI should be reachable on the host's loopback"
     for name, service in services.items():
         for port in service.get("ports", []):
             address, _ = _published(port)
-            if name not in BEHIND_A_LOGIN:
-                assert address == "127.0.0.1", f"{name} publishes {port} on every interface without a login"
+            assert address == "127.0.0.1", f"{name} publishes {port} beyond the host's loopback"
     for name in ("postgres", "spark-worker", "spark-worker-gpu"):
         assert not services[name].get("ports"), f"{name} is for the stack's own services only"
+
+
+def test_every_service_runs_unprivileged_with_a_health_check_and_a_memory_limit():
+    services = _compose()["services"]
+    for name, service in services.items():
+        user = service.get("user")
+        if service["image"] == IMAGE:
+            assert user is None, f"{name}: the image's own user (Dockerfile USER) is the one that owns its folders"
+        else:
+            assert user and user.split(":")[0] not in ("root", "0"), f"{name} would run as root"
+        assert re.fullmatch(r"\d+[mg]", str(service.get("mem_limit", ""))), f"{name} states no memory limit"
+        if name == "airflow-init":
+            continue  # a one-shot: depends_on waits for it to exit 0
+        test = service.get("healthcheck", {}).get("test")
+        assert test and test[0] == "CMD", f"{name} has no health check (exec form)"
+        if service["image"] == IMAGE:
+            assert test[1:3] == ["python", "/opt/pipeline/scripts/healthcheck.py"], name
+            assert (REPO / "scripts/healthcheck.py").exists()
+    for name in ("airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"):
+        assert services[name]["healthcheck"]["test"][3] == "airflow-job", f"{name}: a live job's heartbeat"
 
 
 def test_mlflow_answers_the_host_name_the_services_use():
