@@ -34,6 +34,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -206,20 +207,22 @@ class Smoke:
 
         self.shots.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory() as work, chromium(Path(work)) as browser:
-            page = Page(browser, folder=self.shots, prefix="compose-")
+            page = Page(browser, folder=Path(work) / "shots", prefix="compose-")
             page.log_in(self.airflow)
             browser.get(f"{AIRFLOW}/dags")
             for dag_id in DAGS:
                 page.text(dag_id)
-            airflow_shot = page.shot("airflow")
+            shots = {"compose-airflow.png": page.shot("airflow")}
             browser.get(f"{AIRFLOW}/plugin/model-health")
             frame = page.wait.until(lambda d: d.find_element(By.TAG_NAME, "iframe"))
             browser.switch_to.frame(frame)
             page.text("Model health")
             page.text(MODEL)
             browser.switch_to.default_content()
-            health_shot = page.shot("model-health")
-        return [str(airflow_shot), str(health_shot)]
+            shots["compose-model-health.png"] = page.shot("model-health")
+            for name, shot in shots.items():
+                shutil.copy2(shot, self.shots / name)
+        return [str(self.shots / name) for name in shots]
 
     # --- the faults ---
 
@@ -236,16 +239,22 @@ class Smoke:
             time.sleep(2)
         raise StackError(f"{service} did not come back within {timeout:.0f} s ({before})")
 
-    def kill(self, service: str) -> str:
+    def crash(self, service: str) -> str:
+        """SIGKILL the main process of ``service``'s container from the host, as the kernel's OOM
+        killer would: a crash, which the restart policy answers. (``docker kill`` is a stop by the
+        user in the engine's eyes: ``unless-stopped`` leaves such a container down.)"""
         container = self.container(service)
-        compose_stack.run(["docker", "kill", container], capture_output=True)
+        pid = compose_stack.run(["docker", "inspect", "-f", "{{.State.Pid}}", container],
+                                capture_output=True).stdout.strip()
+        os.kill(int(pid), 9)
+        time.sleep(3)
         return container
 
     def fault_scheduler(self) -> dict[str, Any]:
         """The scheduler killed while a night's ingest runs: compose restarts it, the run finishes."""
         run_id = self.airflow.trigger("ingest_pipeline", {"run_date": FAULT_NIGHT.isoformat()})["dag_run_id"]
         self.wait_running("ingest_pipeline", run_id, "validate_raw")
-        container = self.kill("airflow-scheduler")
+        container = self.crash("airflow-scheduler")
         back = self.restarted("airflow-scheduler", container)
 
         def done(runs: dict[str, list[dict[str, Any]]]) -> bool:
@@ -259,7 +268,7 @@ class Smoke:
         """PostgreSQL killed: it restarts, the Airflow components reconnect (or are restarted), and
         what was there before is all there."""
         before = self.inventory()
-        container = self.kill("postgres")
+        container = self.crash("postgres")
         back = self.restarted("postgres", container)
         compose_stack.wait_healthy(self.project, timeout=600)
         self.login()
@@ -271,16 +280,18 @@ class Smoke:
     def fault_spark_worker(self) -> dict[str, Any]:
         """The Spark worker killed while the model trains: the task's retry resumes from the
         checkpoint of the epoch the first try finished."""
-        run_id = self.airflow.trigger("train_pipeline", {"run_date": TRAIN_DATE.isoformat(), "epochs": 4,
-                                                         "promotion_margin": 0})["dag_run_id"]
+        day = NIGHT.isoformat()  # a window of its own: the first training's checkpoints are for TRAIN_DATE
+        run_id = self.airflow.trigger("train_pipeline", {"run_date": day, "epochs": 6})["dag_run_id"]
         self.wait_running("train_pipeline", run_id, "train_model", timeout=900)
         # The first epoch's checkpoint written: the retry has something to resume from.
         deadline = time.monotonic() + 600
-        while not self.exec("airflow-scheduler", "find /data/lake -path '*checkpoint*' -name '*epoch*' | head -1"):
+        find = f"find /data/lake/checkpoints -path '*/date={day}/*' -name 'epoch-*.pt' 2>/dev/null || true"
+        candidates = set(self.exec("airflow-scheduler", find).split())  # what the sweep's candidate left
+        while not set(self.exec("airflow-scheduler", find).split()) - candidates:
             if time.monotonic() > deadline:
                 raise StackError("no checkpoint written within 600 s")
             time.sleep(2)
-        container = self.kill("spark-worker")
+        container = self.crash("spark-worker")
         back = self.restarted("spark-worker", container)
 
         def done(runs: dict[str, list[dict[str, Any]]]) -> bool:
