@@ -7,13 +7,21 @@ costs a Python start and one request or one query.
 Usage (inside the image)::
 
     python /opt/pipeline/scripts/healthcheck.py http URL [--json KEY.PATH=VALUE] [--text TEXT]
-    python /opt/pipeline/scripts/healthcheck.py airflow-job JOB_TYPE [--max-age SECONDS]
+    python /opt/pipeline/scripts/healthcheck.py airflow-job JOB_TYPE [--max-age SECONDS] [--end-after SECONDS]
 
 ``http``: the URL answers 2xx, and its JSON has VALUE at KEY.PATH (``metadatabase.status=healthy``)
 or its body contains TEXT. ``airflow-job``: this container runs a live Airflow job of JOB_TYPE
 (``SchedulerJob``, ``DagProcessorJob``, ``TriggererJob``): Airflow's metadata database holds a
 running job of that type from this host whose heartbeat is at most SECONDS old, which is what
 ``airflow jobs check --local`` checks, without starting Airflow.
+
+``--end-after``: the engine restarts a container whose process exits, never one that is only
+unhealthy (that takes a swarm). An Airflow component can stay up without working: after a
+PostgreSQL crash the scheduler was seen to stop scheduling and wait for ever ("Shutting down
+LocalExecutor; waiting for running tasks to finish"). With ``--end-after``, a job whose heartbeat
+(or, none, whose process) is older than that many seconds has its process killed, as a crash: the
+container exits and its restart policy starts it again. It needs ``init: true`` (docker-init as
+PID 1, the component its child): a container's PID 1 cannot be killed from inside.
 """
 
 from __future__ import annotations
@@ -87,7 +95,37 @@ def heartbeat_verdict(age: float | None, job_type: str, max_age: float) -> None:
         raise Unhealthy(f"{job_type}'s last heartbeat is {age:.0f} s old (more than {max_age:.0f} s)")
 
 
-def check_airflow_job(job_type: str, max_age: float) -> None:
+def should_end(age: float | None, uptime: float, end_after: float | None) -> bool:
+    """Whether a job whose last heartbeat is ``age`` seconds old (None: no running job) in a
+    process up for ``uptime`` seconds is hung for good: both older than ``end_after``."""
+    if end_after is None or uptime <= end_after:
+        return False
+    return age is None or age > end_after
+
+
+def _main_process() -> tuple[int, float] | None:
+    """(pid, seconds up) of the component: the oldest child of PID 1 (docker-init), or None when
+    PID 1 is the component itself (no ``init: true``)."""
+    import pathlib
+
+    ticks = os.sysconf("SC_CLK_TCK")
+    uptime = float(pathlib.Path("/proc/uptime").read_text().split()[0])
+    children = []
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        pid, ppid, started = int(stat.parent.name), int(fields[1]), int(fields[19]) / ticks
+        if ppid == 1 and pid not in (os.getpid(), os.getppid()):
+            children.append((started, pid))
+    if not children or "init" not in pathlib.Path("/proc/1/cmdline").read_bytes().decode(errors="replace"):
+        return None
+    started, pid = min(children)
+    return pid, uptime - started
+
+
+def check_airflow_job(job_type: str, max_age: float, end_after: float | None = None) -> None:
     import psycopg2
 
     url = os.environ.get(DB_ENV)
@@ -97,7 +135,15 @@ def check_airflow_job(job_type: str, max_age: float) -> None:
     with psycopg2.connect(psycopg2_dsn(url), connect_timeout=10) as conn, conn.cursor() as cursor:
         cursor.execute(HEARTBEAT_SQL, (job_type, socket.getfqdn()))
         (age,) = cursor.fetchone()
-    heartbeat_verdict(None if age is None else float(age), job_type, max_age)
+    age = None if age is None else float(age)
+    main = _main_process() if end_after is not None else None
+    if main is not None and should_end(age, main[1], end_after):
+        import signal
+
+        os.kill(main[0], signal.SIGKILL)
+        raise Unhealthy(f"{job_type} hung (heartbeat {age if age is None else round(age)} s old): "
+                        f"killed process {main[0]} so that the container restarts")
+    heartbeat_verdict(age, job_type, max_age)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,12 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     job = sub.add_parser("airflow-job")
     job.add_argument("job_type", choices=["SchedulerJob", "DagProcessorJob", "TriggererJob"])
     job.add_argument("--max-age", type=float, default=60)
+    job.add_argument("--end-after", type=float, default=None)
     args = parser.parse_args(argv)
     try:
         if args.kind == "http":
             check_http(args.url, args.expect_json, args.expect_text)
         else:
-            check_airflow_job(args.job_type, args.max_age)
+            check_airflow_job(args.job_type, args.max_age, args.end_after)
     except Exception as exc:  # every failure is an unhealthy answer, with its reason in docker inspect
         print(f"unhealthy: {exc}", file=sys.stderr)
         return 1

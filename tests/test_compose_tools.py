@@ -166,3 +166,16 @@ def test_the_smoke_points_the_job_services_at_its_config_and_leaves_init_alone()
     assert {s["environment"]["PIPELINE_CONFIG"] for s in services.values()} == {compose_smoke.CONFIG_IN_LAKE}
     assert compose_smoke.merged({"a": {"b": 1, "c": 2}, "d": [1]}, {"a": {"b": 3}, "d": []}) == \
         {"a": {"b": 3, "c": 2}, "d": []}
+
+
+def test_a_component_hung_past_the_limit_is_ended_so_that_the_engine_restarts_it():
+    end = healthcheck.should_end
+    assert not end(200.0, uptime=1000, end_after=None)  # no --end-after: only reported
+    assert not end(30.0, uptime=1000, end_after=180)  # beating
+    assert not end(None, uptime=60, end_after=180)  # starting: no job yet
+    assert end(None, uptime=400, end_after=180)  # up for long, no running job
+    assert end(200.0, uptime=400, end_after=180)  # its heartbeat stopped
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
+    for name in ("airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"):
+        test = compose[name]["healthcheck"]["test"]
+        assert "--end-after" in test and compose[name]["init"] is True, name  # PID 1 cannot be killed from inside
