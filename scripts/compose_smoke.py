@@ -303,19 +303,26 @@ class Smoke:
                 "restarted": restarted, "inventory": after}
 
     def fault_spark_worker(self) -> dict[str, Any]:
-        """The Spark worker killed while the model trains: the task's retry resumes from the
-        checkpoint of the epoch the first try finished."""
-        day = NIGHT.isoformat()  # a window of its own: the first training's checkpoints are for TRAIN_DATE
-        run_id = self.airflow.trigger("train_pipeline", {"run_date": day, "epochs": 6})["dag_run_id"]
-        self.wait_running("train_pipeline", run_id, "train_model", timeout=900)
-        # The first epoch's checkpoint written: the retry has something to resume from.
-        deadline = time.monotonic() + 600
+        """The Spark worker crashes while the model trains (the sweep's candidate: its ranks are the
+        worker's Python processes): the task's retry resumes from the checkpoint of the last epoch
+        the first try finished."""
+        day = NIGHT.isoformat()  # a window of its own
+        # The ranks on the cluster (a barrier stage on the worker's two cores): with the config's
+        # local_mode they run in the driver's process, in the scheduler's container, and a worker
+        # that crashes takes no rank with it.
+        on_cluster = smoke_config({"train": {"local_mode": False}})
+        self.exec("airflow-scheduler", f"cat > {CONFIG_IN_LAKE}", stdin=on_cluster)
+        # Enough epochs that the crash falls between two of them (an epoch of 5 days takes a second or two).
+        run_id = self.airflow.trigger("train_pipeline", {"run_date": day, "sweep_epochs": [150]})["dag_run_id"]
+        self.wait_running("train_pipeline", run_id, "train_candidate", timeout=900)
         find = f"find /data/lake/checkpoints -path '*/date={day}/*' -name 'epoch-*.pt' 2>/dev/null || true"
-        candidates = set(self.exec("airflow-scheduler", find).split())  # what the sweep's candidate left
-        while not set(self.exec("airflow-scheduler", find).split()) - candidates:
+        deadline = time.monotonic() + 600
+        while not self.exec("airflow-scheduler", find).strip():
             if time.monotonic() > deadline:
                 raise StackError("no checkpoint written within 600 s")
-            time.sleep(2)
+            time.sleep(1)
+        time.sleep(5)
+        checkpoints = self.exec("airflow-scheduler", find).split()
         container = self.crash("spark-worker")
         back = self.restarted("spark-worker", container)
 
@@ -324,18 +331,30 @@ class Smoke:
                        for r in runs["train_pipeline"])
 
         self.airflow.settle(["train_pipeline"], done, timeout=1500)
+        self.exec("airflow-scheduler", f"cat > {CONFIG_IN_LAKE}", stdin=smoke_config())
         [ti] = [ti for ti in self.airflow.task_instances("train_pipeline")
-                if ti["dag_run_id"] == run_id and ti["task_id"] == "train_model"]
-        log = self.airflow.task_log("train_pipeline", run_id, "train_model", ti["try_number"], lines=400)
-        resumed = [line for line in log.splitlines() if "resum" in line.lower()]
-        return {"back_after_s": round(back, 1), "state": ti["state"], "tries": ti["try_number"],
-                "resumed": resumed[:3]}
+                if ti["dag_run_id"] == run_id and ti["task_id"] == "train_candidate"]
+        log = self.airflow.task_log("train_pipeline", run_id, "train_candidate", ti["try_number"], lines=2000,
+                                    map_index=ti["map_index"])
+        resumed = [line.strip()[:300] for line in log.splitlines() if "resum" in line.lower()]
+        if ti["state"] != "success" or ti["try_number"] < 2 or not resumed:
+            raise StackError(f"the candidate's retry did not resume: {ti['state']}, try {ti['try_number']}")
+        return {"back_after_s": round(back, 1), "checkpoints_at_crash": checkpoints, "state": ti["state"],
+                "tries": ti["try_number"], "resumed": resumed[:3]}
 
 
-def faults(smoke: Smoke, report: dict[str, Any]) -> None:
-    report["fault_scheduler"] = smoke.step("fault: the scheduler crashes in a run", smoke.fault_scheduler)
-    report["fault_postgres"] = smoke.step("fault: PostgreSQL crashes", smoke.fault_postgres)
-    report["fault_spark_worker"] = smoke.step("fault: the Spark worker crashes in training", smoke.fault_spark_worker)
+FAULTS = {
+    "scheduler": ("fault: the scheduler crashes in a run", "fault_scheduler"),
+    "postgres": ("fault: PostgreSQL crashes", "fault_postgres"),
+    "worker": ("fault: the Spark worker crashes in training", "fault_spark_worker"),
+}
+
+
+def faults(smoke: Smoke, report: dict[str, Any], which: list[str] | None = None) -> None:
+    for name in which or list(FAULTS):
+        title, method = FAULTS[name]
+        report[method] = smoke.step(title, getattr(smoke, method))
+        print(f"    {json.dumps(report[method], default=str)}", flush=True)
 
 
 def env_file() -> dict[str, str]:
@@ -347,12 +366,14 @@ def env_file() -> dict[str, str]:
     return values
 
 
-def smoke_config() -> str:
+def smoke_config(patch: dict | None = None) -> str:
+    """jobs/pipeline.yaml with SMOKE_CONFIG (and ``patch``) laid over it."""
     import yaml
 
     from jobs.config import DEFAULT_CONFIG
 
-    return yaml.safe_dump(merged(yaml.safe_load(DEFAULT_CONFIG.read_text()), SMOKE_CONFIG), sort_keys=False)
+    config = merged(yaml.safe_load(DEFAULT_CONFIG.read_text()), SMOKE_CONFIG)
+    return yaml.safe_dump(merged(config, patch or {}), sort_keys=False)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -364,6 +385,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shots", default=str(REPO / "docs"), help="where the screenshots go")
     parser.add_argument("--faults-only", action="store_true",
                         help="only the faults, on the stack an earlier run left up (with --keep)")
+    parser.add_argument("--fault", action="append", choices=list(FAULTS), help="only this fault (repeatable)")
     args = parser.parse_args(argv)
     if not (REPO / ".env").exists():
         sys.exit("no .env: copy .env.example to .env and give every variable a value (it says how)")
@@ -380,7 +402,7 @@ def main(argv: list[str] | None = None) -> None:
             smoke.step("build (base images, wheelhouse, image)", lambda: compose_stack.build(args.project))
             smoke.step("up -d --wait", smoke.up)
             smoke.login()
-            faults(smoke, report)
+            faults(smoke, report, args.fault)
             report["result"] = "passed"
             return
         if not args.reuse:
@@ -418,7 +440,7 @@ def main(argv: list[str] | None = None) -> None:
             raise StackError(f"down and up lost something: {before} -> {after}")
         print(f"    all there after down and up: {after}")
         if args.faults:
-            faults(smoke, report)
+            faults(smoke, report, args.fault)
         report["result"] = "passed"
     except Exception as exc:
         report["result"] = f"failed: {exc}"
