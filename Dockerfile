@@ -19,6 +19,15 @@ WORKDIR /opt/pipeline
 COPY pyproject.toml README.md ./
 COPY jobs ./jobs
 COPY orchestration ./orchestration
+# Where pip finds the wheels and which versions it takes, when given (pip reads these from the
+# environment; all unset by default, and pip then uses PyPI). `make compose-up` passes the wheels of
+# the project's own .venv, served on the engine's bridge, with PIP_NO_INDEX: the image gets the exact
+# versions the tests ran and the CPU build of torch, which PyPI does not carry (its torch==2.13.0 is
+# the CUDA build, several GB), and the build downloads nothing (scripts/compose_stack.py).
+ARG PIP_FIND_LINKS
+ARG PIP_TRUSTED_HOST
+ARG PIP_CONSTRAINT
+ARG PIP_NO_INDEX
 RUN pip install --no-cache-dir -e '.[deploy]' \
     && ln -s "$(python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')" /opt/spark
 # Spark's classes parsed once for every spark-submit of this image (jobs/lake/class_archive.py;
@@ -39,3 +48,5 @@ ENV SPARK_HOME=/opt/spark \
 
 # Numeric, so that an orchestrator can check that it is not root (Kubernetes' runAsNonRoot).
 USER 50000:50000
+# Runs the service's command; for Airflow, first writes the admin password from .env.
+ENTRYPOINT ["/opt/pipeline/scripts/container_entrypoint.sh"]

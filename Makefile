@@ -6,7 +6,7 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 ENV := source scripts/env.sh &&
 
-.PHONY: help install class-archive system-packages demo test test-fast lint docs bench bench-scale capacity replay airflow ui-screenshot health-screenshot health-screenshot-stack backfill-90 clean
+.PHONY: help install class-archive system-packages demo test test-fast lint docs bench bench-scale capacity replay airflow ui-screenshot health-screenshot health-screenshot-stack backfill-90 compose-up compose-down compose-smoke clean
 help:
 	@echo "make demo       install, land the example data, train and score through Airflow, print a summary"
 	@echo "make test       run the whole test suite"
@@ -30,6 +30,10 @@ help:
 	@echo "make health-screenshot-stack  run tests/deployed/test_backfill.py and copy its Model health screenshot to docs/model-health-stack.png"
 	@echo "make backfill-90  90 days of ingest and scoring backfilled on the deployed stack through the REST API,"
 	@echo "                the API's health check timed all along (half an hour or more): tests/load/"
+	@echo "make compose-up   the docker-compose stack: the engine (installed and started if need be, as root), base"
+	@echo "                images without a registry, the image, up --wait (docs/deployment.md); compose-down stops it"
+	@echo "make compose-smoke  by hand: the compose stack from nothing through a training and a night over the REST"
+	@echo "                API, down and up, screenshots into docs/ (FAULTS=1 adds the container faults)"
 	@echo "make clean      remove .pipeline/ (lake, MLflow store, Airflow DB)"
 
 $(STAMP): pyproject.toml
@@ -138,6 +142,20 @@ backfill-90: install class-archive system-packages
 	rm -rf $(BACKFILL_TEST_HOME)
 	PIPELINE_TEST_HOME=$(BACKFILL_TEST_HOME) $(VENV)/bin/pytest -q -s -p no:logging tests/load \
 	  --backfill-days $(BACKFILL_DAYS)
+
+# The docker-compose stack (scripts/compose_stack.py): its volumes outlive compose-down.
+compose-up: install
+	$(VENV)/bin/python scripts/compose_stack.py up
+
+compose-down:
+	$(VENV)/bin/python scripts/compose_stack.py down
+
+# By hand, not in CI: the compose stack from nothing, end to end (scripts/compose_smoke.py; its own
+# compose project, so the volumes of compose-up's stack are left alone; it stops what compose-up runs
+# first, for the ports). FAULTS=1 adds the container faults.
+compose-smoke: install system-packages
+	-$(VENV)/bin/python scripts/compose_stack.py down
+	$(VENV)/bin/python scripts/compose_smoke.py $(if $(FAULTS),--faults)
 
 clean:
 	rm -rf .pipeline
