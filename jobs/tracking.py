@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.config import artifact_root, load_config, tracking_uri
+from jobs.config import TRACKING_ENV, artifact_root, load_config, tracking_uri
 from jobs.errors import DataError
 
 
@@ -20,6 +22,24 @@ def client():  # noqa: ANN201 - MlflowClient, imported lazily
     load_config().tracking.apply()
     mlflow.set_tracking_uri(tracking_uri())
     return MlflowClient(tracking_uri())
+
+
+@contextlib.contextmanager
+def best_effort_calls(retries: int = 1, timeout: int = 10) -> Iterator[None]:
+    """MLflow calls on the way out of a failure (ending a run as FAILED, saying why): the tracking
+    server may be what failed, and the error in hand is what the job must report, so each call
+    tries ``retries`` more times at most, for ``timeout`` s each, not ``tracking.*``'s minute."""
+    bounded = {TRACKING_ENV["max_retries"]: str(retries), TRACKING_ENV["request_timeout"]: str(timeout)}
+    saved = {name: os.environ.get(name) for name in bounded}
+    os.environ.update(bounded)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 class TrackingServerUnavailable(RuntimeError):

@@ -191,7 +191,10 @@ def train_fn(job: RankConfig) -> dict[str, Any] | None:
         # MLflow ends an open run as FINISHED when the process exits: say what really happened.
         mlflow = sys.modules.get("mlflow")  # imported by rank 0 only
         if mlflow is not None and mlflow.active_run() is not None:
-            mlflow.end_run(status="FAILED")
+            from jobs.tracking import best_effort_calls
+
+            with best_effort_calls():  # the server may be what failed: the error in hand is the news
+                mlflow.end_run(status="FAILED")
         raise
     # The rank exits once it returns: frozen, the objects of torch's (and rank 0's MLflow's) import
     # graph are left out of the interpreter's final collections, most of a second of its exit.

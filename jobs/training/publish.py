@@ -91,14 +91,15 @@ def publish(
     from jobs.lake.storage import delete_dir, write_text
     from jobs.scoring.drift import BASELINE_ARTIFACT, build_baseline
     from jobs.selection.gate import apply_gate
-    from jobs.tracking import client, run_url
+    from jobs.tracking import best_effort_calls, client, run_url
 
     cfg, spec = config.train, config.features
     mlflow_client = client()
     try:
         version = mlflow.register_model(result["model_uri"], cfg.model_name)
     except BaseException:
-        mlflow_client.set_terminated(run.run_id, status="FAILED")
+        with best_effort_calls():  # the server may be what failed
+            mlflow_client.set_terminated(run.run_id, status="FAILED")
         raise
     metrics = result["metrics"]
     holdout = (

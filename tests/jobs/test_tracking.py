@@ -75,3 +75,21 @@ def test_calls_ride_out_a_30_s_database_restart_and_a_gone_server_fails_them_wit
                 client.log_metric(run.info.run_id, "loss", 0.25, step=2)
             gave_up = time.monotonic() - started
     assert sum(short.retry_waits) <= gave_up <= short.give_up_after + 5, (gave_up, short.retry_waits)
+
+
+def test_calls_on_the_way_out_of_a_failure_give_up_within_seconds(monkeypatch):
+    """Ending a run as FAILED after an error (the rank's, the train job's): the server may be what
+    failed, so those calls retry once, briefly, and the settings in force before come back after."""
+    import mlflow
+
+    from jobs.tracking import best_effort_calls
+
+    _use(monkeypatch, load_config().tracking)
+    gone = "http://127.0.0.1:9"  # the discard port: nothing listens, connections are refused
+    started = time.monotonic()
+    with best_effort_calls(), pytest.raises(mlflow.exceptions.MlflowException):
+        mlflow.MlflowClient(gone).get_run("0" * 32)
+    assert time.monotonic() - started < 5
+    from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_MAX_RETRIES
+
+    assert MLFLOW_HTTP_REQUEST_MAX_RETRIES.get() == load_config().tracking.max_retries
