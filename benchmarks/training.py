@@ -225,20 +225,15 @@ def phases(marks: dict[str, float], launched: float, returned: float, loop_s: fl
 def marks_file(code: str | None) -> Iterator[Path]:
     """A file for rank 0's timing marks (named in the ranks' environment, which they inherit) and,
     with ``code``, that folder first on the ranks' ``PYTHONPATH``: they import ``jobs`` from it."""
-    saved = {key: os.environ.get(key) for key in ("PIPELINE_TRAINING_MARKS", "PYTHONPATH")}
+    from jobs.config import environment
+
     with tempfile.TemporaryDirectory(prefix="bench-marks-") as folder:
         path = Path(folder, "marks.json")
-        os.environ["PIPELINE_TRAINING_MARKS"] = str(path)  # jobs.training.loop.TIMING_MARKS_ENV
+        values = {"PIPELINE_TRAINING_MARKS": str(path)}  # jobs.training.loop.TIMING_MARKS_ENV
         if code:
-            os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [code, saved["PYTHONPATH"]]))
-        try:
+            values["PYTHONPATH"] = os.pathsep.join(filter(None, [code, os.environ.get("PYTHONPATH")]))
+        with environment(**values):
             yield path
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
 
 def read_marks(path: Path) -> dict[str, float]:

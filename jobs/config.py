@@ -10,10 +10,11 @@ Three tiers, no overlap:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -225,6 +226,22 @@ class TrackingSpec:
         for name, variable in TRACKING_ENV.items():
             os.environ.setdefault(variable, str(getattr(self, name)))
         return {variable: os.environ[variable] for variable in TRACKING_ENV.values()}
+
+
+@contextlib.contextmanager
+def environment(**values: str) -> Iterator[None]:
+    """Set these environment variables for the block (and the processes it starts), then put back
+    what was there before, unset ones unset again."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 TRACKING_ENV = {  # TrackingSpec field -> MLflow's environment variable (mlflow/environment_variables.py)

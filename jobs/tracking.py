@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.config import TRACKING_ENV, artifact_root, load_config, tracking_uri
+from jobs.config import TRACKING_ENV, artifact_root, environment, load_config, tracking_uri
 from jobs.errors import DataError
 
 
@@ -30,16 +30,8 @@ def best_effort_calls(retries: int = 1, timeout: int = 10) -> Iterator[None]:
     server may be what failed, and the error in hand is what the job must report, so each call
     tries ``retries`` more times at most, for ``timeout`` s each, not ``tracking.*``'s minute."""
     bounded = {TRACKING_ENV["max_retries"]: str(retries), TRACKING_ENV["request_timeout"]: str(timeout)}
-    saved = {name: os.environ.get(name) for name in bounded}
-    os.environ.update(bounded)
-    try:
+    with environment(**bounded):
         yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 class TrackingServerUnavailable(RuntimeError):
