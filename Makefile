@@ -6,7 +6,7 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 ENV := source scripts/env.sh &&
 
-.PHONY: help install class-archive system-packages demo test test-fast lint docs bench bench-scale capacity replay airflow ui-screenshot health-screenshot health-screenshot-stack backfill-90 compose-up compose-down compose-smoke clean
+.PHONY: help install class-archive system-packages demo test test-fast lint docs bench bench-scale capacity replay airflow ui-screenshot health-screenshot health-screenshot-stack backfill-90 backfill-retrain compose-up compose-down compose-smoke clean
 help:
 	@echo "make demo       install, land the example data, train and score through Airflow, print a summary"
 	@echo "make test       run the whole test suite"
@@ -30,6 +30,8 @@ help:
 	@echo "make health-screenshot-stack  run tests/deployed/test_backfill.py and copy its Model health screenshot to docs/model-health-stack.png"
 	@echo "make backfill-90  90 days of ingest and scoring backfilled on the deployed stack through the REST API,"
 	@echo "                the API's health check timed all along (half an hour or more): tests/load/"
+	@echo "make backfill-retrain  60 days backfilled with a decay or drift every 14 days: each retraining once,"
+	@echo "                each champion serving from its day (an hour or more): tests/load/"
 	@echo "make compose-up   the docker-compose stack: the engine (installed and started if need be, as root), base"
 	@echo "                images without a registry, the image, up --wait (docs/deployment.md); compose-down stops it"
 	@echo "make compose-smoke  by hand: the compose stack from nothing through a training and a night over the REST"
@@ -142,6 +144,16 @@ backfill-90: install class-archive system-packages
 	rm -rf $(BACKFILL_TEST_HOME)
 	PIPELINE_TEST_HOME=$(BACKFILL_TEST_HOME) $(VENV)/bin/pytest -q -s -p no:logging tests/load \
 	  --backfill-days $(BACKFILL_DAYS)
+
+# By hand, not in CI: the same backfill with a retraining trigger every RETRAIN_EVERY days (decay, then
+# drift, in turns) over RETRAIN_DAYS days (tests/load/; an hour on 2 cores): figures to its test home.
+RETRAIN_TEST_HOME := $(CURDIR)/.pipeline/backfill-retrain
+RETRAIN_DAYS ?= 60
+RETRAIN_EVERY ?= 14
+backfill-retrain: install class-archive system-packages
+	rm -rf $(RETRAIN_TEST_HOME)
+	PIPELINE_TEST_HOME=$(RETRAIN_TEST_HOME) $(VENV)/bin/pytest -q -s -p no:logging tests/load \
+	  --backfill-days $(RETRAIN_DAYS) --retrain-every $(RETRAIN_EVERY)
 
 # The docker-compose stack (scripts/compose_stack.py): its volumes outlive compose-down.
 compose-up: install

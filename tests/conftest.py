@@ -67,6 +67,9 @@ def cuda_devices() -> int:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--backfill-days", type=int, default=0,
                      help="run tests/load/: backfill this many days on the deployed stack (make backfill-90)")
+    parser.addoption("--retrain-every", type=int, default=0,
+                     help="tests/load/: a retraining trigger every this many backfilled days, alternately decay "
+                          "and drift (make backfill-retrain); 0: none, every day scored by the first champion")
 
 
 @pytest.hookimpl(optionalhook=True)

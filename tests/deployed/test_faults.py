@@ -23,6 +23,9 @@ and task states, the lock files.
   what of Airflow exits is restarted by the stack's restart policy; the training's MLflow calls
   ride it out (``tracking.*``), so the run succeeds on the training's first try, nothing left
   running in Airflow or MLflow, and the champion moves only with the gate.
+- PostgreSQL crashed the same way for 30 s as a day is scored (stopped as the scoring task starts,
+  before the job has looked the champion up): the job's registry calls wait for it and score_batch
+  succeeds on its first try, the day scored once by the champion.
 - Load, in part: 50 trigger requests at once are each accepted or refused cleanly (the backfills'
   health-check latencies are measured in ``test_backfill.py``).
 """
@@ -322,6 +325,54 @@ def test_postgresql_stopped_immediately_during_training_recovers_and_the_champio
     assert run["state"] == "success", airflow.describe("train_pipeline")
     print(f"restarted: {restarted}; train_pipeline {run_id}: {run['state']}; tries "
           f"{ {name: (ti['state'], ti['try_number']) for name, ti in tis.items()} }")
+
+
+def test_postgresql_stopped_immediately_as_a_day_is_scored_the_jobs_registry_calls_wait_and_its_first_try_scores(
+        stack, stack_lake, training):
+    """PostgreSQL stopped with ``pg_ctl stop -m immediate`` as score_batch starts (as the MLflow
+    case above kills the server: before the job has looked the champion up), started again 30 s
+    later: the MLflow server answers 503 meanwhile, the job's registry calls retry with backoff
+    (``tracking.*``) and its first try scores the day; the run succeeds, the day once, by the
+    champion; nothing left running, every component healthy (the restart policy starts again what of
+    Airflow exited)."""
+    import mlflow
+
+    from jobs.selection.gate import current_champion
+    from tests.deployed.scenario import MODEL
+
+    airflow, lake, day = stack.airflow, stack_lake, DAYS[0]
+    champion = str(current_champion(mlflow.MlflowClient(stack.mlflow.url), MODEL).version)
+    airflow.unpause("score_pipeline")
+    run_id = airflow.trigger("score_pipeline", {"run_date": day.isoformat()})["dag_run_id"]
+    ti = airflow.wait_for_task("score_pipeline", run_id, "score_batch", "running", timeout=300, poll=1)
+    heard = stack.mlflow.log.stat().st_size
+    said = stack.postgres.stop_immediately()
+    assert "server stopped" in said, said
+    time.sleep(30)
+    stack.postgres.start().ready()
+
+    run = _wait_for_run(airflow, "score_pipeline", run_id, RECOVERY_TIMEOUT)
+    _wait_for_rest(airflow, timeout=300)
+    tis = {t["task_id"]: t for t in airflow.task_instances("score_pipeline") if t["dag_run_id"] == run_id}
+    with stack.mlflow.log.open("rb") as server_log:
+        server_log.seek(heard)
+        refused = [line for line in server_log.read().decode(errors="replace").splitlines()
+                   if "/api/2.0/mlflow/" in line and " 503 " in line]
+    assert refused, "no call of the score job reached the MLflow server while PostgreSQL was down"
+    assert (tis["score_batch"]["state"], tis["score_batch"]["try_number"]) == ("success", 1), tis["score_batch"]
+    log = airflow.task_log("score_pipeline", run_id, "score_batch", 1, lines=400, map_index=ti["map_index"])
+    assert "failed (a fault" not in log, log[-3000:]
+    assert run["state"] == "success", airflow.describe("score_pipeline")
+    airflow.restarts.clear()  # the components that exit without their database: the case above checks them
+    health = airflow.health()
+    assert {part: state["status"] for part, state in health.items()} == dict.fromkeys(health, "healthy"), health
+
+    flights = pd.read_csv(lake.raw_file("flights", day))
+    predictions = pq.read_table(lake.partition(lake.predictions, day)).to_pandas()
+    assert len(predictions) == len(flights) and not predictions.duplicated(KEYS).any()
+    assert set(predictions["model_version"]) == {champion}
+    assert locks(lake) == [] and staging(Path(lake.predictions)) == []
+    print(f"the MLflow server refused {len(refused)} call(s) while PostgreSQL was down: {refused[:3]}")
 
 
 def test_fifty_trigger_requests_at_once_are_each_accepted_or_refused_cleanly(stack, training):

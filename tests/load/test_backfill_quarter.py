@@ -25,6 +25,21 @@ The retraining triggers are set out of reach (drift and decay thresholds no day 
 retraining's minutes would make the run's length depend on the data, and both triggers are
 tested on the stack in ``tests/deployed/test_backfill.py``. Every day is scored by the first
 champion.
+
+With ``--retrain-every N`` (``make backfill-retrain``; the test above is skipped then) the same
+backfill retrains inside it: every N-th day's raw flights are changed before the backfill starts,
+alternately a decay (the outcomes of two airports' flights turned around, as
+``tests/deployed/test_backfill.py`` does) and a drift (every distance four times too long), with
+the thresholds of the deployed scenario (decay judged day by day on log loss, drift at the
+defaults) and every retraining promoted. The days between are real 2013 days under the same
+thresholds: a trigger they fire themselves is a retraining like the others. Afterwards, besides
+the checks above: every retraining ran once (one train run and one version per trigger day, each
+on the window ending its day) and succeeded, each changed day started its retraining, every new
+champion re-scored its own day and served every day scored after it was promoted, never a day
+before it, and no older version served a day after a newer one did (the served versions rise with
+the days, the retraining days aside); no day was scored or judged twice by the same version.
+The days an older champion served while its successor trained (the backfill goes on meanwhile)
+are counted in the figures (``backfill-retrain.json`` and ``.png``).
 """
 
 from __future__ import annotations
@@ -60,6 +75,10 @@ pytestmark = [
     pytest.mark.skipif("not config.getoption('--backfill-days')",
                        reason="a load test of half an hour or more: make backfill-90 (pytest --backfill-days N)"),
 ]
+with_retraining = pytest.mark.skipif("not config.getoption('--retrain-every')",
+                                     reason="retraining inside the backfill: make backfill-retrain (--retrain-every N)")
+without_retraining = pytest.mark.skipif("config.getoption('--retrain-every')",
+                                        reason="--retrain-every N runs the backfill with retraining instead")
 
 MODEL = "backfill_model"
 FIRST = TRAIN_DATE + dt.timedelta(days=1)  # the backfill's first day: the first champion's next
@@ -68,8 +87,11 @@ POLL = 30  # seconds between two looks at the runs: the API's own load stays sma
 HEAP_EVERY = 300  # seconds between two samples of the Connect server's live heap (each a full GC)
 HEAP_LIMIT = 0.5  # the live heap's share of the server's maximum at the end
 SECONDS_PER_DAY = 240  # the wait's bound per backfilled day: about four times a quiet machine's pace
-FIGURES = Path(os.environ["PIPELINE_TEST_HOME"]) / "backfill-quarter.json"
+SECONDS_PER_TRAINING = 600  # and per retraining (two epochs of 5 days, one rank, about 2 minutes quiet)
+HOME = Path(os.environ["PIPELINE_TEST_HOME"])
+FIGURES = HOME / "backfill-quarter.json"
 PLOT = FIGURES.with_suffix(".png")
+DECAY_THRESHOLDS = {"window_days": 1, "metric": "log_loss", "margin": 0.25, "max_ece": 1.0}  # the scenario's
 
 
 @pytest.fixture
@@ -79,18 +101,34 @@ def days(request) -> list[dt.date]:
 
 
 @pytest.fixture
-def quarter(days, lake, features_zone, config_patch, tmp_path_factory, monkeypatch):
-    """The stack on a lake of its own holding the raw data of every backfilled day; the stack and
-    the lake."""
+def changed(request, days) -> dict[dt.date, str]:
+    """With ``--retrain-every N``: the backfilled days whose raw flights are changed, each with how
+    (every N-th day, decay first, then drift, in turns); empty without."""
+    every = request.config.getoption("--retrain-every")
+    picked = days[every - 1::every] if every else []
+    return {day: ("decay", "drift")[n % 2] for n, day in enumerate(picked)}
+
+
+@pytest.fixture
+def quarter(days, changed, lake, features_zone, config_patch, tmp_path_factory, monkeypatch):
+    """The stack on a lake of its own holding the raw data of every backfilled day (the ``changed``
+    days changed); the stack and the lake."""
     from jobs.datasets.land_flights import land
+    from tests.deployed.scenario import make_drift, turn_outcomes
     from tests.stack import running_stack
 
     home = tmp_path_factory.mktemp("quarter")
     own = copy_lake(lake, features_zone, home / "lake")
     land(own, FIRST, days[-1])
-    out_of_reach = {"psi_threshold": 1e9, "unknown_share_threshold": 1.0}
-    config = stack_config(config_patch, home / "config", MODEL, score={"drift": out_of_reach},
-                          monitoring={"decay": {"margin": 1e9, "max_ece": 1.0}})
+    for day, how in changed.items():
+        (turn_outcomes if how == "decay" else make_drift)(own.raw_file("flights", day))
+    if changed:  # the deployed scenario's thresholds, every retraining promoted
+        config = stack_config(config_patch, home / "config", MODEL, train={"promotion_margin": -1.0},
+                              monitoring={"decay": DECAY_THRESHOLDS})
+    else:
+        out_of_reach = {"psi_threshold": 1e9, "unknown_share_threshold": 1.0}
+        config = stack_config(config_patch, home / "config", MODEL, score={"drift": out_of_reach},
+                              monitoring={"decay": {"margin": 1e9, "max_ece": 1.0}})
     env = stack_env(own, config, home)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
@@ -100,8 +138,33 @@ def quarter(days, lake, features_zone, config_patch, tmp_path_factory, monkeypat
         yield stack, own
 
 
+@without_retraining
 def test_a_quarter_backfilled_through_the_rest_api_lands_every_day_once_and_the_api_stays_responsive(quarter, days):
     stack, lake = quarter
+    runs, figures = _backfill(stack, lake, days, FIGURES)
+    _check(stack, lake, runs, days)
+    assert figures["health"]["p95_s"] < HEALTH_P95_LIMIT, figures["health"]
+
+
+@with_retraining
+def test_retraining_inside_a_long_backfill_starts_once_per_trigger_and_each_champion_serves_from_its_day(
+        quarter, days, changed):
+    stack, lake = quarter
+    path = HOME / "backfill-retrain.json"
+    runs, figures = _backfill(stack, lake, days, path, trainings=len(changed),
+                              done=lambda: _retrained(stack, lake, changed))
+    for dag_id in DAGS:  # the days and the trainings are done: the chain at rest, nothing else to start
+        assert all(r["state"] in TERMINAL_RUN_STATES for r in stack.airflow.dag_runs(dag_id)), dag_id
+    figures["retrainings"] = _check_retraining(stack, lake, runs, days, changed)
+    path.write_text(json.dumps(figures, indent=2))
+    print(f"\nthe retrainings: {json.dumps(figures['retrainings'])} ({path})")
+    assert figures["health"]["p95_s"] < HEALTH_P95_LIMIT, figures["health"]
+
+
+def _backfill(stack, lake, days, path: Path, trainings: int = 0, done=lambda: True) -> tuple[dict, dict]:
+    """The first champion through the REST API, then one backfill of the days, waited for (and for
+    ``done``) with the health check and the heap watched; its runs by DAG and its figures (written
+    to ``path``, the plot beside it)."""
     airflow = stack.airflow
     for dag_id in DAGS:
         airflow.wait_for_dag(dag_id)
@@ -118,20 +181,18 @@ def test_a_quarter_backfilled_through_the_rest_api_lands_every_day_once_and_the_
     with health_probe(airflow) as latencies:
         backfill = airflow.backfill("ingest_pipeline", days[0], days[-1], max_active_runs=1)
         assert backfill["dag_id"] == "ingest_pipeline", backfill
-        runs = _wait(stack, lake, days, started, progress, latencies, server)
+        runs = _wait(stack, lake, days, started, progress, latencies, server, trainings, done)
         seconds = time.monotonic() - started
         latency = list(latencies)
     server.sample(seconds)
     assert len(latency) > seconds / 4, (len(latency), seconds)  # the probe ran all along
     figures = _figures(runs, days, seconds, latency, server)
-    FIGURES.write_text(json.dumps(figures, indent=2))
-    _plot(progress, latency, seconds, figures, server)
-    print(f"\nthe backfill of {len(days)} days: {json.dumps(figures)} ({FIGURES}, {PLOT})")
-
-    _check(stack, lake, runs, days)
-    assert figures["health"]["p95_s"] < HEALTH_P95_LIMIT, figures["health"]
+    path.write_text(json.dumps(figures, indent=2))
+    _plot(progress, latency, seconds, figures, server, path.with_suffix(".png"), _promotions(stack, started))
+    print(f"\nthe backfill of {len(days)} days: {json.dumps(figures)} ({path}, {path.with_suffix('.png')})")
     # the shared server's live heap stays bounded: what a backfill's jobs leave behind is freed
     assert server.samples[-1][1] < HEAP_LIMIT * server.max_mb, (server.samples, server.max_mb)
+    return runs, figures
 
 
 class ConnectHeap:
@@ -161,14 +222,14 @@ class ConnectHeap:
 
 
 def _wait(stack, lake, days, started: float, progress: list, latencies: list[float],
-          server: ConnectHeap) -> dict[str, list[dict]]:
-    """Wait until every backfill run has succeeded, every day is scored and the chain is at rest,
-    printing the progress and sampling the Connect server's heap every HEAP_EVERY seconds; a
-    failed try fails the wait at once, with its log."""
+          server: ConnectHeap, trainings: int = 0, done=lambda: True) -> dict[str, list[dict]]:
+    """Wait until every backfill run has succeeded, every day is scored, ``done()`` holds and the
+    chain is at rest, printing the progress and sampling the Connect server's heap every
+    HEAP_EVERY seconds; a failed try fails the wait at once, with its log."""
     from jobs.lake.layout import partition_day
 
     airflow = stack.airflow
-    deadline = started + SECONDS_PER_DAY * len(days) + 600
+    deadline = started + SECONDS_PER_DAY * len(days) + SECONDS_PER_TRAINING * trainings + 600
     while True:
         airflow.check_alive()
         assert stack.connect.process.poll() is None, f"the Spark Connect server exited: {stack.connect.log}"
@@ -189,7 +250,7 @@ def _wait(stack, lake, days, started: float, progress: list, latencies: list[flo
               f"{recent[-1] if recent else 0:.3f} s; Connect server's live heap {server.samples[-1][1]:.0f} of "
               f"{server.max_mb:.0f} MiB", flush=True)
         resting = all(r["state"] in TERMINAL_RUN_STATES for found in runs.values() for r in found)
-        if resting and len(ingested) == len(days) and len(scored) == len(days):
+        if resting and len(ingested) == len(days) and len(scored) == len(days) and done():
             return runs
         if time.monotonic() > deadline:
             raise AssertionError(f"{len(ingested)} of {len(days)} days ingested and {len(scored)} scored within "
@@ -219,9 +280,10 @@ def _figures(runs, days, seconds: float, latency: list[float], server: ConnectHe
     }
 
 
-def _plot(progress: list, latency: list[float], seconds: float, figures: dict, server: ConnectHeap) -> None:
-    """Days ingested and scored against time, above the health check's latencies and the Connect
-    server's live heap."""
+def _plot(progress: list, latency: list[float], seconds: float, figures: dict, server: ConnectHeap,
+          path: Path = PLOT, promotions: list[tuple[float, str]] = ()) -> None:
+    """Days ingested and scored against time (a line where each new champion was promoted), above
+    the health check's latencies and the Connect server's live heap."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -232,6 +294,10 @@ def _plot(progress: list, latency: list[float], seconds: float, figures: dict, s
     # what each look at the runs found, held until the next look
     top.step(minutes, [p[1] for p in progress], where="post", label="ingested (backfill runs succeeded)")
     top.step(minutes, [p[2] for p in progress], where="post", label="scored (predictions written)")
+    for n, (when, version) in enumerate(promotions):
+        top.axvline(when / 60, color="tab:green", linewidth=1, linestyle=":",
+                    label="a new champion (version)" if n == 0 else None)
+        top.annotate(version, (when / 60, 0), textcoords="offset points", xytext=(2, 2), fontsize=7)
     top.set_ylabel("days")
     top.set_title(f"{figures['days']} days backfilled through the REST API: {figures['seconds'] / 60:.0f} min, "
                   f"{figures['days_per_hour']} days/hour")
@@ -249,7 +315,7 @@ def _plot(progress: list, latency: list[float], seconds: float, figures: dict, s
     heap.set_xlabel("minutes since the backfill was created")
     heap.legend(loc="upper left")
     fig.tight_layout()
-    fig.savefig(PLOT, dpi=100)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
@@ -292,3 +358,127 @@ def _check(stack, lake, runs, days) -> None:
     running = client.search_runs(experiments, filter_string="attributes.status = 'RUNNING'")
     assert running == [], [r.info.run_id for r in running]
     assert airflow.health()["scheduler"]["status"] == "healthy"
+
+
+def _served_by(lake, day: dt.date) -> set[str]:
+    """The model versions of a day's served predictions (empty before it is scored)."""
+    path = Path(lake.partition(lake.predictions, day))
+    if not path.exists():
+        return set()
+    return set(pq.read_table(path, columns=["model_version"]).column("model_version").to_pylist())
+
+
+def _versions(stack) -> list:
+    import mlflow
+
+    found = mlflow.MlflowClient(stack.mlflow.url).search_model_versions(f"name = '{MODEL}'")
+    return sorted(found, key=lambda v: int(v.version))
+
+
+def _promotions(stack, started: float) -> list[tuple[float, str]]:
+    """When each retrained version was registered (seconds since ``started``, a monotonic time),
+    with its label: every retraining is promoted as it registers."""
+    origin = time.time() - (time.monotonic() - started)
+    return [(v.creation_timestamp / 1000 - origin, f"v{v.version}") for v in _versions(stack)[1:]]
+
+
+def _retrained(stack, lake, changed: dict[dt.date, str]) -> bool:
+    """Every changed day has its retraining's version and is served by it (re-scored)."""
+    trained_to = {v.tags.get("run_date"): v.version for v in _versions(stack)}
+    return all(_served_by(lake, day) == {trained_to.get(day.isoformat())} for day in changed)
+
+
+def _check_retraining(stack, lake, runs, days, changed) -> list[dict]:
+    """What the backfill with retraining left: each day once in every zone; one retraining per
+    trigger day, each promoted, on the window ending its day; each champion re-scored its own day
+    and served later days only, the versions rising with the days; nothing scored or judged twice
+    by a version, nothing running, locked or staged. Per retraining: its version, trigger, day and
+    how many later days an older champion served while it trained."""
+    import mlflow
+
+    from jobs.config import load_config
+    from jobs.lake.layout import partition_day, partition_name
+    from jobs.monitoring.job import EXPERIMENT_SUFFIX, MONITORING_OF
+
+    airflow = stack.airflow
+    ingest = [r for r in runs["ingest_pipeline"] if r["run_type"] == "backfill"]
+    assert [r["logical_date"][:10] for r in ingest] == [d.isoformat() for d in days]
+    assert {r["state"] for r in ingest} == {"success"}
+    for day, run in zip(days, ingest, strict=True):
+        check_day_once(lake, day, run["dag_run_id"])
+        flights = pd.read_csv(lake.raw_file("flights", day))
+        predictions = pq.read_table(lake.partition(lake.predictions, day)).to_pandas()
+        assert len(predictions) == len(flights), day  # one row per input flight
+        assert not predictions.duplicated(KEYS).any(), day
+        assert Path(lake.monitoring_report(day)).exists(), day  # the monitor judged the day
+    written = sorted(p.name for p in Path(lake.predictions).iterdir() if partition_day(p.name) is not None)
+    assert written == [partition_name(d) for d in [TRAIN_DATE, *days]]
+    assert staging(Path(lake.predictions), Path(lake.monitoring)) == [] and locks(lake) == []
+
+    # one version per retraining, every retraining succeeded: none started twice, none lost
+    client = mlflow.MlflowClient(stack.mlflow.url)
+    versions = _versions(stack)
+    assert [v.version for v in versions] == [str(n) for n in range(1, len(versions) + 1)]
+    first, *retrained = versions
+    trained_to = {v.version: dt.date.fromisoformat(v.tags["run_date"]) for v in versions}
+    assert trained_to[first.version] == TRAIN_DATE
+    trainings = [r for r in runs["train_pipeline"] if r["run_type"] == "asset_triggered"]
+    assert [r["state"] for r in trainings] == ["success"] * len(retrained), trainings
+    # each on a day of its own, in the order of the days: no trigger day trained twice
+    order = [trained_to[v.version] for v in retrained]
+    assert order == sorted(set(order)) and set(order) <= set(days), order
+    triggers = {}
+    for version in retrained:
+        assert version.tags["gate_decision"] == "promoted", version.tags
+        tags = client.get_run(version.run_id).data.tags
+        triggers[version.version] = tags["trigger"]
+        day = trained_to[version.version].isoformat()
+        assert tags["trigger"] in ("decay", "drift") and day in tags["started_by"], tags
+    for day, how in changed.items():  # each changed day started its own retraining, by its own trigger
+        (version,) = [v.version for v in retrained if trained_to[v.version] == day]
+        assert triggers[version] == how, (day, how, triggers[version])
+    assert client.get_model_version_by_alias(MODEL, "champion").version == versions[-1].version
+
+    # each new champion re-scored its own day, served only later days, and no older one served a
+    # day after it: the versions rise with the days (the retraining days aside)
+    served = {}
+    for day in days:
+        (version,) = _served_by(lake, day)
+        served[day] = int(version)
+    own_day = {trained_to[v.version]: int(v.version) for v in retrained}
+    assert {day: served[day] for day in own_day} == own_day
+    rest = [(day, served[day]) for day in days if day not in own_day]
+    assert all(day > trained_to[str(version)] for day, version in rest), rest
+    assert [version for _, version in rest] == sorted(version for _, version in rest), rest
+
+    # scored once a day, and once more by each new champion on its own day
+    tis = {dag_id: airflow.task_instances(dag_id) for dag_id in DAGS}
+    scorings = [ti for ti in tis["score_pipeline"] if ti["task_id"] == "score_batch" and ti["state"] == "success"]
+    assert len(scorings) == 1 + len(days) + len(retrained), len(scorings)
+    # judged once a day by each version that served or shadowed it: no step twice in a version's run
+    experiment = client.get_experiment_by_name(load_config().train.experiment + EXPERIMENT_SUFFIX)
+    for version in versions:
+        for run in client.search_runs([experiment.experiment_id],
+                                      filter_string=f"tags.{MONITORING_OF} = '{MODEL}/{version.version}'"):
+            steps = [m.step for m in client.get_metric_history(run.info.run_id, "roc_auc")]
+            assert len(steps) == len(set(steps)), (version.version, sorted(steps))
+
+    unfinished = [ti for found in tis.values() for ti in found if ti["state"] in ("running", "queued", "scheduled")]
+    assert unfinished == [], unfinished
+    retried = [(ti["dag_id"], ti["dag_run_id"], ti["task_id"]) for found in tis.values() for ti in found
+               if ti["try_number"] > 1]
+    assert retried == [], retried
+    running = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                                 filter_string="attributes.status = 'RUNNING'")
+    assert running == [], [r.info.run_id for r in running]
+    assert airflow.health()["scheduler"]["status"] == "healthy"
+
+    figures = []
+    for version in retrained:
+        number, day = int(version.version), trained_to[version.version]
+        later = [d for d in days if d > day and d not in own_day]
+        figures.append({"version": version.version, "trigger": triggers[version.version], "day": day.isoformat(),
+                        "changed_day": day in changed,
+                        "served_days": sum(served[d] == number for d in later),
+                        "older_champion_days": sum(served[d] < number for d in later)})
+    return figures
