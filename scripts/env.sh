@@ -18,6 +18,13 @@ export AIRFLOW__CORE__DAGS_FOLDER="${AIRFLOW__CORE__DAGS_FOLDER:-$PIPELINE_REPO/
 export AIRFLOW__CORE__PLUGINS_FOLDER="${AIRFLOW__CORE__PLUGINS_FOLDER:-$PIPELINE_REPO/plugins}"
 export AIRFLOW__CORE__LOAD_EXAMPLES="${AIRFLOW__CORE__LOAD_EXAMPLES:-False}"
 export AIRFLOW__CORE__EXECUTOR="${AIRFLOW__CORE__EXECUTOR:-LocalExecutor}"
+# A task's calls to Airflow's execution API (its inputs, its heartbeats, its end state) ride out a
+# restart of Airflow's database: 10 tries, waits drawn between 2 s and 1, 2, 4, ... 60 s (about 2
+# minutes in all; a task whose API server is gone fails after that). Airflow's default, 5 tries
+# from 1 s, gives up after about 10 s: a 30 s PostgreSQL restart failed a scoring task that way.
+export AIRFLOW__WORKERS__EXECUTION_API_RETRIES="${AIRFLOW__WORKERS__EXECUTION_API_RETRIES:-10}"
+export AIRFLOW__WORKERS__EXECUTION_API_RETRY_WAIT_MIN="${AIRFLOW__WORKERS__EXECUTION_API_RETRY_WAIT_MIN:-2}"
+export AIRFLOW__WORKERS__EXECUTION_API_RETRY_WAIT_MAX="${AIRFLOW__WORKERS__EXECUTION_API_RETRY_WAIT_MAX:-60}"
 # The JSON form: the URI form spark://local[2] silently becomes --master yarn. (Not a ${VAR:-...}
 # default: the braces of the JSON would end the expansion early.)
 if [ -z "${AIRFLOW_CONN_SPARK_DEFAULT:-}" ]; then
