@@ -137,16 +137,17 @@ def peer(job: RankConfig, launched: float) -> dict[str, Any]:
 def read_rate(job: RankConfig, max_rows: int) -> dict[str, Any]:
     """The data path without a model, one process, one thread: the footers planned
     (:func:`jobs.training.stream.plan_shares`: seconds per file), then row groups read with pyarrow,
-    their labelled rows kept and encoded (:func:`jobs.training.stream.labelled_frame`,
-    :func:`~jobs.training.stream.encode_frame`), up to ``max_rows`` rows: rows/s and bytes on disk
-    per row."""
+    their labelled rows kept and encoded as a rank does (:func:`jobs.training.stream.encode_group`,
+    ``job.read_batch_rows`` rows at a time), up to ``max_rows`` rows: rows/s and bytes on disk per row."""
     import torch
 
     from jobs.lake.storage import list_files
     from jobs.model.tabular import Preprocessor
-    from jobs.training.stream import encode_frame, labelled_frame, plan_shares
+    from jobs.training.allocation import set_rank_allocation
+    from jobs.training.stream import encode_group, plan_shares
 
     torch.set_num_threads(1)
+    set_rank_allocation(job.arrow_memory_pool, job.malloc_mmap_threshold)
     pre = Preprocessor.from_json(job.preprocessor)
     wanted = [*pre.categorical, *pre.numeric, job.label]
     files = [f for d in job.train_dirs for f in list_files(d, ".parquet")]
@@ -156,7 +157,7 @@ def read_rate(job: RankConfig, max_rows: int) -> dict[str, Any]:
     rows = groups = 0
     started = time.perf_counter()
     for (uri, group), count in zip(plan.units, plan.labelled, strict=True):
-        rows += len(encode_frame(pre, labelled_frame(uri, group, wanted, job.label, count), job.label)[2])
+        rows += len(encode_group(pre, uri, group, wanted, job.label, job.read_batch_rows, count)[2])
         groups += 1
         if rows >= max_rows:
             break

@@ -32,6 +32,9 @@ DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
 TRAINING_WINDOW = "train"
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # of training steps: see jobs.training.loop.resolve_precision
 DATA_PATHS = ("auto", "memory", "stream")  # how a rank reads its share: see jobs.training.stream.resolve_data_path
+# pyarrow's allocator in a rank: see jobs.training.allocation
+ARROW_MEMORY_POOLS = ("system", "mimalloc", "jemalloc", "default")
+MAX_MMAP_THRESHOLD = 32 * 1024 * 1024  # train.malloc_mmap_threshold: glibc's ceiling on 64-bit
 DEFAULT_MODEL = "jobs.model.tabular:build_net"  # train.model when the config names none
 
 
@@ -149,6 +152,9 @@ class TrainSpec:
     data_path: str = "auto"  # how a rank reads its share: memory, stream, or auto (jobs.training.stream)
     buffer_rows: int = 65536  # a streaming rank's shuffle buffer, in rows
     read_ahead: int = 2  # row groups a streaming rank reads ahead of its steps
+    read_batch_rows: int = 4096  # rows of a row group decoded and converted at once by a streaming rank
+    arrow_memory_pool: str = "system"  # pyarrow's allocator in the ranks (ARROW_MEMORY_POOLS)
+    malloc_mmap_threshold: int = 1048576  # bytes; glibc maps larger blocks on their own in the ranks (0: its default)
     weight_decay: float = 0.0  # AdamW's decoupled weight decay (0: plain Adam)
     # temperature: every family's model is logged with a logit scale fitted on the validation days
     # (jobs.model.calibration); none: probabilities as the model gives them
@@ -167,7 +173,13 @@ class TrainSpec:
             raise ValueError(f"train.calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
         if self.data_path not in DATA_PATHS:
             raise ValueError(f"train.data_path must be one of {', '.join(DATA_PATHS)}, got {self.data_path!r}")
-        for name in ("buffer_rows", "read_ahead"):
+        if self.arrow_memory_pool not in ARROW_MEMORY_POOLS:
+            raise ValueError(f"train.arrow_memory_pool must be one of {', '.join(ARROW_MEMORY_POOLS)}, "
+                             f"got {self.arrow_memory_pool!r}")
+        if not 0 <= self.malloc_mmap_threshold <= MAX_MMAP_THRESHOLD:
+            raise ValueError(f"train.malloc_mmap_threshold must be between 0 (glibc's default) and "
+                             f"{MAX_MMAP_THRESHOLD} bytes (glibc's ceiling), got {self.malloc_mmap_threshold}")
+        for name in ("buffer_rows", "read_ahead", "read_batch_rows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"train.{name} must be at least 1, got {getattr(self, name)}")
         if self.validation_days < 0:

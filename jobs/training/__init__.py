@@ -4,6 +4,8 @@
   share of the feature Parquet (row groups read with pyarrow, labelled rows only);
 - :mod:`jobs.training.stream`: a rank's share streamed through a bounded read-ahead and shuffle
   buffer (``train.data_path``), planned from the Parquet footers;
+- :mod:`jobs.training.allocation`: how a rank's process allocates memory (pyarrow's pool, glibc's
+  mmap threshold), set as it starts;
 - :mod:`jobs.training.loop`: one TorchDistributor rank (device, precision, steps, evaluation,
   MLflow logging from rank 0);
 - :mod:`jobs.training.checkpoints`: per-epoch state a retried attempt resumes from;

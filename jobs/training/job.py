@@ -216,6 +216,8 @@ def main(argv: list[str] | None = None) -> None:
         "seed": cfg.seed, "num_processes": num_processes, "use_gpu": use_gpu, "local_mode": local_mode,
         "min_category_count": cfg.min_category_count, "config": args.config.source, "model": cfg.model,
         "data_path": cfg.data_path, "buffer_rows": cfg.buffer_rows, "read_ahead": cfg.read_ahead,
+        "read_batch_rows": cfg.read_batch_rows, "arrow_memory_pool": cfg.arrow_memory_pool,
+        "malloc_mmap_threshold": cfg.malloc_mmap_threshold,
         **cfg.hyperparameters, **code_version(),
     }
     tags = {**started(args), FAMILY: "mlp"}

@@ -295,11 +295,13 @@ def ranks_output_until_a_failure() -> Iterator[None]:
 def train_in_process(job: RankConfig) -> dict[str, Any] | None:
     """:func:`train_fn` in this process as the only rank of a world of one, without TorchDistributor
     (no process started): for debugging a training and for measuring it from outside. Leaves this
-    process's environment, torch threads and exception hook as they were."""
+    process's environment, torch threads, pyarrow's memory pool and exception hook as they were
+    (glibc's mmap threshold, once a rank has fixed it, stays fixed: glibc cannot be asked for it)."""
     import os
     import socket
     import sys
 
+    import pyarrow as pa
     import torch
 
     with socket.socket() as sock:
@@ -308,6 +310,7 @@ def train_in_process(job: RankConfig) -> dict[str, Any] | None:
     rank_env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
                 "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
     saved, threads, excepthook = {k: os.environ.get(k) for k in rank_env}, torch.get_num_threads(), sys.excepthook
+    pool = pa.default_memory_pool()
     os.environ.update(rank_env)
     try:
         return train_fn(job)
@@ -325,6 +328,7 @@ def train_in_process(job: RankConfig) -> dict[str, Any] | None:
             else:
                 os.environ[key] = value
         torch.set_num_threads(threads)
+        pa.set_memory_pool(pool)
         sys.excepthook = excepthook  # the process group prefixes every traceback with "[rank0]"
 
 
@@ -343,6 +347,7 @@ def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] 
 
     from jobs.metrics import evaluate
     from jobs.model.tabular import Preprocessor, build_model
+    from jobs.training.allocation import set_rank_allocation
     from jobs.training.checkpoints import load_checkpoint, save_checkpoint
     from jobs.training.data import epoch_batches, labelled_rows, place_shard, read_units, step_count
     from jobs.training.loop import (
@@ -359,6 +364,8 @@ def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] 
     marks = {"entered": entered or time.time(), "imported": time.time()}  # when each phase ended
     exit_with_parent()
     torch.set_num_threads(job.threads_per_process)
+    # Before the rank's first Arrow buffer: what was allocated before stays where it was.
+    allocation = set_rank_allocation(job.arrow_memory_pool, job.malloc_mmap_threshold)
     # Every tensor this rank hands to a collective is created on ``device``: NCCL has no CPU
     # backend, so a CPU tensor that gloo takes without a word fails on a GPU.
     device = rank_device(job.use_gpu)
@@ -393,7 +400,7 @@ def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] 
     else:
         stream = StreamingShard(units, counts, wanted, label, pre,
                                 steps=step_count(max(plan.share_rows), job.batch_size), buffer_rows=job.buffer_rows,
-                                read_ahead=job.read_ahead, seed=seed, rank=rank)
+                                read_ahead=job.read_ahead, seed=seed, rank=rank, batch_rows=job.read_batch_rows)
         share_rows = stream.rows
     print(f"rank {rank}/{world}: {len(units)} row groups, {share_rows} labelled rows on {device} ({precision}, "
           f"{data_path})", flush=True)
@@ -445,8 +452,9 @@ def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] 
             "training_precision": precision,
             "training_device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
             "training_data_path": data_path, "holdout_data_path": holdout_path,
+            **allocation,
         })
-        holdout = HoldoutRows(holdout_plan.units, wanted, label, pre, device, holdout_path)
+        holdout = HoldoutRows(holdout_plan.units, wanted, label, pre, device, holdout_path, job.read_batch_rows)
         if state is None:
             mlflow.log_metrics({"holdout_rows": float(len(holdout.labels))})
         else:
@@ -546,7 +554,7 @@ def fit_calibration(job: RankConfig, net: Any, columns: list[str], pre: Any, dev
         return calibrate(job.calibration, [], [])
     plan = plan_shares(job.validation_dirs, 1, job.label)
     path = resolve_data_path(job.data_path, plan.share_rows[0], job.buffer_rows)
-    validation = HoldoutRows(plan.units, columns, job.label, pre, device, path)
+    validation = HoldoutRows(plan.units, columns, job.label, pre, device, path, job.read_batch_rows)
     return calibrate(job.calibration, validation.labels, validation.predict(net))
 
 
@@ -566,11 +574,11 @@ def write_marks(marks: dict[str, float]) -> None:
 class HoldoutRows:
     """Rank 0's holdout: its labels, the first rows (the logged model's input example) and the
     model's probabilities on it (:meth:`predict`). ``memory``: encoded once and kept on the
-    device; ``stream``: read again at every evaluation, a row group at a time, so only the labels
-    and the probabilities (two numbers a row) stay."""
+    device; ``stream``: read again at every evaluation, ``batch_rows`` rows of a row group at a
+    time, so only the labels and the probabilities (two numbers a row) stay."""
 
     def __init__(self, units: list[tuple[str, int]], columns: list[str], label: str, pre: Any, device: Any,
-                 path: str) -> None:
+                 path: str, batch_rows: int = 4096) -> None:
         import numpy as np
         import torch
 
@@ -579,18 +587,22 @@ class HoldoutRows:
 
         self.units, self.columns, self.label, self.pre, self.device, self.path = (
             units, columns, label, pre, device, path)
+        self.batch_rows = batch_rows
         self.inputs: list[torch.Tensor] | None = None
+        # Copies, not views: a float column of a frame is a view of the block that holds all its float
+        # columns, so a kept label column (or head) would keep every feature of its rows alive. Kept
+        # per streamed batch, that was most of the holdout's features (about 270 MiB at 600,000 rows).
         if path == "memory":
             rows = labelled_rows(read_units(units, columns), columns, label)
             self.inputs = [torch.from_numpy(a).to(device) for a in pre.encode(rows)]  # encoded once
-            self.labels = rows[label].to_numpy(np.float64)
-            self.head = rows.head(5)
+            self.labels = rows[label].to_numpy(np.float64, copy=True)
+            self.head = rows.head(5).copy()
         else:
             labels, self.head = [], None
-            for frame in stream_labelled(units, columns, label):
-                labels.append(frame[label].to_numpy(np.float64))
+            for frame in stream_labelled(units, columns, label, batch_rows):
+                labels.append(frame[label].to_numpy(np.float64, copy=True))
                 if self.head is None:
-                    self.head = frame.head(5)
+                    self.head = frame.head(5).copy()
             self.labels = np.concatenate(labels) if labels else np.zeros(0)
             if self.head is None:
                 self.head = labelled_rows([], columns, label)
@@ -601,13 +613,18 @@ class HoldoutRows:
         import torch
 
         from jobs.model.tabular import predict_encoded
-        from jobs.training.stream import stream_labelled
+        from jobs.training.stream import encode_group
 
         if self.inputs is not None:
             return predict_encoded(net, *self.inputs)
         parts = []
-        for frame in stream_labelled(self.units, self.columns, self.label):
-            parts.append(predict_encoded(net, *(torch.from_numpy(a).to(self.device) for a in self.pre.encode(frame))))
+        for uri, group in self.units:
+            # Decoded in batches but predicted a row group at once, as always: float32 sums move in
+            # their last bits with the batch's size, and the holdout metrics stay those of earlier runs.
+            cats, nums, _ = encode_group(self.pre, uri, group, self.columns, self.label, self.batch_rows)
+            if len(cats):
+                parts.append(predict_encoded(net, torch.from_numpy(cats).to(self.device),
+                                             torch.from_numpy(nums).to(self.device)))
         probabilities = np.concatenate(parts) if parts else np.zeros(0)
         if len(probabilities) != len(self.labels):  # the holdout changed between two reads
             from jobs.training.stream import RowGroupReadError

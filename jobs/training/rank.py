@@ -37,10 +37,12 @@ class RankConfig:
     ``train.precision`` (``auto`` resolved by the rank, :func:`jobs.training.loop.resolve_precision`);
     ``checkpoint_dir``: where rank 0 saves every epoch (None: no checkpoints);
     ``collective_timeout_s``: how long a rank waits in a collective for a dead peer;
-    ``data_path``, ``buffer_rows``, ``read_ahead``: how a rank reads its share (``train.data_path``,
-    :mod:`jobs.training.stream`); ``validation_dirs`` and ``calibration``: the validation days' partitions
-    rank 0 fits the model's calibration on before logging it, and how (``train.calibration``,
-    :mod:`jobs.model.calibration`).
+    ``data_path``, ``buffer_rows``, ``read_ahead``, ``read_batch_rows``: how a rank reads its share
+    (``train.data_path``, :mod:`jobs.training.stream`); ``arrow_memory_pool`` and
+    ``malloc_mmap_threshold``: how the rank's process allocates memory (``train.arrow_memory_pool``,
+    ``train.malloc_mmap_threshold``, :mod:`jobs.training.allocation`); ``validation_dirs`` and
+    ``calibration``: the validation days' partitions rank 0 fits the model's calibration on before
+    logging it, and how (``train.calibration``, :mod:`jobs.model.calibration`).
     """
 
     run_id: str
@@ -63,6 +65,9 @@ class RankConfig:
     data_path: str = "auto"  # memory | stream | auto (jobs.training.stream.resolve_data_path)
     buffer_rows: int = 65536
     read_ahead: int = 2
+    read_batch_rows: int = 4096
+    arrow_memory_pool: str = "system"  # system | mimalloc | jemalloc | default (train.arrow_memory_pool)
+    malloc_mmap_threshold: int = 1048576  # bytes (train.malloc_mmap_threshold; 0: glibc's default)
     weight_decay: float = 0.0  # AdamW's (train.weight_decay)
     validation_dirs: tuple[str, ...] = ()
     calibration: str = "none"  # none | temperature (train.calibration)
@@ -75,14 +80,20 @@ class RankConfig:
         object.__setattr__(self, "hyper", dict(self.hyper))
         if not self.train_dirs:
             raise ValueError("a training rank needs at least one training partition (train_dirs is empty)")
-        from jobs.config import CALIBRATIONS, DATA_PATHS
+        from jobs.config import ARROW_MEMORY_POOLS, CALIBRATIONS, DATA_PATHS, MAX_MMAP_THRESHOLD
 
         if self.data_path not in DATA_PATHS:
             raise ValueError(f"RankConfig.data_path must be one of {', '.join(DATA_PATHS)}, got {self.data_path!r}")
+        if self.arrow_memory_pool not in ARROW_MEMORY_POOLS:
+            raise ValueError(f"RankConfig.arrow_memory_pool must be one of {', '.join(ARROW_MEMORY_POOLS)}, "
+                             f"got {self.arrow_memory_pool!r}")
+        if not 0 <= self.malloc_mmap_threshold <= MAX_MMAP_THRESHOLD:
+            raise ValueError(f"RankConfig.malloc_mmap_threshold must be between 0 and {MAX_MMAP_THRESHOLD} bytes, "
+                             f"got {self.malloc_mmap_threshold}")
         if self.calibration not in CALIBRATIONS:
             raise ValueError(f"RankConfig.calibration must be one of {', '.join(CALIBRATIONS)}, "
                              f"got {self.calibration!r}")
-        for name in ("epochs", "batch_size", "threads_per_process", "buffer_rows", "read_ahead"):
+        for name in ("epochs", "batch_size", "threads_per_process", "buffer_rows", "read_ahead", "read_batch_rows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"RankConfig.{name} must be at least 1, got {getattr(self, name)}")
 
@@ -103,6 +114,8 @@ class RankConfig:
             learning_rate=train.learning_rate, seed=train.seed, precision=train.precision, use_gpu=train.use_gpu,
             collective_timeout_s=train.collective_timeout_s, checkpoint_dir=checkpoint_dir,
             data_path=train.data_path, buffer_rows=train.buffer_rows, read_ahead=train.read_ahead,
+            read_batch_rows=train.read_batch_rows, arrow_memory_pool=train.arrow_memory_pool,
+            malloc_mmap_threshold=train.malloc_mmap_threshold,
             weight_decay=train.weight_decay, validation_dirs=tuple(validation_dirs), calibration=train.calibration,
         )
 

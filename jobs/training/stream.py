@@ -1,7 +1,7 @@
 """A rank's share of the training Parquet, streamed: its row groups in a seeded order per epoch,
-read ahead by a background thread (at most ``read_ahead`` row groups), encoded as they arrive, and
-drawn into batches from a shuffle buffer of at most ``buffer_rows`` rows. A rank's memory is then
-set by those two settings, not by the window.
+read ahead by a background thread (at most ``read_ahead`` row groups), decoded ``read_batch_rows``
+rows at a time and encoded as they arrive, and drawn into batches from a shuffle buffer of at most
+``buffer_rows`` rows. A rank's memory is then set by those settings, not by the window.
 
 Everything a rank streams is planned from the Parquet footers before the first row is read: the
 labelled rows of each row group (the row count less the label's null count), so every rank knows
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from jobs.model.tabular import Preprocessor
 
 Unit = tuple[str, int]  # (Parquet file, row group), as jobs.training.data.shard_units deals them
+READ_BATCH_ROWS = 4096  # rows of a row group decoded at once (train.read_batch_rows)
 
 
 class RowGroupReadError(DataError):
@@ -165,17 +166,34 @@ def read_group(uri: str, group: int, columns: list[str]) -> Any:
         raise unreadable(uri, group, err) from err
 
 
-def labelled_frame(uri: str, group: int, columns: list[str], label: str, expected: int | None = None,
-                   ) -> pd.DataFrame:
-    """The labelled rows of a row group as pandas; with ``expected``, a count that differs from the
-    footer's (the file changed since the plan) is a :class:`RowGroupReadError`."""
+def read_batches(uri: str, group: int, columns: list[str], batch_rows: int) -> Iterator[Any]:
+    """One row group's ``columns`` as Arrow record batches of at most ``batch_rows`` rows, in the
+    row group's order; any failure a :class:`RowGroupReadError` naming the file and row group.
+
+    Decoding a whole row group at once costs memory in proportion to the row group, which the
+    writer chose, not the training: batches keep it to ``batch_rows`` rows at a time."""
+    import pyarrow.parquet as pq
+
+    from jobs.lake.storage import filesystem
+
+    try:
+        fs, path = filesystem(uri)
+        with fs.open_input_file(path) as handle:
+            yield from pq.ParquetFile(handle).iter_batches(batch_size=batch_rows, row_groups=[group], columns=columns)
+    except Exception as err:  # noqa: BLE001 - pyarrow's errors do not name the file
+        raise unreadable(uri, group, err) from err
+
+
+def labelled_frames(uri: str, group: int, columns: list[str], label: str, batch_rows: int,
+                    ) -> Iterator[pd.DataFrame]:
+    """The labelled rows of a row group as pandas, at most ``batch_rows`` rows of the file at a
+    time, in the row group's order (a batch without a labelled row yields nothing)."""
     import pyarrow.compute as pc
 
-    table = read_group(uri, group, columns)
-    table = table.filter(pc.is_valid(table.column(label)))
-    if expected is not None and table.num_rows != expected:
-        raise unreadable(uri, group, f"it holds {table.num_rows} labelled rows where the plan had {expected}")
-    return table.to_pandas()
+    for batch in read_batches(uri, group, columns, batch_rows):
+        batch = batch.filter(pc.is_valid(batch.column(label)))
+        if batch.num_rows:
+            yield batch.to_pandas()
 
 
 Encoded = tuple["np.ndarray", "np.ndarray", "np.ndarray"]  # category indices, numbers, labels
@@ -188,16 +206,36 @@ def encode_frame(pre: Preprocessor, frame: pd.DataFrame, label: str) -> Encoded:
     return cats, nums, frame[label].to_numpy(np.float32)
 
 
+def encode_group(pre: Preprocessor, uri: str, group: int, columns: list[str], label: str, batch_rows: int,
+                 expected: int | None = None) -> Encoded:
+    """The labelled rows of a row group, encoded, read ``batch_rows`` rows at a time
+    (:func:`labelled_frames`): the same arrays, row for row, as encoding the whole group at once,
+    since encoding goes row by row. With ``expected``, a count that differs from the footer's (the
+    file changed since the plan) is a :class:`RowGroupReadError`."""
+    import numpy as np
+    import pandas as pd
+
+    parts = [encode_frame(pre, frame, label) for frame in labelled_frames(uri, group, columns, label, batch_rows)]
+    rows = sum(len(part[2]) for part in parts)
+    if expected is not None and rows != expected:
+        raise unreadable(uri, group, f"it holds {rows} labelled rows where the plan had {expected}")
+    if not parts:
+        return encode_frame(pre, pd.DataFrame({c: pd.Series(dtype=object) for c in columns}), label)
+    if len(parts) == 1:
+        return parts[0]
+    return tuple(np.concatenate(arrays) for arrays in zip(*parts, strict=True))  # type: ignore[return-value]
+
+
 class ReadAhead:
     """A background thread reading, filtering and encoding row groups in the given order into a
     queue of at most ``depth`` groups. :meth:`get` returns them in that order, or raises what the
     thread met (a :class:`RowGroupReadError`); :meth:`close` stops the thread."""
 
     def __init__(self, units: Sequence[Unit], counts: Sequence[int], columns: list[str], label: str,
-                 pre: Preprocessor, depth: int) -> None:
+                 pre: Preprocessor, depth: int, batch_rows: int = READ_BATCH_ROWS) -> None:
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
-        self._args = (list(units), list(counts), columns, label, pre)
+        self._args = (list(units), list(counts), columns, label, pre, batch_rows)
         self.read = self.taken = self.peak_ahead = 0  # groups read, handed out, most read and not yet handed out
         self._thread = threading.Thread(target=self._run, name="parquet-read-ahead", daemon=True)
         self._thread.start()
@@ -212,12 +250,12 @@ class ReadAhead:
         return False
 
     def _run(self) -> None:
-        units, counts, columns, label, pre = self._args
+        units, counts, columns, label, pre, batch_rows = self._args
         try:
             for (uri, group), count in zip(units, counts, strict=True):
                 if self._stop.is_set():
                     return
-                item = encode_frame(pre, labelled_frame(uri, group, columns, label, count), label)
+                item = encode_group(pre, uri, group, columns, label, batch_rows, count)
                 self.read += 1
                 self.peak_ahead = max(self.peak_ahead, self.read - self.taken)
                 if not self._put(item):
@@ -285,13 +323,16 @@ class StreamingShard:
 
     The buffer takes the next row group while it holds fewer rows than the next batch, or while
     the group fits in ``buffer_rows``: it holds at most ``max(buffer_rows, batch + a row group)``
-    rows, and the read-ahead at most ``read_ahead`` more row groups."""
+    rows, and the read-ahead at most ``read_ahead`` more row groups. A row group is decoded
+    ``batch_rows`` rows at a time (:func:`encode_group`) and handed over whole: the order and the
+    batches do not depend on ``batch_rows``."""
 
     def __init__(self, units: Sequence[Unit], counts: Sequence[int], columns: list[str], label: str,
-                 pre: Preprocessor, *, steps: int, buffer_rows: int, read_ahead: int, seed: int, rank: int) -> None:
+                 pre: Preprocessor, *, steps: int, buffer_rows: int, read_ahead: int, seed: int, rank: int,
+                 batch_rows: int = READ_BATCH_ROWS) -> None:
         self.units, self.counts = list(units), list(counts)
         self.columns, self.label, self.pre = columns, label, pre
-        self.steps, self.buffer_rows, self.read_ahead = steps, buffer_rows, read_ahead
+        self.steps, self.buffer_rows, self.read_ahead, self.batch_rows = steps, buffer_rows, read_ahead, batch_rows
         self.seed, self.rank = seed, rank
         self.rows = sum(self.counts)
         self.peak_rows = self.peak_ahead = 0  # the most rows the buffer held, groups read ahead, of any epoch
@@ -306,7 +347,7 @@ class StreamingShard:
         # Draws use a generator of their own, so the row-group order does not depend on how many draws were made.
         rng = epoch_generator(self.seed, epoch, self.rank, stream=1)
         reader = ReadAhead([self.units[i] for i in order], [self.counts[i] for i in order], self.columns,
-                           self.label, self.pre, self.read_ahead)
+                           self.label, self.pre, self.read_ahead, self.batch_rows)
         buffer = ShuffleBuffer()
         pending = [self.counts[i] for i in order]
         try:
@@ -321,9 +362,9 @@ class StreamingShard:
             self.peak_ahead = max(self.peak_ahead, reader.peak_ahead)
 
 
-def stream_labelled(units: Sequence[Unit], columns: list[str], label: str) -> Iterator[pd.DataFrame]:
-    """The labelled rows of these row groups, one row group at a time, in order (the holdout)."""
+def stream_labelled(units: Sequence[Unit], columns: list[str], label: str, batch_rows: int = READ_BATCH_ROWS,
+                    ) -> Iterator[pd.DataFrame]:
+    """The labelled rows of these row groups, in order, at most ``batch_rows`` rows of a file at a
+    time (the holdout)."""
     for uri, group in units:
-        frame = labelled_frame(uri, group, columns, label)
-        if len(frame):
-            yield frame
+        yield from labelled_frames(uri, group, columns, label, batch_rows)

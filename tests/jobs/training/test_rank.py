@@ -35,6 +35,11 @@ def test_the_rank_config_is_the_train_settings_with_the_batch_size_of_its_device
     assert (job.data_path, job.buffer_rows, job.read_ahead) == (cfg.data_path, cfg.buffer_rows, cfg.read_ahead)
     streaming = built(config, data_path="stream", buffer_rows=1000, read_ahead=3)
     assert (streaming.data_path, streaming.buffer_rows, streaming.read_ahead) == ("stream", 1000, 3)
+    assert (job.read_batch_rows, job.arrow_memory_pool) == (cfg.read_batch_rows, cfg.arrow_memory_pool)
+    assert cfg.arrow_memory_pool == "system"  # the shipped config's: the flatter peak (docs/bench/scale.md)
+    assert job.malloc_mmap_threshold == cfg.malloc_mmap_threshold == 1 << 20
+    pooled = built(config, read_batch_rows=512, arrow_memory_pool="mimalloc", malloc_mmap_threshold=0)
+    assert (pooled.read_batch_rows, pooled.arrow_memory_pool, pooled.malloc_mmap_threshold) == (512, "mimalloc", 0)
     assert built(config, use_gpu=False).batch_size == cfg.batch_size
     on_gpu = built(config, use_gpu=True)
     assert on_gpu.batch_size == cfg.gpu_batch_size != cfg.batch_size and on_gpu.use_gpu
@@ -58,7 +63,7 @@ def test_a_rank_config_without_training_partitions_or_epochs_is_refused(config):
         built(config).replace(epochs=0)
 
 
-def test_a_data_path_or_buffer_the_rank_cannot_use_is_refused(config):
+def test_a_data_path_buffer_or_memory_pool_the_rank_cannot_use_is_refused(config):
     with pytest.raises(ValueError, match="train.data_path must be one of auto, memory, stream"):
         dataclasses.replace(config.train, data_path="disk")
     with pytest.raises(ValueError, match="train.buffer_rows must be at least 1"):
@@ -67,3 +72,13 @@ def test_a_data_path_or_buffer_the_rank_cannot_use_is_refused(config):
         built(config).replace(data_path="disk")
     with pytest.raises(ValueError, match="read_ahead must be at least 1"):
         built(config).replace(read_ahead=0)
+    with pytest.raises(ValueError, match="train.read_batch_rows must be at least 1"):
+        dataclasses.replace(config.train, read_batch_rows=0)
+    with pytest.raises(ValueError, match="train.arrow_memory_pool must be one of system, mimalloc, jemalloc, default"):
+        dataclasses.replace(config.train, arrow_memory_pool="tcmalloc")
+    with pytest.raises(ValueError, match="arrow_memory_pool must be one of"):
+        built(config).replace(arrow_memory_pool="tcmalloc")
+    with pytest.raises(ValueError, match="train.malloc_mmap_threshold must be between 0 .glibc's default. and"):
+        dataclasses.replace(config.train, malloc_mmap_threshold=-1)
+    with pytest.raises(ValueError, match="malloc_mmap_threshold must be between 0 and 33554432"):
+        built(config).replace(malloc_mmap_threshold=64 << 20)

@@ -65,7 +65,7 @@ def damage_row_group(path: str | Path, group: int, column: str = "label") -> Non
 
 
 def shard(dirs: list[str], rank: int = 0, world: int = 1, *, batch_size: int = 8, buffer_rows: int = 25,
-          read_ahead: int = 1, seed: int = 7, ids: int = 1000) -> StreamingShard:
+          read_ahead: int = 1, seed: int = 7, ids: int = 1000, batch_rows: int = 4096) -> StreamingShard:
     """A rank's streaming shard with the steps the train loop gives it (the largest share's)."""
     from jobs.training.data import step_count
 
@@ -73,7 +73,7 @@ def shard(dirs: list[str], rank: int = 0, world: int = 1, *, batch_size: int = 8
     units, counts = plan.share(rank)
     return StreamingShard(units, counts, COLUMNS, "label", preprocessor(ids),
                           steps=step_count(max(plan.share_rows), batch_size), buffer_rows=buffer_rows,
-                          read_ahead=read_ahead, seed=seed, rank=rank)
+                          read_ahead=read_ahead, seed=seed, rank=rank, batch_rows=batch_rows)
 
 
 def row_ids(batch) -> list[int]:
@@ -108,14 +108,16 @@ def test_without_statistics_in_the_footer_the_plan_reads_the_label_column(tmp_pa
     assert sorted(i for batch in epoch_ids(shard(dirs), 0) for i in batch) == sorted(labelled)
 
 
-def test_a_file_rewritten_with_other_rows_after_the_plan_fails_naming_it(tmp_path):
+@pytest.mark.parametrize("batch_rows", [3, 4096])
+def test_a_file_rewritten_with_other_rows_after_the_plan_fails_naming_it(tmp_path, batch_rows):
     """The steps were agreed on the footers' counts: a row group that now holds another number of
-    labelled rows would break the ranks' lockstep, so it stops the rank instead."""
+    labelled rows would break the ranks' lockstep, so it stops the rank instead, however many
+    batches the row group is read in."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     dirs, _ = write_days(tmp_path, [2, 2])
-    stream = shard(dirs)
+    stream = shard(dirs, batch_rows=batch_rows)
     path = Path(dirs[1]) / "part-0.parquet"
     table = pq.read_table(path)
     pq.write_table(table.set_column(3, "label", pc.if_else(pc.equal(table["label"], 1.0), None, table["label"])),
@@ -157,6 +159,44 @@ def test_the_order_is_a_function_of_seed_epoch_and_rank(tmp_path):
     assert again[0] == epoch_ids(shard(dirs), 0)
     assert again[0] != again[1] and again[1] != again[2]  # each epoch its own shuffle
     assert epoch_ids(shard(dirs, seed=8), 0) != again[0]
+
+
+def test_row_groups_read_in_batches_stream_the_same_batches_as_whole_row_groups(tmp_path, monkeypatch):
+    """``read_batch_rows`` bounds how much of a row group is decoded and turned into pandas at once;
+    the row groups' order, the batches and every value in them stay those of reading each row group
+    whole, epoch after epoch and in a fresh process that starts at a later epoch (a resume)."""
+    import numpy as np
+
+    import jobs.training.stream as stream_module
+
+    dirs, labelled = write_days(tmp_path, [3, 1, 2])  # row groups of 10 rows, every fifth unlabelled
+    decoded: list[int] = []
+    read_batches = stream_module.read_batches
+
+    def counted(uri, group, columns, batch_rows):
+        for batch in read_batches(uri, group, columns, batch_rows):
+            decoded.append(batch.num_rows)
+            yield batch
+
+    monkeypatch.setattr(stream_module, "read_batches", counted)
+
+    def epochs(batch_rows: int, first: int = 0) -> list[list[tuple]]:
+        stream = shard(dirs, batch_rows=batch_rows)
+        return [[tuple(a.copy() for a in batch) for batch in stream.epoch(e)] for e in range(first, 3)]
+
+    def same(a: list[list[tuple]], b: list[list[tuple]]) -> bool:
+        return [[len(x) for x in e] for e in a] == [[len(x) for x in e] for e in b] and all(
+            np.array_equal(x, y) for ea, eb in zip(a, b, strict=True) for ba, bb in zip(ea, eb, strict=True)
+            for x, y in zip(ba, bb, strict=True))
+
+    whole = epochs(4096)
+    assert max(decoded) == 10  # a whole row group at once
+    assert sorted(int(i) - 1 for batch in whole[0] for i in batch[0][:, 0]) == sorted(labelled)
+    for batch_rows in (1, 3):  # with 1, some batches hold no labelled row at all
+        decoded.clear()
+        assert same(epochs(batch_rows), whole)
+        assert max(decoded) == batch_rows and len(decoded) == 3 * 6 * -(-10 // batch_rows)
+    assert same(epochs(3, first=2), whole[2:])
 
 
 def test_ranks_take_the_same_number_of_steps_over_unequal_shares(tmp_path):
@@ -230,3 +270,84 @@ def test_a_rank_that_stopped_on_a_data_error_fails_the_job_as_a_data_error(tmp_p
     note_rank_error(folder, ConnectionError("the tracking server is gone"))
     failed = ranks_failed(rank_errors(folder))
     assert type(failed) is RuntimeError and "ConnectionError" in str(failed)
+
+
+def write_holdout(root: Path, groups: int, rows_per_group: int, numbers: int = 20) -> tuple[list[str], Preprocessor]:
+    """A day of ``groups`` row groups with ``numbers`` float features (every tenth label missing)
+    and the preprocessor that encodes them."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(3)
+    n = groups * rows_per_group
+    names = [f"n{i}" for i in range(numbers)]
+    columns = {name: rng.normal(size=n) for name in names}
+    columns["carrier"] = pa.array(["AA" if i % 3 else "UA" for i in range(n)])
+    columns["label"] = pa.array((rng.random(n) < 0.3).astype(float), mask=np.arange(n) % 10 == 0)
+    folder = root / partition_name(dt.date(2013, 12, 25))
+    folder.mkdir(parents=True)
+    pq.write_table(pa.table(columns), folder / "part-0.parquet", row_group_size=rows_per_group)
+    pre = Preprocessor(categorical=["carrier"], numeric=names, vocab={"carrier": ["AA", "UA"]},
+                       mean=dict.fromkeys(names, 0.0), std=dict.fromkeys(names, 1.0))
+    return [str(folder)], pre
+
+
+def test_a_streamed_holdout_keeps_its_labels_not_its_features(tmp_path):
+    """Rank 0 keeps a streamed holdout's labels for every evaluation. A label column taken from a
+    pandas frame is a view of the block of all its float columns: kept batch after batch, it held
+    every feature of the holdout (about 270 MiB at 100x's 600,000 rows). Read through a pool that
+    counts, reading the holdout must peak near a few batches, not near the holdout."""
+    import numpy as np
+    import pyarrow as pa
+    import torch
+
+    from jobs.training.loop import HoldoutRows
+
+    dirs, pre = write_holdout(tmp_path, groups=20, rows_per_group=5000)  # 16 MB of float features
+    units = plan_shares(dirs, 1, "label").units
+    columns = ["carrier", *pre.numeric, "label"]
+    counted = pa.proxy_memory_pool(pa.system_memory_pool())
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(counted)
+    try:
+        holdout = HoldoutRows(list(units), columns, "label", pre, torch.device("cpu"), "stream", batch_rows=1000)
+    finally:
+        pa.set_memory_pool(before)
+    assert len(holdout.labels) == 90_000 and holdout.labels.dtype == np.float64
+    assert counted.bytes_allocated() == 0, "nothing Arrow allocated is kept (the head is a copy)"
+    assert counted.max_memory() < 5_000_000, f"peaked at {counted.max_memory():,} bytes reading the holdout"
+
+
+def test_a_streamed_holdout_read_in_batches_gives_scikit_learns_metrics(tmp_path):
+    """Decoded in batches, the holdout's labels and probabilities are those of reading each row group
+    whole (the probabilities to the bit: a row group is still predicted at once), and the logged
+    metrics are scikit-learn's on the same rows."""
+    import numpy as np
+    import pyarrow.parquet as pq
+    import torch
+    from sklearn.metrics import average_precision_score, brier_score_loss, log_loss, roc_auc_score
+
+    from jobs.metrics import evaluate
+    from jobs.model.tabular import build_net
+    from jobs.training.loop import HoldoutRows
+
+    dirs, pre = write_holdout(tmp_path, groups=4, rows_per_group=500)
+    units = list(plan_shares(dirs, 1, "label").units)
+    columns = ["carrier", *pre.numeric, "label"]
+    torch.manual_seed(0)
+    net = build_net(pre, {"embedding_dim": 2, "hidden_units": [8]})
+    whole = HoldoutRows(units, columns, "label", pre, torch.device("cpu"), "stream", batch_rows=10_000)
+    batched = HoldoutRows(units, columns, "label", pre, torch.device("cpu"), "stream", batch_rows=64)
+    p = batched.predict(net)
+    assert np.array_equal(batched.labels, whole.labels) and np.array_equal(p, whole.predict(net))
+    table = pq.read_table(dirs[0])
+    y = table.column("label").drop_null().to_numpy()
+    assert np.array_equal(batched.labels, y)
+    metrics = evaluate(batched.labels, p)
+    clipped = np.clip(p, 1e-7, 1 - 1e-7)
+    assert metrics["roc_auc"] == roc_auc_score(y, clipped)
+    assert metrics["pr_auc"] == average_precision_score(y, clipped)
+    assert metrics["log_loss"] == log_loss(y, clipped)
+    assert metrics["brier"] == brier_score_loss(y, clipped)
+    assert metrics["rows"] == len(y) == 1800

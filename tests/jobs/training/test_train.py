@@ -131,8 +131,9 @@ def small_training(spark, features_zone, config, tmp_path_factory):
     return {"new_job": new_job, "dirs": dirs, "uri": uri}
 
 
-# A streaming rank whose buffer holds a fraction of its share (about 1,300 labelled rows a rank on two).
-STREAMING = {"data_path": "stream", "buffer_rows": 300, "read_ahead": 1}
+# A streaming rank whose buffer holds a fraction of its share (about 1,300 labelled rows a rank on two),
+# decoding each row group (a day's file, hundreds of rows) in several batches.
+STREAMING = {"data_path": "stream", "buffer_rows": 300, "read_ahead": 1, "read_batch_rows": 128}
 
 
 def test_distributed_training_is_deterministic_and_sees_every_row_once(spark, config, small_training):
@@ -156,6 +157,9 @@ def test_distributed_training_is_deterministic_and_sees_every_row_once(spark, co
     assert run.data.metrics["train_rows"] == labelled
     assert run.data.params["training_precision"] == "fp32"  # auto on the CPU: results as before
     assert run.data.params["training_data_path"] == run.data.params["holdout_data_path"] == "stream"
+    # train.arrow_memory_pool and train.malloc_mmap_threshold, as the rank set them in its own process
+    assert run.data.params["training_arrow_memory_pool"] == "system"
+    assert run.data.params["training_malloc_mmap_threshold"] == str(config.train.malloc_mmap_threshold) == "1048576"
     assert run.info.status == "RUNNING"  # the driver finishes it after registering the model
     assert 0.5 < first["metrics"]["roc_auc"] <= 1.0
 
@@ -415,6 +419,21 @@ def test_a_streaming_training_resumed_from_its_checkpoint_ends_as_one_that_never
     resumed = train_in_process(small_training["new_job"](**STREAMING, checkpoint_dir=checkpoints))
     assert resumed["metrics"] == straight["metrics"]
     assert resumed["model_uri"] != straight["model_uri"]
+
+
+def test_row_groups_read_in_batches_train_the_model_whole_row_groups_train(small_training):
+    """``read_batch_rows`` changes how much of a row group is decoded at once, not what the ranks
+    see: the same metrics as reading every row group (training and holdout) whole. The in-process
+    rank gives this process its pyarrow pool back."""
+    import pyarrow as pa
+
+    from jobs.training.loop import train_in_process
+
+    pool = pa.default_memory_pool().backend_name
+    whole = train_in_process(small_training["new_job"](**{**STREAMING, "read_batch_rows": 1_000_000}))
+    batched = train_in_process(small_training["new_job"](**STREAMING))
+    assert batched["metrics"] == whole["metrics"]
+    assert pa.default_memory_pool().backend_name == pool
 
 
 def logged_models(uri: str, run_id: str) -> list:
