@@ -315,10 +315,7 @@ def test_postgresql_stopped_immediately_during_training_recovers_and_the_champio
         assert after.version == before.version  # no gate, no move
     # the training's MLflow calls rode the restart out: the server turned its calls away meanwhile
     # (503: no database), its first try succeeded all the same, and so did the run
-    with stack.mlflow.log.open("rb") as server_log:
-        server_log.seek(heard)
-        refused = [line for line in server_log.read().decode(errors="replace").splitlines()
-                   if "/api/2.0/mlflow/runs/" in line and " 503 " in line]
+    refused = _refused(stack, heard, "/api/2.0/mlflow/runs/")
     assert refused, "no run call of the training reached the MLflow server while PostgreSQL was down"
     assert (tis["train_model"]["state"], tis["train_model"]["try_number"]) == ("success", 1), tis["train_model"]
     log = airflow.task_log("train_pipeline", run_id, "train_model", 1, lines=400)
@@ -362,10 +359,7 @@ def test_postgresql_stopped_immediately_as_a_day_is_scored_the_jobs_registry_cal
     run = _wait_for_run(airflow, "score_pipeline", run_id, RECOVERY_TIMEOUT)
     _wait_for_rest(airflow, timeout=300)
     tis = {t["task_id"]: t for t in airflow.task_instances("score_pipeline") if t["dag_run_id"] == run_id}
-    with stack.mlflow.log.open("rb") as server_log:
-        server_log.seek(heard)
-        refused = [line for line in server_log.read().decode(errors="replace").splitlines()
-                   if "/api/2.0/mlflow/" in line and " 503 " in line]
+    refused = _refused(stack, heard, "/api/2.0/mlflow/")
     assert refused, "no call of the score job reached the MLflow server while PostgreSQL was down"
     assert (tis["score_batch"]["state"], tis["score_batch"]["try_number"]) == ("success", 1), tis["score_batch"]
     log = airflow.task_log("score_pipeline", run_id, "score_batch", 1, lines=400, map_index=ti["map_index"])
@@ -381,6 +375,15 @@ def test_postgresql_stopped_immediately_as_a_day_is_scored_the_jobs_registry_cal
     assert set(predictions["model_version"]) == {champion}
     assert locks(lake) == [] and staging(Path(lake.predictions)) == []
     print(f"the MLflow server refused {len(refused)} call(s) while PostgreSQL was down: {refused[:3]}")
+
+
+def _refused(stack, heard: int, path: str) -> list[str]:
+    """The MLflow server's log lines, after its first ``heard`` bytes, of calls under ``path`` that it
+    answered 503 (its database unreachable)."""
+    with stack.mlflow.log.open("rb") as server_log:
+        server_log.seek(heard)
+        return [line for line in server_log.read().decode(errors="replace").splitlines()
+                if path in line and " 503 " in line]
 
 
 def _spark_submit(airflow, application: str) -> bool:

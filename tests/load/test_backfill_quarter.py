@@ -327,17 +327,9 @@ def _check(stack, lake, runs, days) -> None:
     from jobs.lake.layout import partition_day, partition_name
 
     airflow = stack.airflow
-    ingest = [r for r in runs["ingest_pipeline"] if r["run_type"] == "backfill"]
-    assert [r["logical_date"][:10] for r in ingest] == [d.isoformat() for d in days]
-    assert {r["state"] for r in ingest} == {"success"}
-    for day, run in zip(days, ingest, strict=True):
-        check_day_once(lake, day, run["dag_run_id"])
-        flights = pd.read_csv(lake.raw_file("flights", day))
-        predictions = pq.read_table(lake.partition(lake.predictions, day)).to_pandas()
-        assert len(predictions) == len(flights), day  # one row per input flight
-        assert not predictions.duplicated(KEYS).any(), day
-        assert set(predictions["model_version"]) == {"1"}, day  # the one champion
-        assert Path(lake.monitoring_report(day)).exists(), day  # the monitor judged the day
+    _check_days(lake, runs, days)
+    for day in days:
+        assert _served_by(lake, day) == {"1"}, day  # the one champion
     written = sorted(p.name for p in Path(lake.predictions).iterdir() if partition_day(p.name) is not None)
     assert written == [partition_name(d) for d in [TRAIN_DATE, *days]]
     assert staging(Path(lake.predictions), Path(lake.monitoring)) == [] and locks(lake) == []
@@ -359,6 +351,21 @@ def _check(stack, lake, runs, days) -> None:
     running = client.search_runs(experiments, filter_string="attributes.status = 'RUNNING'")
     assert running == [], [r.info.run_id for r in running]
     assert airflow.health()["scheduler"]["status"] == "healthy"
+
+
+def _check_days(lake, runs, days) -> None:
+    """Every backfill run succeeded, one a day in order, and its day is in the lake once: validated
+    or quarantined, featured, one prediction per raw flight and no key twice, judged by the monitor."""
+    ingest = [r for r in runs["ingest_pipeline"] if r["run_type"] == "backfill"]
+    assert [r["logical_date"][:10] for r in ingest] == [d.isoformat() for d in days]
+    assert {r["state"] for r in ingest} == {"success"}
+    for day, run in zip(days, ingest, strict=True):
+        check_day_once(lake, day, run["dag_run_id"])
+        flights = pd.read_csv(lake.raw_file("flights", day))
+        predictions = pq.read_table(lake.partition(lake.predictions, day)).to_pandas()
+        assert len(predictions) == len(flights), day  # one row per input flight
+        assert not predictions.duplicated(KEYS).any(), day
+        assert Path(lake.monitoring_report(day)).exists(), day  # the monitor judged the day
 
 
 def _served_by(lake, day: dt.date) -> set[str]:
@@ -403,16 +410,7 @@ def _check_retraining(stack, lake, runs, days, changed) -> list[dict]:
     from jobs.monitoring.job import EXPERIMENT_SUFFIX, MONITORING_OF
 
     airflow = stack.airflow
-    ingest = [r for r in runs["ingest_pipeline"] if r["run_type"] == "backfill"]
-    assert [r["logical_date"][:10] for r in ingest] == [d.isoformat() for d in days]
-    assert {r["state"] for r in ingest} == {"success"}
-    for day, run in zip(days, ingest, strict=True):
-        check_day_once(lake, day, run["dag_run_id"])
-        flights = pd.read_csv(lake.raw_file("flights", day))
-        predictions = pq.read_table(lake.partition(lake.predictions, day)).to_pandas()
-        assert len(predictions) == len(flights), day  # one row per input flight
-        assert not predictions.duplicated(KEYS).any(), day
-        assert Path(lake.monitoring_report(day)).exists(), day  # the monitor judged the day
+    _check_days(lake, runs, days)
     written = sorted(p.name for p in Path(lake.predictions).iterdir() if partition_day(p.name) is not None)
     assert written == [partition_name(d) for d in [TRAIN_DATE, *days]]
     assert staging(Path(lake.predictions), Path(lake.monitoring)) == [] and locks(lake) == []
