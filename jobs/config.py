@@ -35,6 +35,20 @@ DATA_PATHS = ("auto", "memory", "stream")  # how a rank reads its share: see job
 # pyarrow's allocator in a rank: see jobs.training.allocation
 ARROW_MEMORY_POOLS = ("system", "mimalloc", "jemalloc", "default")
 MAX_MMAP_THRESHOLD = 32 * 1024 * 1024  # train.malloc_mmap_threshold: glibc's ceiling on 64-bit
+
+
+def check_arrow_memory_pool(name: str, what: str = "train.arrow_memory_pool") -> None:
+    """A ValueError naming ``what`` unless ``name`` is one of :data:`ARROW_MEMORY_POOLS` (the
+    config, a rank's config and :mod:`jobs.training.allocation` check it alike)."""
+    if name not in ARROW_MEMORY_POOLS:
+        raise ValueError(f"{what} must be one of {', '.join(ARROW_MEMORY_POOLS)}, got {name!r}")
+
+
+def check_mmap_threshold(nbytes: int, what: str = "train.malloc_mmap_threshold") -> None:
+    """A ValueError naming ``what`` unless ``nbytes`` is a threshold glibc takes (0: its default)."""
+    if not 0 <= nbytes <= MAX_MMAP_THRESHOLD:
+        raise ValueError(f"{what} must be between 0 (glibc's default) and {MAX_MMAP_THRESHOLD} bytes "
+                         f"(glibc's ceiling), got {nbytes}")
 DEFAULT_MODEL = "jobs.model.tabular:build_net"  # train.model when the config names none
 
 
@@ -173,12 +187,8 @@ class TrainSpec:
             raise ValueError(f"train.calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
         if self.data_path not in DATA_PATHS:
             raise ValueError(f"train.data_path must be one of {', '.join(DATA_PATHS)}, got {self.data_path!r}")
-        if self.arrow_memory_pool not in ARROW_MEMORY_POOLS:
-            raise ValueError(f"train.arrow_memory_pool must be one of {', '.join(ARROW_MEMORY_POOLS)}, "
-                             f"got {self.arrow_memory_pool!r}")
-        if not 0 <= self.malloc_mmap_threshold <= MAX_MMAP_THRESHOLD:
-            raise ValueError(f"train.malloc_mmap_threshold must be between 0 (glibc's default) and "
-                             f"{MAX_MMAP_THRESHOLD} bytes (glibc's ceiling), got {self.malloc_mmap_threshold}")
+        check_arrow_memory_pool(self.arrow_memory_pool)
+        check_mmap_threshold(self.malloc_mmap_threshold)
         for name in ("buffer_rows", "read_ahead", "read_batch_rows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"train.{name} must be at least 1, got {getattr(self, name)}")

@@ -14,7 +14,7 @@ on its own and unmapped when freed (docs/bench/scale.md measured the peaks with 
 
 from __future__ import annotations
 
-from jobs.config import ARROW_MEMORY_POOLS, MAX_MMAP_THRESHOLD
+from jobs.config import check_arrow_memory_pool, check_mmap_threshold
 
 M_MMAP_THRESHOLD = -3  # mallopt's parameter number in glibc's malloc.h
 
@@ -27,8 +27,7 @@ def use_arrow_memory_pool(name: str) -> str:
 
     pools = {"system": pa.system_memory_pool, "mimalloc": pa.mimalloc_memory_pool,
              "jemalloc": pa.jemalloc_memory_pool}
-    if name not in ARROW_MEMORY_POOLS:
-        raise ValueError(f"the arrow memory pool must be one of {', '.join(ARROW_MEMORY_POOLS)}, got {name!r}")
+    check_arrow_memory_pool(name, "the arrow memory pool")
     if name in pools:
         pa.set_memory_pool(pools[name]())
     return pa.default_memory_pool().backend_name
@@ -41,8 +40,7 @@ def use_mmap_threshold(nbytes: int) -> str:
     import ctypes
     import platform
 
-    if not 0 <= nbytes <= MAX_MMAP_THRESHOLD:
-        raise ValueError(f"the mmap threshold must be between 0 and {MAX_MMAP_THRESHOLD} bytes, got {nbytes}")
+    check_mmap_threshold(nbytes, "the mmap threshold")
     if nbytes == 0 or platform.libc_ver()[0] != "glibc":
         return "default"
     libc = ctypes.CDLL(None)  # this process's C library, already loaded

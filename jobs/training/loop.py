@@ -578,7 +578,7 @@ class HoldoutRows:
     time, so only the labels and the probabilities (two numbers a row) stay."""
 
     def __init__(self, units: list[tuple[str, int]], columns: list[str], label: str, pre: Any, device: Any,
-                 path: str, batch_rows: int = 4096) -> None:
+                 path: str, batch_rows: int) -> None:
         import numpy as np
         import torch
 

@@ -80,16 +80,12 @@ class RankConfig:
         object.__setattr__(self, "hyper", dict(self.hyper))
         if not self.train_dirs:
             raise ValueError("a training rank needs at least one training partition (train_dirs is empty)")
-        from jobs.config import ARROW_MEMORY_POOLS, CALIBRATIONS, DATA_PATHS, MAX_MMAP_THRESHOLD
+        from jobs.config import CALIBRATIONS, DATA_PATHS, check_arrow_memory_pool, check_mmap_threshold
 
         if self.data_path not in DATA_PATHS:
             raise ValueError(f"RankConfig.data_path must be one of {', '.join(DATA_PATHS)}, got {self.data_path!r}")
-        if self.arrow_memory_pool not in ARROW_MEMORY_POOLS:
-            raise ValueError(f"RankConfig.arrow_memory_pool must be one of {', '.join(ARROW_MEMORY_POOLS)}, "
-                             f"got {self.arrow_memory_pool!r}")
-        if not 0 <= self.malloc_mmap_threshold <= MAX_MMAP_THRESHOLD:
-            raise ValueError(f"RankConfig.malloc_mmap_threshold must be between 0 and {MAX_MMAP_THRESHOLD} bytes, "
-                             f"got {self.malloc_mmap_threshold}")
+        check_arrow_memory_pool(self.arrow_memory_pool, "RankConfig.arrow_memory_pool")
+        check_mmap_threshold(self.malloc_mmap_threshold, "RankConfig.malloc_mmap_threshold")
         if self.calibration not in CALIBRATIONS:
             raise ValueError(f"RankConfig.calibration must be one of {', '.join(CALIBRATIONS)}, "
                              f"got {self.calibration!r}")

@@ -57,7 +57,7 @@ def test_with_the_threshold_fixed_a_freed_block_goes_back_to_the_system():
         libc.free(block)
     assert libc.mallinfo2().hblkhd == mapped
     assert use_mmap_threshold(0) == "default"  # glibc's own, left as it is
-    with pytest.raises(ValueError, match="between 0 and 33554432 bytes"):
+    with pytest.raises(ValueError, match="between 0 .glibc's default. and 33554432 bytes"):
         use_mmap_threshold(64 << 20)
 
 

@@ -80,5 +80,6 @@ def test_a_data_path_buffer_or_memory_pool_the_rank_cannot_use_is_refused(config
         built(config).replace(arrow_memory_pool="tcmalloc")
     with pytest.raises(ValueError, match="train.malloc_mmap_threshold must be between 0 .glibc's default. and"):
         dataclasses.replace(config.train, malloc_mmap_threshold=-1)
-    with pytest.raises(ValueError, match="malloc_mmap_threshold must be between 0 and 33554432"):
+    with pytest.raises(ValueError,
+                       match="RankConfig.malloc_mmap_threshold must be between 0 .glibc's default. and 33554432 bytes"):
         built(config).replace(malloc_mmap_threshold=64 << 20)
