@@ -11,7 +11,10 @@ schedule) and `started_by` (in words), and the training summary says both. The w
 `ingest_pipeline`: this DAG writes none), or the run fails at once saying what to ingest. With
 `max_train_days` the training days reach further back, over every earlier day with features up to
 that many (an expanding window). A day whose features are stale (an earlier day they read was
-validated again since) is refused, saying which ingest rebuilds it.
+validated again since) is refused, saying which ingest rebuilds it. Runs go one at a time: a drift
+or decay found while a retraining runs queues the next run, and when that run plans, an event about
+a version the retraining has since replaced is stale and dropped (a run with nothing else is
+skipped, saying which events and which champion): the new champion's days are judged against it.
 
 `train_baselines` fits the Spark MLlib baselines (logistic regression, gradient-boosted trees) on
 the same days, each its own MLflow run. Every MLflow run of a DAG run carries its `training_id`

@@ -11,7 +11,7 @@ import datetime as dt
 import os
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 # The day a run is for, when it is given: the ``run_date`` param, else the logical date.
 RUN_DATE = "{{ params.run_date or ds }}"
@@ -46,7 +46,7 @@ def scheduled_training_end(day: dt.date, schedule: str = TRAINING_SCHEDULE) -> d
 
 
 def training_plan(run_date: str | None, drift: list[dict[str, Any]], scheduled_end: dt.datetime | None,
-                  decay: list[dict[str, Any]] | None = None) -> dict[str, str]:
+                  decay: list[dict[str, Any]] | None = None, champion: str | None = None) -> dict[str, str]:
     """The last day of the training window, what started the run (``trigger``: person, decay, drift
     or schedule) and that in words (``started_by``).
 
@@ -54,7 +54,19 @@ def training_plan(run_date: str | None, drift: list[dict[str, Any]], scheduled_e
     decayed day (the outcomes say the champion is worse: the strongest evidence); a drift event on
     the window that ends with the latest drifted day; a scheduled run trains on the window that
     ends with the last whole day before it ran (``scheduled_end``: the end of its data interval).
+
+    With ``champion`` (the version the alias points at as the run plans), the events about another
+    version are stale and dropped: they judged a champion that a newer version replaced while the
+    run waited (``train_pipeline`` runs one at a time: a drift or decay found while a retraining
+    ran queues a run that starts after it). A run whose events are all stale is skipped, saying
+    which: the new champion's own days are judged against it (:func:`stale_events`).
     """
+    if not run_date and champion is not None and (drift or decay):
+        drift, decay, stale = stale_events(drift, decay or [], champion)
+        if not (drift or decay):
+            raise AirflowSkipException(
+                f"nothing to retrain: {'; '.join(stale)}, and version {champion} has replaced it as champion "
+                "since (the days it serves are judged against it)")
     if run_date:
         return {"run_date": run_date, "trigger": "person", "started_by": f"a person: run_date {run_date}"}
     if decay:
@@ -66,13 +78,28 @@ def training_plan(run_date: str | None, drift: list[dict[str, Any]], scheduled_e
         latest = max(drift, key=lambda extra: extra["run_date"])
         reasons = "; ".join(latest.get("reasons", [])) or "see the drift report"
         days = sorted({extra["run_date"] for extra in drift})
+        against = f" against version {latest['model_version']}" if latest.get("model_version") else ""
         return {"run_date": latest["run_date"], "trigger": "drift",
-                "started_by": f"drift on {', '.join(days)}: {reasons}"}
+                "started_by": f"drift on {', '.join(days)}{against}: {reasons}"}
     if scheduled_end is None:
         raise AirflowFailException("no day to train up to: trigger with {\"run_date\": \"YYYY-MM-DD\"}")
     day = (scheduled_end - dt.timedelta(days=1)).date()
     return {"run_date": day.isoformat(), "trigger": "schedule",
             "started_by": f"the weekly schedule (window up to {day})"}
+
+
+def stale_events(drift: list[dict[str, Any]], decay: list[dict[str, Any]],
+                 champion: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """The drift and decay events about ``champion`` (or about no named version: events of an older
+    release), and the others in words: a drift measured, or a decay judged, against a version that
+    is no longer the champion."""
+    def current(extra: dict[str, Any]) -> bool:
+        return str(extra.get("model_version") or champion) == champion
+
+    stale = [f"the {kind} of {extra['run_date']} was {verb} version {extra['model_version']}"
+             for kind, verb, events in (("drift", "measured against", drift), ("decay", "judged on", decay))
+             for extra in events if not current(extra)]
+    return [e for e in drift if current(e)], [e for e in decay if current(e)], stale
 
 
 def missing_feature_days(lake: Any, days: list[dt.date]) -> list[dt.date]:
@@ -95,7 +122,8 @@ def drift_event(lake: Any, day: str, after_retraining: bool) -> tuple[dict[str, 
     drift started: no second retraining on the same window)."""
     from jobs.summary import read_report
 
-    drift = read_report(lake, "scoring", day).get("drift")
+    report = read_report(lake, "scoring", day)
+    drift = report.get("drift")
     if drift is None:
         return None, f"drift was not measured for {day}: the model has no drift baseline"
     if drift.get("status") == "too_few_rows":
@@ -105,7 +133,10 @@ def drift_event(lake: Any, day: str, after_retraining: bool) -> tuple[dict[str, 
     if after_retraining:
         return None, (f"{day} still drifts after the retraining it started ({'; '.join(drift['reasons'])}): not "
                       f"retraining on the same window again; read {drift['report']}")
-    return {"run_date": day, "reasons": drift["reasons"], "report": drift["report"]}, "drifted"
+    # the version that scored the day, whose drift baseline it was measured against: a training
+    # planned after a newer champion replaced it drops the event (training_plan)
+    return {"run_date": day, "model_version": report.get("model_version"),
+            "reasons": drift["reasons"], "report": drift["report"]}, "drifted"
 
 
 def decay_report(records: list[dict[str, Any]], previous: list[dict[str, Any]], model_name: str,

@@ -19,23 +19,26 @@ def plan_training(*, drift: Asset = DRIFT, decay: Asset = DECAY) -> Any:
     """The training window's last day, what started the run and the training's id (the DAG run's,
     tagged on its every MLflow run); fails (no retry) when a day of the window has no features,
     saying how to ingest it; a weekly run whose window has no features at all (nothing ingested
-    yet) is skipped instead."""
+    yet) is skipped instead, and so is a run whose drift and decay events all judged a champion
+    that a newer version replaced while the run waited."""
 
     @task(task_id="plan_training", multiple_outputs=True)
     def plan(params: dict[str, Any] | None = None, triggering_asset_events: Any = None,
              data_interval_end: Any = None, dag_run: Any = None) -> dict[str, str]:
         from jobs.config import days_ending, load_config
         from jobs.lake.layout import Lake
-        from jobs.selection.gate import reconcile
+        from jobs.selection.gate import current_champion, reconcile
         from jobs.tracking import client
 
         params = params or {}
-        found = training_plan(params.get("run_date"), asset_extras(triggering_asset_events, drift), data_interval_end,
-                              asset_extras(triggering_asset_events, decay))
         cfg = load_config().train
         # a promotion cut short between the alias and its tags (a killed train_model) is set right
         # before this run's gate compares with that champion; reconcile logs what it found
         reconcile(client(), cfg.model_name)
+        # events about a champion replaced while this run waited are stale (skipped when all are)
+        champion = current_champion(client(), cfg.model_name)
+        found = training_plan(params.get("run_date"), asset_extras(triggering_asset_events, drift), data_interval_end,
+                              asset_extras(triggering_asset_events, decay), champion.version if champion else None)
         window = ((params.get("train_days") or cfg.train_days) + cfg.validation_days
                   + (params.get("holdout_days") or cfg.holdout_days))
         days = days_ending(dt.date.fromisoformat(found["run_date"]), window)

@@ -130,6 +130,42 @@ def test_decay_retrains_on_the_window_ending_with_the_latest_decayed_day():
     assert training_plan(None, drift, None, [])["trigger"] == "drift"
 
 
+def test_events_about_a_replaced_champion_start_no_training(tmp_path):
+    """A drift and a decay found while a retraining ran judged version 4; the queued run plans after
+    version 5 replaced it: those events are dropped, and a run with nothing else is skipped saying
+    which events and which champion; an event about version 5 (or one naming no version) still
+    trains, on its own day."""
+    import json
+
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from jobs.lake.layout import Lake
+    from jobs.lake.storage import write_text
+    from orchestration.decisions import drift_event, stale_events
+
+    lake = Lake(str(tmp_path / "lake"))
+    drifted = {"drifted": True, "reasons": ["distance: PSI 0.9"], "report": "reports/drift/x.json"}
+    write_text(lake.report("scoring", dt.date(2013, 2, 14)),
+               json.dumps({"run_date": "2013-02-14", "model_version": "4", "drift": drifted}))
+    stale, why = drift_event(lake, "2013-02-14", after_retraining=False)
+    assert why == "drifted" and stale["model_version"] == "4"
+    decay = [{"run_date": "2013-02-13", "model_version": "4", "reasons": ["log_loss 0.90"]}]
+    with pytest.raises(AirflowSkipException) as skipped:
+        training_plan(None, [stale], dt.datetime(2013, 2, 18, tzinfo=dt.UTC), decay, champion="5")
+    assert str(skipped.value) == (
+        "nothing to retrain: the drift of 2013-02-14 was measured against version 4; the decay of 2013-02-13 was "
+        "judged on version 4, and version 5 has replaced it as champion since (the days it serves are judged "
+        "against it)")
+    fresh = {"run_date": "2013-02-15", "model_version": "5", "reasons": ["dest: unknown share +0.2"]}
+    plan = training_plan(None, [stale, fresh], None, decay, champion="5")
+    assert plan == {"run_date": "2013-02-15", "trigger": "drift",
+                    "started_by": "drift on 2013-02-15 against version 5: dest: unknown share +0.2"}
+    assert stale_events([{"run_date": "2013-02-16"}], [], "5")[0] == [{"run_date": "2013-02-16"}]
+    # a person's run and the same events without a champion to compare with are not judged stale
+    assert training_plan("2013-02-20", [stale], None, decay, champion="5")["trigger"] == "person"
+    assert training_plan(None, [stale], None, decay)["trigger"] == "decay"
+
+
 def test_the_approval_request_shows_the_live_evidence_from_the_monitoring_zone(tmp_path, config):
     """A version scored in shadow beside the champion on three days: the request says the days, the
     pooled difference and its interval; a version never compared says it has none."""
