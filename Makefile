@@ -31,7 +31,7 @@ help:
 	@echo "make backfill-90  90 days of ingest and scoring backfilled on the deployed stack through the REST API,"
 	@echo "                the API's health check timed all along (half an hour or more): tests/load/"
 	@echo "make backfill-retrain  60 days backfilled with a decay or drift every 14 days: each retraining once,"
-	@echo "                each champion serving from its day (an hour or more): tests/load/"
+	@echo "                each champion serving from its day (40 min or more): tests/load/"
 	@echo "make compose-up   the docker-compose stack: the engine (installed and started if need be, as root), base"
 	@echo "                images without a registry, the image, up --wait (docs/deployment.md); compose-down stops it"
 	@echo "make compose-smoke  by hand: the compose stack from nothing through a training and a night over the REST"

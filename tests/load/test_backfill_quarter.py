@@ -34,8 +34,10 @@ the thresholds of the deployed scenario (decay judged day by day on log loss, dr
 defaults) and every retraining promoted. The days between are real 2013 days under the same
 thresholds: a trigger they fire themselves is a retraining like the others. Afterwards, besides
 the checks above: every retraining ran once (one train run and one version per trigger day, each
-on the window ending its day) and succeeded, each drifted day drifted and is named by a
-retraining, every new champion re-scored its own day and served only later days, and no older
+on the window ending its day) and succeeded, each started by an event about the champion it
+replaced (a run whose events all judged a champion replaced meanwhile is skipped as stale), each
+drifted day drifted and is named by a retraining unless a newer champion had replaced the version
+that scored it, every new champion re-scored its own day and served only later days, and no older
 version served a day after a newer one did (the served versions rise with the days, the
 retraining days aside); no day was scored or judged twice by the same version. Whether a day
 with turned outcomes crosses the decay margin depends on the version serving it: recorded, not
