@@ -553,7 +553,7 @@ def main(argv: list[str] | None = None) -> None:
         "holdout_days": [str(holdout_days[0]), str(holdout_days[-1]), len(holdout_days)],
         "epochs": epochs, "batch_size": cpu_batch, "gpu_batch_size": gpu_batch, "learning_rate": cfg.learning_rate,
         "hyper": job.hyper, "repeat": args.repeat, "use_gpu": use_gpu, "rows": args.rows, "launch": args.launch,
-        "before": args.before,
+        "before": Path(args.before).name if args.before else None,  # no path of this machine in a report
     }
     payload = {"machine": host, "settings": settings, "setup_s": {k: round(v, 2) for k, v in setup.items()}}
     print(f"machine: {host['cpu_count']} CPUs, {host['device']}, torch {host['torch']} "

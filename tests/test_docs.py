@@ -118,3 +118,12 @@ def headings(page: Path) -> set[str]:
             slug = re.sub(r"[^\w\s-]", "", m.group(1).strip().lower())
             anchors.add(re.sub(r"[-\s]+", "-", slug).strip("-"))
     return anchors
+
+
+def test_committed_reports_hold_no_path_of_the_machine_that_made_them() -> None:
+    """A JSON report under docs/ (a benchmark's, a replay's) names files relative to its run, never
+    by an absolute path of the machine it ran on: such a path means nothing to a reader."""
+    machine = re.compile(r'"(/(?:work|tmp|root|home|var|opt)/[^"]*)"')
+    found = {str(path.relative_to(REPO)): hits for path in sorted((REPO / "docs").rglob("*.json"))
+             if (hits := machine.findall(path.read_text()))}
+    assert found == {}, found
