@@ -760,7 +760,9 @@ def main(argv: list[str] | None = None) -> None:
                       "added": sorted({*before.get("added", []), *weeks})}
         else:
             result = {
-                "args": {k: (str(v) if isinstance(v, (Path, dt.date)) else v) for k, v in asdict(args).items()},
+                # the lake by its folder's name: no path of this machine in a committed report
+                "args": {k: (v.name if isinstance(v, Path) else str(v) if isinstance(v, dt.date) else v)
+                         for k, v in asdict(args).items()},
                 "served_weeks": len(starts), "labelled_rows": len(year), "xgb_params": XGB_PARAMS,
                 "schedule_columns": SCHEDULE_COLUMNS, "tail_columns": TAIL_COLUMNS,
                 "flight_columns": FLIGHT_COLUMNS, "weather_columns": WEATHER_COLUMNS,
