@@ -166,7 +166,7 @@ class TrainSpec:
     data_path: str = "auto"  # how a rank reads its share: memory, stream, or auto (jobs.training.stream)
     buffer_rows: int = 65536  # a streaming rank's shuffle buffer, in rows
     read_ahead: int = 2  # row groups a streaming rank reads ahead of its steps
-    read_batch_rows: int = 4096  # rows of a row group decoded and converted at once by a streaming rank
+    read_batch_rows: int = 16384  # rows of a row group decoded and converted at once by a streaming rank
     arrow_memory_pool: str = "system"  # pyarrow's allocator in the ranks (ARROW_MEMORY_POOLS)
     malloc_mmap_threshold: int = 1048576  # bytes; glibc maps larger blocks on their own in the ranks (0: its default)
     weight_decay: float = 0.0  # AdamW's decoupled weight decay (0: plain Adam)

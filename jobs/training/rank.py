@@ -65,7 +65,7 @@ class RankConfig:
     data_path: str = "auto"  # memory | stream | auto (jobs.training.stream.resolve_data_path)
     buffer_rows: int = 65536
     read_ahead: int = 2
-    read_batch_rows: int = 4096
+    read_batch_rows: int = 16384
     arrow_memory_pool: str = "system"  # system | mimalloc | jemalloc | default (train.arrow_memory_pool)
     malloc_mmap_threshold: int = 1048576  # bytes (train.malloc_mmap_threshold; 0: glibc's default)
     weight_decay: float = 0.0  # AdamW's (train.weight_decay)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from jobs.model.tabular import Preprocessor
 
 Unit = tuple[str, int]  # (Parquet file, row group), as jobs.training.data.shard_units deals them
-READ_BATCH_ROWS = 4096  # rows of a row group decoded at once (train.read_batch_rows)
+READ_BATCH_ROWS = 16384  # rows of a row group decoded at once (train.read_batch_rows)
 
 
 class RowGroupReadError(DataError):
