@@ -17,6 +17,7 @@ from jobs.lake.layout import PARTITION, Lake, partition_day
 
 WEATHER_KEY = ["origin", "year", "month", "day", "hour"]
 FLOAT_TOLERANCE = 1e-9  # relative, on column sums
+DAY_MINUTES = 24 * 60
 
 
 def _parquet_glob(path: str) -> str:
@@ -54,11 +55,37 @@ def polars_features(lake: Lake, config: PipelineConfig, days: list[dt.date], out
     weather = scan("weather", days).group_by(WEATHER_KEY).agg([pl.col(c).mean() for c in WEATHER_COLUMNS])
     planes = scan("planes", [_latest(lake.validated("planes"), last)]).select(
         "tailnum", pl.col("year").alias("plane_year"), "manufacturer", "seats", "engines")
-    airports = scan("airports", [_latest(lake.validated("airports"), last)]).select(
-        pl.col("faa").alias("dest"), pl.col("lat").alias("dest_lat"), pl.col("lon").alias("dest_lon"))
+    reference = scan("airports", [_latest(lake.validated("airports"), last)])
+    airports = reference.select(pl.col("faa").alias("dest"), pl.col("lat").alias("dest_lat"),
+                                pl.col("lon").alias("dest_lon"), pl.col("tz").alias("dest_tz"))
+    origins = reference.select(pl.col("faa").alias("origin"), pl.col("tz").alias("origin_tz"))
     joined = (flights.join(weather, on=WEATHER_KEY, how="left")
-              .join(planes, on="tailnum", how="left").join(airports, on="dest", how="left"))
-    joined = joined.with_columns(
+              .join(planes, on="tailnum", how="left").join(airports, on="dest", how="left")
+              .join(origins, on="origin", how="left"))
+
+    def minutes(hhmm: str) -> pl.Expr:
+        return pl.col(hhmm) // 100 * 60 + pl.col(hhmm) % 100
+
+    def scheduled(*keys: Any) -> pl.Expr:
+        return pl.len().over([PARTITION, *keys])
+
+    block = minutes("sched_arr_time") - minutes("sched_dep_time") - (pl.col("dest_tz") - pl.col("origin_tz")) * 60
+    hourly = flights.group_by([PARTITION, "origin", "hour"]).agg(pl.len().alias("n"))
+    around = (pl.concat([hourly.with_columns(pl.col("hour") + shift) for shift in (-1, 0, 1)])
+              .group_by([PARTITION, "origin", "hour"]).agg(pl.col("n").sum().alias("sched_origin_3h_flights")))
+    joined = joined.join(around, on=[PARTITION, "origin", "hour"], how="left").with_columns(
+        sched_block_minutes=(block % DAY_MINUTES + DAY_MINUTES) % DAY_MINUTES,  # Spark's pmod
+        sched_origin_hour_flights=scheduled("origin", "hour"),
+        sched_hour_flights=scheduled("hour"),
+        sched_origin_day_flights=scheduled("origin"),
+        sched_carrier_origin_hour_flights=scheduled("carrier", "origin", "hour"),
+        sched_dest_hour_arrivals=scheduled("dest", pl.col("sched_arr_time") // 100 % 24),
+        sched_route_day_flights=scheduled("origin", "dest"),
+        sched_carrier_day_flights=scheduled("carrier"),
+        sched_day_flights=scheduled(),
+    ).with_columns(
+        sched_block_pad_minutes=pl.col("sched_block_minutes")
+        - pl.col("sched_block_minutes").median().over([PARTITION, "origin", "dest"]),
         dep_hour=pl.col("hour"),
         dep_minute_of_day=pl.col("hour") * 60 + pl.col("minute"),
         day_of_week=pl.col(PARTITION).dt.weekday() % 7 + 1,  # Spark's dayofweek: 1 = Sunday
@@ -88,9 +115,28 @@ def duckdb_features(lake: Lake, config: PipelineConfig, days: list[dt.date], out
     averages = ", ".join(f"avg({c}) AS {c}" for c in WEATHER_COLUMNS)
     key = ", ".join(WEATHER_KEY)
     ids, categorical, numeric = _output_columns(spec)
+    block = ("(f.sched_arr_time // 100) * 60 + f.sched_arr_time % 100 - (f.sched_dep_time // 100) * 60 "
+             "- f.sched_dep_time % 100 - (a.dest_tz - o.origin_tz) * 60")
+    minutes = f"((({block}) % {DAY_MINUTES}) + {DAY_MINUTES}) % {DAY_MINUTES}"  # Spark's pmod
+
+    def scheduled(keys: str) -> str:
+        return f"count(*) OVER (PARTITION BY f.{PARTITION}, {keys})"
+
     derived = {
         "dep_hour": "f.hour", "dep_minute_of_day": "f.hour * 60 + f.minute",
         "day_of_week": f"dayofweek(CAST(f.{PARTITION} AS DATE)) + 1", "plane_age": "f.year - p.plane_year",
+        "sched_block_minutes": minutes,
+        "sched_block_pad_minutes": f"{minutes} - median({minutes}) OVER (PARTITION BY f.{PARTITION}, f.origin, f.dest)",
+        "sched_origin_hour_flights": scheduled("f.origin, f.hour"),
+        "sched_origin_3h_flights": (f"count(*) OVER (PARTITION BY f.{PARTITION}, f.origin ORDER BY f.hour "
+                                    "RANGE BETWEEN 1 PRECEDING AND 1 FOLLOWING)"),
+        "sched_hour_flights": scheduled("f.hour"),
+        "sched_origin_day_flights": scheduled("f.origin"),
+        "sched_carrier_origin_hour_flights": scheduled("f.carrier, f.origin, f.hour"),
+        "sched_dest_hour_arrivals": scheduled("f.dest, f.sched_arr_time // 100 % 24"),
+        "sched_route_day_flights": scheduled("f.origin, f.dest"),
+        "sched_carrier_day_flights": scheduled("f.carrier"),
+        "sched_day_flights": f"count(*) OVER (PARTITION BY f.{PARTITION})",
     }
 
     def source(c: str) -> str:
@@ -106,11 +152,13 @@ def duckdb_features(lake: Lake, config: PipelineConfig, days: list[dt.date], out
         WITH w AS (SELECT {key}, {averages} FROM {scan("weather", days)} GROUP BY {key}),
         p AS (SELECT tailnum, year AS plane_year, manufacturer, seats, engines
               FROM {scan("planes", [_latest(lake.validated("planes"), last)])}),
-        a AS (SELECT faa AS dest, lat AS dest_lat, lon AS dest_lon
+        a AS (SELECT faa AS dest, lat AS dest_lat, lon AS dest_lon, tz AS dest_tz
+              FROM {scan("airports", [_latest(lake.validated("airports"), last)])}),
+        o AS (SELECT faa AS origin, tz AS origin_tz
               FROM {scan("airports", [_latest(lake.validated("airports"), last)])})
         SELECT {select}
         FROM {scan("flights", days)} f
-        LEFT JOIN w USING ({key}) LEFT JOIN p USING (tailnum) LEFT JOIN a USING (dest)
+        LEFT JOIN w USING ({key}) LEFT JOIN p USING (tailnum) LEFT JOIN a USING (dest) LEFT JOIN o USING (origin)
     """
     with duckdb.connect() as con:
         con.execute(f"COPY ({query}) TO '{out}' (FORMAT parquet, PARTITION_BY ({PARTITION}), OVERWRITE_OR_IGNORE)")

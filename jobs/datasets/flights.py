@@ -133,8 +133,11 @@ def build_features(tables: dict[str, DataFrame], spec: FeatureSpec) -> DataFrame
 
     Joins are left joins on unique keys, so no flight is dropped or duplicated: weather is
     averaged per origin and hour first (the source has a few duplicated hours), planes and
-    airports are unique per tail number and airport code.
+    airports are unique per tail number and airport code. The schedule features (``sched_*``: the
+    block time the timetable allows and its excess over the route's that day, the flights the day
+    schedules around the flight) read the day's scheduled times only, known before the day.
     """
+    from pyspark.sql import Column, Window
     from pyspark.sql import functions as F
 
     flights = tables["flights"]
@@ -147,15 +150,42 @@ def build_features(tables: dict[str, DataFrame], spec: FeatureSpec) -> DataFrame
         "tailnum", F.col("year").alias("plane_year"), "manufacturer", "seats", "engines"
     )
     airports = tables["airports"].select(
-        F.col("faa").alias("dest"), F.col("lat").alias("dest_lat"), F.col("lon").alias("dest_lon")
+        F.col("faa").alias("dest"), F.col("lat").alias("dest_lat"), F.col("lon").alias("dest_lon"),
+        F.col("tz").alias("dest_tz"),
     )
+    origins = tables["airports"].select(F.col("faa").alias("origin"), F.col("tz").alias("origin_tz"))
     joined = (
         flights.join(weather, ["origin", "year", "month", "day", "hour"], "left")
         .join(planes, "tailnum", "left")
         .join(airports, "dest", "left")
+        .join(origins, "origin", "left")
     )
+    def minutes(hhmm: str) -> Column:
+        return F.floor(F.col(hhmm) / 100) * 60 + F.col(hhmm) % 100
+
+    def scheduled(*keys: str) -> Column:  # the day's flights (cancelled ones too: they were scheduled)
+        return F.count(F.lit(1)).over(Window.partitionBy(PARTITION, *keys))
+
     derived = {
         "dep_hour": F.col("hour"),
+        # the day's schedule, published before it (never a departure or arrival time of it): the
+        # minutes the timetable allows gate to gate, in UTC (a destination without a known time
+        # zone: null), and how busy the schedule is around the flight
+        "sched_block_minutes": F.pmod(
+            minutes("sched_arr_time") - minutes("sched_dep_time") - (F.col("dest_tz") - F.col("origin_tz")) * 60,
+            F.lit(24 * 60),
+        ),
+        "sched_origin_hour_flights": scheduled("origin", "hour"),
+        "sched_origin_3h_flights": F.count(F.lit(1)).over(
+            Window.partitionBy(PARTITION, "origin").orderBy("hour").rangeBetween(-1, 1)),
+        "sched_hour_flights": scheduled("hour"),
+        "sched_origin_day_flights": scheduled("origin"),
+        "sched_carrier_origin_hour_flights": scheduled("carrier", "origin", "hour"),
+        "sched_dest_hour_arrivals": F.count(F.lit(1)).over(
+            Window.partitionBy(PARTITION, "dest", F.floor(F.col("sched_arr_time") / 100) % 24)),
+        "sched_route_day_flights": scheduled("origin", "dest"),
+        "sched_carrier_day_flights": scheduled("carrier"),
+        "sched_day_flights": scheduled(),
         "dep_minute_of_day": F.col("hour") * 60 + F.col("minute"),
         "day_of_week": F.dayofweek(PARTITION),
         "plane_age": F.col("year") - F.col("plane_year"),
@@ -164,6 +194,9 @@ def build_features(tables: dict[str, DataFrame], spec: FeatureSpec) -> DataFrame
         ),
     }
     joined = joined.withColumns(derived)
+    # the block time against the route's usual that day: padded schedules absorb delays
+    joined = joined.withColumn("sched_block_pad_minutes", F.col("sched_block_minutes") - F.median(
+        "sched_block_minutes").over(Window.partitionBy(PARTITION, "origin", "dest")))
     ids = [c for c in spec.id_columns if c not in spec.inputs]
     return joined.select(
         PARTITION,

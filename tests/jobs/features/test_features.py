@@ -33,7 +33,11 @@ def _tables(spark, config):
     planes = spark.createDataFrame(
         [("N1", 2000, "BOEING", 150, 2)], "tailnum string, year int, manufacturer string, seats int, engines int"
     )
-    airports = spark.createDataFrame([("IAH", 29.98, -95.34)], "faa string, lat double, lon double")
+    # LGA's time zone unknown here: its flights' block time is null, as a destination's would be
+    airports = spark.createDataFrame(
+        [("IAH", 29.98, -95.34, -6), ("EWR", 40.69, -74.17, -5), ("JFK", 40.64, -73.78, -5)],
+        "faa string, lat double, lon double, tz int",
+    )
     return {"flights": flights, "weather": weather, "planes": planes, "airports": airports}
 
 
@@ -50,6 +54,39 @@ def test_one_row_per_flight_with_label_and_joined_context(spark, config):
     assert third["temp"] is None  # no weather recorded for that hour
     assert first["day_of_week"] == 4.0  # Spark: 1 = Sunday
     assert first["dep_minute_of_day"] == 360.0 and third["dep_minute_of_day"] == 495.0
+
+
+def test_the_schedule_features_read_the_day_s_timetable_only(spark, config):
+    """Block time is the scheduled gate-to-gate minutes in UTC (past midnight too); the flights
+    the day's schedule puts at the origin in the hour count cancelled ones (they were scheduled);
+    neither moves when the day's departure and arrival times (its outcomes) do."""
+    from pyspark.sql import functions as F
+
+    tables = _tables(spark, config)
+    overnight = spark.createDataFrame(  # EWR 06:30 -> IAH 00:30 the next day: 19 h in UTC, past midnight
+        [(2013, 1, 2, 640, 630, 10.0, 100, 30, 30.0, "UA", 4, "N1", "EWR", "IAH", 200.0, 1400.0, 6, 30, None, DAY)],
+        config.tables["flights"].ddl() + ", date date")
+    tables["flights"] = tables["flights"].unionByName(overnight)
+    rows = {r["flight"]: r for r in build_features(tables, config).collect()}
+    assert rows[1]["sched_block_minutes"] == 240.0  # 06:00 EWR (UTC-5) -> 09:00 IAH (UTC-6): 4 h
+    assert rows[4]["sched_block_minutes"] == 19 * 60.0
+    assert rows[2]["sched_block_minutes"] is None and rows[3]["sched_block_minutes"] is None  # SJU, LGA: no tz
+    assert {f: rows[f]["sched_origin_hour_flights"] for f in rows} == {1: 2.0, 2: 1.0, 3: 1.0, 4: 2.0}
+    # EWR 06:00 and 06:30, JFK 07:00, LGA 08:00: the hours either side at the same origin
+    assert {f: rows[f]["sched_origin_3h_flights"] for f in rows} == {1: 2.0, 2: 1.0, 3: 1.0, 4: 2.0}
+    assert {f: rows[f]["sched_hour_flights"] for f in rows} == {1: 2.0, 2: 1.0, 3: 1.0, 4: 2.0}
+    assert {f: rows[f]["sched_route_day_flights"] for f in rows} == {1: 2.0, 2: 1.0, 3: 1.0, 4: 2.0}
+    assert rows[1]["sched_day_flights"] == 4.0 and rows[1]["sched_carrier_day_flights"] == 2.0  # UA twice
+    assert rows[1]["sched_dest_hour_arrivals"] == 1.0  # IAH at 09 and at 00 (local)
+    # EWR -> IAH: 240 and 1140 minutes, the route's median 690: -450 and +450
+    assert (rows[1]["sched_block_pad_minutes"], rows[4]["sched_block_pad_minutes"]) == (-450.0, 450.0)
+    # the day's outcomes changed: the same schedule features
+    tables["flights"] = tables["flights"].withColumns({"dep_time": F.lit(2359), "arr_time": F.lit(1),
+                                                       "arr_delay": F.lit(300.0), "dep_delay": F.lit(300.0)})
+    again = {r["flight"]: r for r in build_features(tables, config).collect()}
+    for flight, row in rows.items():
+        schedule = [c for c in config.features.numeric if c.startswith("sched_")]
+        assert [again[flight][c] for c in schedule] == [row[c] for c in schedule], flight
 
 
 def test_output_schema_is_the_model_contract(spark, config):
