@@ -62,13 +62,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobs.lake.layout import PARTITION
+
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
 WEEK_DAYS = 7
 VALIDATION_DAYS = 3  # XGBoost's early stopping: the window's last days
-FLIGHT_KEY = ["date", "carrier", "flight", "origin", "sched_dep_time"]  # one row per flight and day
+FLIGHT_KEY = [PARTITION, "carrier", "flight", "origin", "sched_dep_time"]  # one row per flight and day
 # The few destinations the airports table lacks (Puerto Rico, the Virgin Islands), on Atlantic time.
 EXTRA_ZONES = {"BQN": "America/Puerto_Rico", "PSE": "America/Puerto_Rico", "SJU": "America/Puerto_Rico",
                "STT": "America/St_Thomas"}
@@ -243,7 +245,7 @@ def zone_offsets(pairs: pd.DataFrame, zones: dict[str, str]) -> pd.Series:
     origin = ZoneInfo(ORIGIN_ZONE)
     cache: dict[str, Any] = {}
     out = []
-    for dest, day in zip(pairs["dest"], pairs["date"], strict=True):
+    for dest, day in zip(pairs["dest"], pairs[PARTITION], strict=True):
         name = zones.get(dest, ORIGIN_ZONE)
         zone = cache.setdefault(name, ZoneInfo(name))
         noon = dt.datetime.fromisoformat(str(day)).replace(hour=12)
@@ -273,10 +275,10 @@ def schedule_features(flights: pd.DataFrame, zones: dict[str, str]) -> pd.DataFr
     import pandas as pd
 
     f = flights[[*FLIGHT_KEY, "dest", "tailnum", "sched_arr_time"]].copy()
-    f["date"] = f["date"].astype(str)
-    pairs = f[["dest", "date"]].drop_duplicates()
+    f[PARTITION] = f[PARTITION].astype(str)
+    pairs = f[["dest", PARTITION]].drop_duplicates()
     pairs["offset"] = zone_offsets(pairs, zones)
-    f = f.merge(pairs, on=["dest", "date"], how="left")
+    f = f.merge(pairs, on=["dest", PARTITION], how="left")
     dep = clock_minutes(f["sched_dep_time"])
     arr_local = clock_minutes(f["sched_arr_time"])
     block = (arr_local - f["offset"] - dep) % 1440
@@ -289,22 +291,23 @@ def schedule_features(flights: pd.DataFrame, zones: dict[str, str]) -> pd.DataFr
 
     out = f[FLIGHT_KEY].copy()
     out["sched_block_min"] = block
-    out["sched_block_pad_min"] = block - f.groupby(["date", "origin", "dest"], sort=False)["block"].transform("median")
-    out["sched_origin_hour_deps"] = count(["date", "origin", "hour"])
-    per_hour = f.groupby(["date", "origin", "hour"]).size()
-    around = sum(per_hour.reindex(pd.MultiIndex.from_arrays([f["date"], f["origin"], f["hour"] + d]))
+    route_median = f.groupby([PARTITION, "origin", "dest"], sort=False)["block"].transform("median")
+    out["sched_block_pad_min"] = block - route_median
+    out["sched_origin_hour_deps"] = count([PARTITION, "origin", "hour"])
+    per_hour = f.groupby([PARTITION, "origin", "hour"]).size()
+    around = sum(per_hour.reindex(pd.MultiIndex.from_arrays([f[PARTITION], f["origin"], f["hour"] + d]))
                  .fillna(0).to_numpy() for d in (-1, 0, 1))
     out["sched_origin_3h_deps"] = np.asarray(around, dtype="float64")
-    out["sched_nyc_hour_deps"] = count(["date", "hour"])
-    out["sched_origin_day_deps"] = count(["date", "origin"])
-    out["sched_carrier_origin_hour_deps"] = count(["date", "carrier", "origin", "hour"])
-    out["sched_dest_arr_hour"] = count(["date", "dest", "arr_hour"])
-    out["sched_route_day_flights"] = count(["date", "origin", "dest"])
-    out["sched_carrier_day_flights"] = count(["date", "carrier"])
-    out["sched_day_flights"] = count(["date"])
+    out["sched_nyc_hour_deps"] = count([PARTITION, "hour"])
+    out["sched_origin_day_deps"] = count([PARTITION, "origin"])
+    out["sched_carrier_origin_hour_deps"] = count([PARTITION, "carrier", "origin", "hour"])
+    out["sched_dest_arr_hour"] = count([PARTITION, "dest", "arr_hour"])
+    out["sched_route_day_flights"] = count([PARTITION, "origin", "dest"])
+    out["sched_carrier_day_flights"] = count([PARTITION, "carrier"])
+    out["sched_day_flights"] = count([PARTITION])
 
-    tails = f[f["tailnum"].notna()].sort_values(["date", "tailnum", "dep"], kind="stable")
-    by_tail = tails.groupby(["date", "tailnum"], sort=False)
+    tails = f[f["tailnum"].notna()].sort_values([PARTITION, "tailnum", "dep"], kind="stable")
+    by_tail = tails.groupby([PARTITION, "tailnum"], sort=False)
     rotation = pd.DataFrame(index=tails.index)
     rotation["sched_tail_leg"] = by_tail.cumcount().astype("float64") + 1
     rotation["sched_tail_legs"] = by_tail["dep"].transform("size").astype("float64")
@@ -341,7 +344,7 @@ def flight_history(flights: pd.DataFrame, schedule: pd.DataFrame) -> pd.DataFram
 
     f = flights[[*FLIGHT_KEY, "arr_delay"]].merge(
         schedule[[*FLIGHT_KEY, "sched_tail_leg", "sched_tail_slack_min"]], on=FLIGHT_KEY, how="left")
-    day = pd.to_datetime(f["date"].astype(str))
+    day = pd.to_datetime(f[PARTITION].astype(str))
     days = ((day - day.min()).dt.days).to_numpy()
     keys = pd.factorize(f["carrier"].astype(str) + "/" + f["flight"].astype(str) + "/" + f["origin"].astype(str))[0]
     everyone = np.zeros_like(keys)
@@ -375,11 +378,11 @@ def load_year(lake: Path, spec: Any) -> pd.DataFrame:
     import pandas as pd
 
     features = pd.read_parquet(lake / "features")
-    features["date"] = features["date"].astype(str)
+    features[PARTITION] = features[PARTITION].astype(str)
     flights = pd.read_parquet(lake / "validated" / "flights",
-                              columns=["date", "carrier", "flight", "origin", "sched_dep_time", "dest", "tailnum",
+                              columns=[PARTITION, "carrier", "flight", "origin", "sched_dep_time", "dest", "tailnum",
                                        "sched_arr_time", "arr_delay"])
-    flights["date"] = flights["date"].astype(str)
+    flights[PARTITION] = flights[PARTITION].astype(str)
     airports = pd.read_parquet(lake / "validated" / "airports", columns=["faa", "tzone"])
     zones = {**dict(zip(airports["faa"], airports["tzone"], strict=True)), **EXTRA_ZONES}
     zones = {k: v for k, v in zones.items() if isinstance(v, str) and "/" in v}
@@ -388,7 +391,7 @@ def load_year(lake: Path, spec: Any) -> pd.DataFrame:
     rows = features[features[spec.label].notna()]
     rows = rows.merge(schedule, on=FLIGHT_KEY, how="left", validate="1:1")
     rows = rows.merge(history, on=FLIGHT_KEY, how="left", validate="1:1")
-    rows["day"] = pd.to_datetime(rows["date"]).dt.date
+    rows["day"] = pd.to_datetime(rows[PARTITION]).dt.date
     for column in spec.categorical:
         rows[column] = rows[column].astype("string").astype("category")
     return rows.sort_values(["day", "origin", "sched_dep_time"], kind="stable").reset_index(drop=True)
