@@ -117,7 +117,7 @@ def duckdb_features(lake: Lake, config: PipelineConfig, days: list[dt.date], out
     ids, categorical, numeric = _output_columns(spec)
     block = ("(f.sched_arr_time // 100) * 60 + f.sched_arr_time % 100 - (f.sched_dep_time // 100) * 60 "
              "- f.sched_dep_time % 100 - (a.dest_tz - o.origin_tz) * 60")
-    minutes = f"((({block}) % {DAY_MINUTES}) + {DAY_MINUTES}) % {DAY_MINUTES}"  # Spark's pmod
+    block_minutes = f"((({block}) % {DAY_MINUTES}) + {DAY_MINUTES}) % {DAY_MINUTES}"  # Spark's pmod
 
     def scheduled(keys: str) -> str:
         return f"count(*) OVER (PARTITION BY f.{PARTITION}, {keys})"
@@ -125,8 +125,9 @@ def duckdb_features(lake: Lake, config: PipelineConfig, days: list[dt.date], out
     derived = {
         "dep_hour": "f.hour", "dep_minute_of_day": "f.hour * 60 + f.minute",
         "day_of_week": f"dayofweek(CAST(f.{PARTITION} AS DATE)) + 1", "plane_age": "f.year - p.plane_year",
-        "sched_block_minutes": minutes,
-        "sched_block_pad_minutes": f"{minutes} - median({minutes}) OVER (PARTITION BY f.{PARTITION}, f.origin, f.dest)",
+        "sched_block_minutes": block_minutes,
+        "sched_block_pad_minutes": (f"{block_minutes} - median({block_minutes}) "
+                                    f"OVER (PARTITION BY f.{PARTITION}, f.origin, f.dest)"),
         "sched_origin_hour_flights": scheduled("f.origin, f.hour"),
         "sched_origin_3h_flights": (f"count(*) OVER (PARTITION BY f.{PARTITION}, f.origin ORDER BY f.hour "
                                     "RANGE BETWEEN 1 PRECEDING AND 1 FOLLOWING)"),
@@ -152,10 +153,9 @@ def duckdb_features(lake: Lake, config: PipelineConfig, days: list[dt.date], out
         WITH w AS (SELECT {key}, {averages} FROM {scan("weather", days)} GROUP BY {key}),
         p AS (SELECT tailnum, year AS plane_year, manufacturer, seats, engines
               FROM {scan("planes", [_latest(lake.validated("planes"), last)])}),
-        a AS (SELECT faa AS dest, lat AS dest_lat, lon AS dest_lon, tz AS dest_tz
-              FROM {scan("airports", [_latest(lake.validated("airports"), last)])}),
-        o AS (SELECT faa AS origin, tz AS origin_tz
-              FROM {scan("airports", [_latest(lake.validated("airports"), last)])})
+        r AS (SELECT faa, lat, lon, tz FROM {scan("airports", [_latest(lake.validated("airports"), last)])}),
+        a AS (SELECT faa AS dest, lat AS dest_lat, lon AS dest_lon, tz AS dest_tz FROM r),
+        o AS (SELECT faa AS origin, tz AS origin_tz FROM r)
         SELECT {select}
         FROM {scan("flights", days)} f
         LEFT JOIN w USING ({key}) LEFT JOIN p USING (tailnum) LEFT JOIN a USING (dest) LEFT JOIN o USING (origin)

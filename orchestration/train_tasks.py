@@ -34,9 +34,10 @@ def plan_training(*, drift: Asset = DRIFT, decay: Asset = DECAY) -> Any:
         cfg = load_config().train
         # a promotion cut short between the alias and its tags (a killed train_model) is set right
         # before this run's gate compares with that champion; reconcile logs what it found
-        reconcile(client(), cfg.model_name)
+        registry = client()
+        reconcile(registry, cfg.model_name)
         # events about a champion replaced while this run waited are stale (skipped when all are)
-        champion = current_champion(client(), cfg.model_name)
+        champion = current_champion(registry, cfg.model_name)
         found = training_plan(params.get("run_date"), asset_extras(triggering_asset_events, drift), data_interval_end,
                               asset_extras(triggering_asset_events, decay), champion.version if champion else None)
         window = ((params.get("train_days") or cfg.train_days) + cfg.validation_days

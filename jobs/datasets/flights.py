@@ -160,6 +160,7 @@ def build_features(tables: dict[str, DataFrame], spec: FeatureSpec) -> DataFrame
         .join(airports, "dest", "left")
         .join(origins, "origin", "left")
     )
+
     def minutes(hhmm: str) -> Column:
         return F.floor(F.col(hhmm) / 100) * 60 + F.col(hhmm) % 100
 

@@ -84,8 +84,8 @@ def test_the_schedule_features_read_the_day_s_timetable_only(spark, config):
     tables["flights"] = tables["flights"].withColumns({"dep_time": F.lit(2359), "arr_time": F.lit(1),
                                                        "arr_delay": F.lit(300.0), "dep_delay": F.lit(300.0)})
     again = {r["flight"]: r for r in build_features(tables, config).collect()}
+    schedule = [c for c in config.features.numeric if c.startswith("sched_")]
     for flight, row in rows.items():
-        schedule = [c for c in config.features.numeric if c.startswith("sched_")]
         assert [again[flight][c] for c in schedule] == [row[c] for c in schedule], flight
 
 
