@@ -32,6 +32,7 @@ DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
 TRAINING_WINDOW = "train"
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # of training steps: see jobs.training.loop.resolve_precision
 DATA_PATHS = ("auto", "memory", "stream")  # how a rank reads its share: see jobs.training.stream.resolve_data_path
+LAUNCHERS = ("auto", "torch_distributor", "in_process")  # who runs the ranks: see jobs.training.resources.choose_launcher
 # pyarrow's allocator in a rank: see jobs.training.allocation
 ARROW_MEMORY_POOLS = ("system", "mimalloc", "jemalloc", "default")
 MAX_MMAP_THRESHOLD = 32 * 1024 * 1024  # train.malloc_mmap_threshold: glibc's ceiling on 64-bit
@@ -164,6 +165,10 @@ class TrainSpec:
     # lake has features for (without a gap), up to this many days. None: exactly train_days.
     max_train_days: int | None = None
     data_path: str = "auto"  # how a rank reads its share: memory, stream, or auto (jobs.training.stream)
+    # who runs the ranks: torch_distributor, in_process (one rank in the job's own process), or auto
+    # (in_process for a local CPU window of at most in_process_max_rows labelled rows)
+    launcher: str = "torch_distributor"
+    in_process_max_rows: int = 250_000
     buffer_rows: int = 65536  # a streaming rank's shuffle buffer, in rows
     read_ahead: int = 2  # row groups a streaming rank reads ahead of its steps
     read_batch_rows: int = 16384  # rows of a row group decoded and converted at once by a streaming rank
@@ -187,6 +192,13 @@ class TrainSpec:
             raise ValueError(f"train.calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
         if self.data_path not in DATA_PATHS:
             raise ValueError(f"train.data_path must be one of {', '.join(DATA_PATHS)}, got {self.data_path!r}")
+        if self.launcher not in LAUNCHERS:
+            raise ValueError(f"train.launcher must be one of {', '.join(LAUNCHERS)}, got {self.launcher!r}")
+        if self.launcher == "in_process" and not self.local_mode:
+            raise ValueError("train.launcher in_process runs the one rank in the train job's own process: it needs "
+                             "train.local_mode true (a cluster's ranks run on its executors: use torch_distributor or auto)")
+        if self.in_process_max_rows < 0:
+            raise ValueError(f"train.in_process_max_rows must be at least 0, got {self.in_process_max_rows}")
         check_arrow_memory_pool(self.arrow_memory_pool)
         check_mmap_threshold(self.malloc_mmap_threshold)
         for name in ("buffer_rows", "read_ahead", "read_batch_rows"):

@@ -13,6 +13,8 @@ import datetime as dt
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -107,6 +109,21 @@ def quiet_task_failures(spark: SparkSession) -> None:
     levels, configurator = jvm.org.apache.logging.log4j.Level, jvm.org.apache.logging.log4j.core.config.Configurator
     configurator.setLevel("org.apache.spark.executor.Executor", levels.OFF)
     configurator.setLevel("org.apache.spark.scheduler.TaskSetManager", levels.ERROR)
+
+
+@contextmanager
+def without_whole_stage_codegen(spark: SparkSession) -> Iterator[None]:
+    """The queries run in the block are interpreted, not compiled to Java: for a query whose
+    generated method would pass the JVM's 64 KB limit (a case expression per bin of 80 columns and
+    more), which Spark finds out only after spending seconds compiling it, then logs as an ERROR
+    with a stack trace of a hundred lines before it falls back to the same interpretation."""
+    key = "spark.sql.codegen.wholeStage"
+    saved = spark.conf.get(key, "true")
+    spark.conf.set(key, "false")
+    try:
+        yield
+    finally:
+        spark.conf.set(key, saved)
 
 
 def is_remote(spark: SparkSession) -> bool:

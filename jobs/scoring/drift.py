@@ -92,6 +92,8 @@ def bucket_counts_by(
     None), still in one Spark job; a value without rows is absent."""
     from pyspark.sql import functions as F
 
+    from jobs.lake.spark import without_whole_stage_codegen
+
     pairs = [F.struct(F.lit(c).alias("feature"), _numeric_bucket(c, e).cast("int").alias("bin"))
              for c, e in edges.items()]
     pairs += [F.struct(F.lit(c).alias("feature"), _category_bucket(c, v).cast("int").alias("bin"))
@@ -99,8 +101,9 @@ def bucket_counts_by(
     if not pairs:
         return {}
     keys = [F.col(key).alias("key")] if key else [F.lit(None).alias("key")]
-    rows = (df.select(*keys, F.explode(F.array(*pairs)).alias("p"))
-            .groupBy("key", "p.feature", "p.bin").count().collect())
+    with without_whole_stage_codegen(df.sparkSession):  # ~10 case expressions a column: too big to compile
+        rows = (df.select(*keys, F.explode(F.array(*pairs)).alias("p"))
+                .groupBy("key", "p.feature", "p.bin").count().collect())
     counts: dict[Any, dict[str, list[int]]] = {}
     for row in rows:
         counts.setdefault(row["key"], _empty_counts(edges, vocab))[row["feature"]][row["bin"]] = int(row["count"])

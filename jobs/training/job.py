@@ -55,7 +55,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobs.config import PRECISIONS, JobArgs, job_parser, optional, optional_choice, parse_bool, parse_job_args
+from jobs.config import LAUNCHERS, PRECISIONS, JobArgs, job_parser, optional, optional_choice, parse_bool, parse_job_args
 from jobs.lake.spark import configure_logging, get_spark, require_cuda
 from jobs.runner import run_job
 from jobs.selection.bar import FAMILY
@@ -64,10 +64,10 @@ from jobs.selection.specs import FAMILIES
 from jobs.tracking import check_tracking_server
 from jobs.training.data import check_labels, feature_dirs, featured_days, fit_preprocessor, training_window
 from jobs.training.lifecycle import failed_on_error, terminate_on_signal
-from jobs.training.loop import rank_errors, ranks_failed, ranks_output_until_a_failure, train_fn
+from jobs.training.loop import rank_errors, ranks_failed, ranks_output_until_a_failure, train_fn, train_in_process
 from jobs.training.publish import TrainingRun, open_run, publish
 from jobs.training.rank import RankConfig, batch_size
-from jobs.training.resources import gpu_resources, training_processes
+from jobs.training.resources import IN_PROCESS, choose_launcher, gpu_resources, training_processes
 from jobs.training.stream import plan_shares, resolve_data_path
 
 if TYPE_CHECKING:
@@ -92,6 +92,8 @@ OVERRIDES = {
     "promotion_margin": (float, "how much better than the champion a new version must be"),
     "require_approval": (parse_bool, "true: a winning version waits for a person's approval to become champion"),
     "hyperparameters": (json.loads, "the model's hyperparameters, a JSON object"),
+    "launcher": (optional_choice(LAUNCHERS), " | ".join(LAUNCHERS) + ": who runs the ranks (auto: one rank in this "
+                 "process for a small CPU window)"),
 }
 
 
@@ -182,6 +184,12 @@ def main(argv: list[str] | None = None) -> None:
     # Each rank's share from the Parquet footers: a rank left without a labelled row is refused here,
     # saying why, not found out by ranks waiting for each other.
     plan = plan_shares(train_dirs, num_processes, spec.label)
+    launcher, why = choose_launcher(cfg.launcher, use_gpu=use_gpu, local_mode=local_mode,
+                                    labelled_rows=sum(plan.share_rows), max_rows=cfg.in_process_max_rows)
+    log.info("launcher: %s (%s)", launcher, why)
+    if launcher == IN_PROCESS and num_processes != 1:
+        num_processes = 1
+        plan = plan_shares(train_dirs, num_processes, spec.label)
     plan.refuse_empty(f"{train_window} on {num_processes} ranks")
     log.info("labelled rows per rank: %s; data path: %s (train.data_path %s, buffer_rows %s)", plan.share_rows,
              resolve_data_path(cfg.data_path, max(plan.share_rows), cfg.buffer_rows), cfg.data_path, cfg.buffer_rows)
@@ -214,6 +222,7 @@ def main(argv: list[str] | None = None) -> None:
         "epochs": cfg.epochs, "batch_size": batch_size(cfg), "learning_rate": cfg.learning_rate, "precision": precision,
         "weight_decay": cfg.weight_decay,
         "seed": cfg.seed, "num_processes": num_processes, "use_gpu": use_gpu, "local_mode": local_mode,
+        "launcher": launcher,
         "min_category_count": cfg.min_category_count, "config": args.config.source, "model": cfg.model,
         "data_path": cfg.data_path, "buffer_rows": cfg.buffer_rows, "read_ahead": cfg.read_ahead,
         "read_batch_rows": cfg.read_batch_rows, "arrow_memory_pool": cfg.arrow_memory_pool,
@@ -233,19 +242,23 @@ def main(argv: list[str] | None = None) -> None:
     for key, value in identity_tags(args.config, data, args.training_id).items():
         client().set_tag(run.run_id, key, value)
 
-    # Train: TorchDistributor runs train_fn in every rank; rank 0 logs to the run and logs the model.
+    # Train: TorchDistributor runs train_fn in every rank (or this process runs it as the only rank);
+    # rank 0 logs to the run and logs the model.
     rank = RankConfig.build(cfg, spec.label, pre, train_dirs, holdout_dirs, run_id=run.run_id,
                             tracking_uri=tracking_uri(), checkpoint_dir=run.checkpoint_dir,
                             validation_dirs=validation_dirs)
-    from pyspark.ml.torch.distributor import TorchDistributor
-
     # Any failure from here on, SIGTERM included, ends the run as FAILED (a retry still resumes it).
     with failed_on_error(client(), run.run_id):
         rank_errors(run.checkpoint_dir, clear=True)  # what an earlier attempt's ranks said
         try:
-            with ranks_output_until_a_failure():
-                result = TorchDistributor(num_processes=num_processes, local_mode=local_mode,
-                                          use_gpu=use_gpu).run(train_fn, rank)
+            if launcher == IN_PROCESS:  # its own error, as it is: no rank output to read it from
+                result = train_in_process(rank)
+            else:
+                from pyspark.ml.torch.distributor import TorchDistributor
+
+                with ranks_output_until_a_failure():
+                    result = TorchDistributor(num_processes=num_processes, local_mode=local_mode,
+                                              use_gpu=use_gpu).run(train_fn, rank)
         except RuntimeError as err:  # "TorchDistributor failed during training": the ranks say why
             said = rank_errors(run.checkpoint_dir)
             if said:

@@ -1,4 +1,4 @@
-"""How many ranks a training runs, and the Spark settings that give them GPUs."""
+"""How many ranks a training runs, who starts them, and the Spark settings that give them GPUs."""
 
 from __future__ import annotations
 
@@ -32,6 +32,34 @@ def training_processes(use_gpu: bool, local_mode: bool, asked: int | None, confi
             "with GPUs"
         )
     return len(gpus)
+
+
+IN_PROCESS, TORCH_DISTRIBUTOR = "in_process", "torch_distributor"
+
+
+def choose_launcher(setting: str, *, use_gpu: bool, local_mode: bool, labelled_rows: int, max_rows: int) -> tuple[str, str]:
+    """Who runs the ranks (``train.launcher``), and why, in words for the job's log.
+
+    ``in_process``: one rank, in the train job's own process (:func:`jobs.training.loop.train_in_process`):
+    no processes started, none of torchrun's or the ranks' imports of torch, pandas, pyarrow and
+    ``jobs`` (12-13 s a run on a 2-core machine, against well under a second of training on a
+    month's window: docs/bench/training.md). ``torch_distributor``: ``train.num_processes`` ranks
+    (one per GPU) through TorchDistributor, in local mode or as a barrier stage on the cluster.
+    ``auto`` takes ``in_process`` for a CPU training in local mode whose window holds at most
+    ``max_rows`` labelled rows (``train.in_process_max_rows``), and TorchDistributor otherwise: a
+    GPU, a cluster, or a window big enough that more ranks pay."""
+    if setting == TORCH_DISTRIBUTOR:
+        return TORCH_DISTRIBUTOR, "train.launcher torch_distributor"
+    if setting == IN_PROCESS:
+        return IN_PROCESS, "train.launcher in_process"
+    if use_gpu:
+        return TORCH_DISTRIBUTOR, "auto: a GPU training (one rank per GPU)"
+    if not local_mode:
+        return TORCH_DISTRIBUTOR, "auto: the ranks run on the cluster (train.local_mode false)"
+    if labelled_rows > max_rows:
+        return TORCH_DISTRIBUTOR, f"auto: {labelled_rows:,} labelled rows, more than train.in_process_max_rows {max_rows:,}"
+    return IN_PROCESS, (f"auto: {labelled_rows:,} labelled rows, at most train.in_process_max_rows {max_rows:,}: "
+                        "one rank in this process, no processes to start")
 
 
 def gpu_resources(local_mode: bool, num_processes: int) -> dict[str, str]:

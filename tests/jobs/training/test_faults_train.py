@@ -34,12 +34,14 @@ def features(features_zone, tmp_path_factory):
 
 def make_lake(config_patch, home: Path, frame, epochs: int = 1, **train) -> Path:
     """A lake at ``home/lake`` with ``frame`` as its features, and ``home/pipeline.yaml`` training on
-    three days and holding out one, for ``epochs`` epochs of small batches."""
+    three days and holding out one, for ``epochs`` epochs of small batches, through TorchDistributor's
+    ranks unless ``launcher`` says otherwise (the bundled ``auto`` trains a window this small in the
+    job's own process)."""
     from jobs.features.job import write_features
 
     write_features(frame, str(home / "lake" / "features"))
     config_patch.write(home, train={"train_days": 3, "validation_days": 0, "holdout_days": 1, "epochs": epochs,
-                                    "batch_size": 64, **train},
+                                    "batch_size": 64, "launcher": "torch_distributor", **train},
                        evaluation={"threshold": 0.5})  # no validation days to choose it on
     return home
 
@@ -178,10 +180,13 @@ def test_a_tracking_server_lost_mid_training_fails_the_job_saying_what_ended_the
 
 
 @pytest.mark.e2e
-def test_a_terminated_training_ends_its_run_as_failed_and_stops_its_ranks(features, config, config_patch, tmp_path):
-    """SIGTERM to the train job mid-training (what Airflow sends a task it kills): the ranks stop,
-    the job exits within seconds and the MLflow run is FAILED with the reason, not RUNNING forever."""
-    home = make_lake(config_patch, tmp_path, features, epochs=40)
+@pytest.mark.parametrize("launcher", ["torch_distributor", "in_process"])
+def test_a_terminated_training_ends_its_run_as_failed_and_stops_its_ranks(features, config, config_patch, tmp_path,
+                                                                          launcher):
+    """SIGTERM to the train job mid-training (what Airflow sends a task it kills): the ranks stop (or
+    the job's own training, in_process), the job exits within seconds and the MLflow run is FAILED
+    with the reason, not RUNNING forever."""
+    home = make_lake(config_patch, tmp_path, features, epochs=40, launcher=launcher)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     proc = start_training(home, uri)
     try:
@@ -286,13 +291,66 @@ def test_a_window_that_leaves_a_rank_no_rows_is_refused_before_the_ranks_start(
     groups = sum(pq.ParquetFile(path).num_row_groups
                  for day in DAYS[:3] for path in (home / "lake" / "features" / partition_name(day)).glob("*.parquet"))
     config_patch.write(home, train={"train_days": 3, "validation_days": 0, "holdout_days": 1, "epochs": 1,
-                                    "num_processes": groups + 1}, evaluation={"threshold": 0.5})
+                                    "num_processes": groups + 1, "launcher": "torch_distributor"},
+                       evaluation={"threshold": 0.5})
     started = time.monotonic()
     with pytest.raises(EmptyShareError, match=f"1 of {groups + 1} ranks would get no labelled row") as raised:
         train_in_this_process(home, monkeypatch, tmp_path)
     assert isinstance(raised.value, DataError)
     assert f"training window {DAYS[0]}..{DAYS[2]}" in str(raised.value) and "fewer processes" in str(raised.value)
     assert time.monotonic() - started < 60 and epochs_done(home) == 0  # no rank started
+
+
+def test_auto_trains_a_small_window_as_one_rank_in_the_job_s_own_process(features, config, config_patch,
+                                                                         tmp_path, monkeypatch):
+    """``train.launcher: auto`` on a CPU window of at most ``in_process_max_rows`` labelled rows: the
+    job trains it as one rank in its own process (no TorchDistributor, no torchrun, no rank
+    processes), says so in the run's params, and the model is the one a TorchDistributor rank in a
+    world of one trains on the same window: the same metrics, to the bit."""
+    from pyspark.ml.torch.distributor import TorchDistributor
+
+    from jobs.training import job
+
+    runs, calls = {}, []
+    real_in_process, real_run = job.train_in_process, TorchDistributor.run
+
+    def in_process(rank):
+        calls.append("in_process")
+        return real_in_process(rank)
+
+    def distributor_run(self, *args, **kwargs):
+        calls.append("torch_distributor")
+        return real_run(self, *args, **kwargs)
+
+    monkeypatch.setattr(job, "train_in_process", in_process)
+    monkeypatch.setattr(TorchDistributor, "run", distributor_run)
+    for launcher in ("auto", "torch_distributor"):
+        home = make_lake(config_patch, tmp_path / launcher, features, epochs=2, launcher=launcher, num_processes=1)
+        train_in_this_process(home, monkeypatch, tmp_path / launcher)
+        _, runs[launcher] = run_of(f"sqlite:///{tmp_path / launcher}/mlflow.db", config)
+    auto, distributed = runs["auto"], runs["torch_distributor"]
+    assert auto.data.params["launcher"] == "in_process" and auto.data.params["num_processes"] == "1"
+    assert distributed.data.params["launcher"] == "torch_distributor"
+    assert calls == ["in_process", "torch_distributor"]  # auto started no torchrun and no rank process
+    metrics = {k: v for k, v in distributed.data.metrics.items() if k.startswith(("holdout_", "train_loss"))}
+    assert metrics and {k: auto.data.metrics[k] for k in metrics} == metrics
+
+
+def test_the_launcher_follows_the_window_the_device_and_the_cluster(config, config_patch):
+    from jobs.training.resources import choose_launcher
+
+    def chosen(setting="auto", use_gpu=False, local_mode=True, rows=1000):
+        return choose_launcher(setting, use_gpu=use_gpu, local_mode=local_mode, labelled_rows=rows, max_rows=1000)[0]
+
+    assert chosen() == "in_process" and chosen(rows=1001) == "torch_distributor"
+    assert chosen(use_gpu=True) == chosen(local_mode=False) == "torch_distributor"
+    assert chosen("torch_distributor") == "torch_distributor" and chosen("in_process", rows=10**9) == "in_process"
+    assert config.train.launcher == "auto"  # the bundled default
+    with pytest.raises(ValueError, match="train.launcher must be one of auto, torch_distributor, in_process"):
+        config_patch.replace(config, train={"launcher": "ray"})
+    with pytest.raises(ValueError, match="in_process runs the one rank in the train job's own process: it needs "
+                                         "train.local_mode true"):
+        config_patch.replace(config, train={"launcher": "in_process", "local_mode": False})
 
 
 # --- 4. non-finite and absurd numerics ----------------------------------------------------------

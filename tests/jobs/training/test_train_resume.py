@@ -36,7 +36,7 @@ def training_setup(features_zone, config_patch, tmp_path_factory):
     days = [dt.date(2013, 1, d) for d in (2, 3, 4, 5)]
     features_zone.copy(days, home / "lake" / "features")
     config_patch.write(home, train={"train_days": 3, "validation_days": 0, "holdout_days": 1, "epochs": EPOCHS,
-                                    "batch_size": 64},
+                                    "batch_size": 64, "launcher": "torch_distributor"},
                        evaluation={"threshold": 0.5})  # no validation days to choose it on
     return home
 
