@@ -32,7 +32,8 @@ DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
 TRAINING_WINDOW = "train"
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # of training steps: see jobs.training.loop.resolve_precision
 DATA_PATHS = ("auto", "memory", "stream")  # how a rank reads its share: see jobs.training.stream.resolve_data_path
-LAUNCHERS = ("auto", "torch_distributor", "in_process")  # who runs the ranks: see jobs.training.resources.choose_launcher
+# who runs the ranks: see jobs.training.resources.choose_launcher
+LAUNCHERS = ("auto", "torch_distributor", "in_process")
 # pyarrow's allocator in a rank: see jobs.training.allocation
 ARROW_MEMORY_POOLS = ("system", "mimalloc", "jemalloc", "default")
 MAX_MMAP_THRESHOLD = 32 * 1024 * 1024  # train.malloc_mmap_threshold: glibc's ceiling on 64-bit
@@ -196,7 +197,8 @@ class TrainSpec:
             raise ValueError(f"train.launcher must be one of {', '.join(LAUNCHERS)}, got {self.launcher!r}")
         if self.launcher == "in_process" and not self.local_mode:
             raise ValueError("train.launcher in_process runs the one rank in the train job's own process: it needs "
-                             "train.local_mode true (a cluster's ranks run on its executors: use torch_distributor or auto)")
+                             "train.local_mode true (a cluster's ranks run on its executors: use torch_distributor "
+                             "or auto)")
         if self.in_process_max_rows < 0:
             raise ValueError(f"train.in_process_max_rows must be at least 0, got {self.in_process_max_rows}")
         check_arrow_memory_pool(self.arrow_memory_pool)

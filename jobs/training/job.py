@@ -55,7 +55,16 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobs.config import LAUNCHERS, PRECISIONS, JobArgs, job_parser, optional, optional_choice, parse_bool, parse_job_args
+from jobs.config import (
+    LAUNCHERS,
+    PRECISIONS,
+    JobArgs,
+    job_parser,
+    optional,
+    optional_choice,
+    parse_bool,
+    parse_job_args,
+)
 from jobs.lake.spark import configure_logging, get_spark, require_cuda
 from jobs.runner import run_job
 from jobs.selection.bar import FAMILY

@@ -37,7 +37,8 @@ def training_processes(use_gpu: bool, local_mode: bool, asked: int | None, confi
 IN_PROCESS, TORCH_DISTRIBUTOR = "in_process", "torch_distributor"
 
 
-def choose_launcher(setting: str, *, use_gpu: bool, local_mode: bool, labelled_rows: int, max_rows: int) -> tuple[str, str]:
+def choose_launcher(setting: str, *, use_gpu: bool, local_mode: bool, labelled_rows: int,
+                    max_rows: int) -> tuple[str, str]:
     """Who runs the ranks (``train.launcher``), and why, in words for the job's log.
 
     ``in_process``: one rank, in the train job's own process (:func:`jobs.training.loop.train_in_process`):
@@ -57,7 +58,8 @@ def choose_launcher(setting: str, *, use_gpu: bool, local_mode: bool, labelled_r
     if not local_mode:
         return TORCH_DISTRIBUTOR, "auto: the ranks run on the cluster (train.local_mode false)"
     if labelled_rows > max_rows:
-        return TORCH_DISTRIBUTOR, f"auto: {labelled_rows:,} labelled rows, more than train.in_process_max_rows {max_rows:,}"
+        return TORCH_DISTRIBUTOR, (f"auto: {labelled_rows:,} labelled rows, more than "
+                                   f"train.in_process_max_rows {max_rows:,}")
     return IN_PROCESS, (f"auto: {labelled_rows:,} labelled rows, at most train.in_process_max_rows {max_rows:,}: "
                         "one rank in this process, no processes to start")
 
