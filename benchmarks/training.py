@@ -44,7 +44,8 @@ overrides the epochs):
   the CPU rows start (a lent machine may be taken back mid-way: ``scripts/gpu_verify.sh``);
   ``--rows gpu`` runs only them, ``--rows cpu`` only the CPU rows.
 
-``--launch`` measures the launch cost alone: TorchDistributor and torchrun with 1 and 2 processes,
+``--launch`` measures the launch cost alone: train_fn in this process (no launcher: what
+``train.launcher: auto`` runs for a small CPU window), TorchDistributor and torchrun with 1 and 2 processes,
 each launch split into its phases from the timing marks rank 0 writes
 (:data:`jobs.training.loop.TIMING_MARKS_ENV`): to rank 0 entering train_fn (the launchers and the
 rank's interpreter), the rank's imports, the process group, its share and the model, rank 0's MLflow
@@ -134,7 +135,7 @@ class Contender:
     batch_size: int
     precision: str
     run: Callable[[], Timing]
-    launcher: str = ""  # "TorchDistributor" or "torchrun": the rows the launcher table compares
+    launcher: str = ""  # "TorchDistributor" or "torchrun" (the rows the launcher table compares), "in_process"
     code: str = ""  # "before" (--before): the ranks run that copy of the code
 
 
@@ -340,7 +341,8 @@ def contenders(
     bf16, with ``gpu_batch``. Then the CPU rows, all with the job's batch size: the plain loop (the
     baseline), with one thread and with torch's default threads, train_fn in-process, TorchDistributor
     and torchrun with 1 and 2 processes. ``rows``: ``all``, ``gpu`` or ``cpu`` (those alone);
-    ``launch``: the CPU launchers alone, and with ``before`` each of them again on that copy of the
+    ``launch``: the CPU launchers alone (train_fn in-process, what ``train.launcher`` ``auto`` runs for a
+    small window, among them), and with ``before`` each of them again on that copy of the
     code (``code="before"``)."""
     cpu_batch = job.batch_size
 
@@ -370,8 +372,9 @@ def contenders(
         if default_threads > 1:
             entrants.append(Contender(f"plain loop, {default_threads} threads", 1, "cpu", cpu_batch, "fp32",
                                       lambda: plain_loop(cpu, "cpu", default_threads)))
-        entrants.append(Contender("train_fn in-process (no TorchDistributor)", 1, "cpu", cpu_batch, "fp32",
-                                  lambda: in_process(cpu, experiment_id)))
+    # what train.launcher auto runs for a small CPU window: one rank in the job's own process
+    entrants.append(Contender("train_fn in-process (no TorchDistributor)", 1, "cpu", cpu_batch, "fp32",
+                              lambda: in_process(cpu, experiment_id), "in_process"))
     for code in [None, before] if rows == "launch" and before else [None]:
         tag = " (before)" if code else ""
         entrants += [

@@ -223,5 +223,5 @@ def test_the_training_benchmark_plans_its_gpu_rows_first_and_measures_them_as_a_
     assert {c.device for c in contenders(Job(), "0", 2, 2048, gpus=1, rows="gpu")} == {"cuda"}
     assert {c.device for c in contenders(Job(), "0", 2, 2048, gpus=None, rows="cpu")} == {"cpu"}
     launch = contenders(Job(), "0", 2, 2048, gpus=None, rows="launch", before="/tmp/before")
-    assert {c.launcher for c in launch} == {"TorchDistributor", "torchrun"}
-    assert sorted(c.code for c in launch) == [""] * 4 + ["before"] * 4
+    assert {c.launcher for c in launch} == {"in_process", "TorchDistributor", "torchrun"}
+    assert sorted(c.code for c in launch) == [""] * 5 + ["before"] * 4  # in process: this code only

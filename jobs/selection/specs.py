@@ -77,12 +77,18 @@ class SweepSpec:
     epochs: list[int] = field(default_factory=list)
     families: list[str] = field(default_factory=lambda: ["mlp"])
     xgboost: list[dict[str, Any]] = field(default_factory=lambda: [{}])
+    # A blend candidate (jobs.selection.blend): the mean of the probabilities of the best run of
+    # each member, a sweep family or a baseline's name; empty: none.
+    blend: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.families if f not in FAMILIES]
         if unknown or not self.families or len(set(self.families)) != len(self.families):
             raise ValueError(f"sweep.families must be a list of distinct families of {', '.join(FAMILIES)}, "
                              f"got {self.families}")
+        if self.blend and (len(self.blend) < 2 or len(set(self.blend)) != len(self.blend)):
+            raise ValueError(f"sweep.blend must name two or more distinct members (sweep families or baselines), "
+                             f"got {self.blend}")
         if isinstance(self.xgboost, dict):  # one param set
             object.__setattr__(self, "xgboost", [self.xgboost])
         if not self.xgboost or not all(isinstance(p, dict) for p in self.xgboost):

@@ -211,9 +211,16 @@ def main(argv: list[str] | None = None) -> None:
         from jobs.selection.sweep import candidate_result
         from jobs.tracking import client
 
+        forward = args.promote_run
+        if args.config.sweep.blend:  # the blend of sweep.blend's members, if it beats the sweep's choice
+            from jobs.selection.blend import blend_candidate, preferred
+
+            blend = blend_candidate(spark, args.config, args.promote_run, args.run_date,
+                                    {"validation": validation_dirs, "holdout": holdout_dirs}, windows[1])
+            forward = preferred(args.config, client(), args.promote_run, blend)
         # the better family serves: a baseline that may (promote: true) and beats it goes in its place
-        serving = in_its_place(args.config, client(), args.promote_run, args.run_date, windows[1])
-        chosen = serving.info.run_id if serving is not None else args.promote_run
+        serving = in_its_place(args.config, client(), forward, args.run_date, windows[1])
+        chosen = serving.info.run_id if serving is not None else forward
         result, experiment_id = candidate_result(chosen)
         # no checkpoints to drop: a folder no training uses
         run = TrainingRun(chosen, experiment_id, args.lake.checkpoint("training", args.run_date, "promoted"))

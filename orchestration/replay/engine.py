@@ -318,6 +318,10 @@ class Replay:
                             "--trigger", plan["trigger"], "--started-by", plan["started_by"]])
         summary = read_report(Lake(str(self.policy_lake(policy))), "training", plan["run_date"])
         gate = summary.get("gate") or {}
+        # the promotion may have added a candidate of the window (sweep.blend): its holdout score too
+        trained = self.state["trained"][plan["run_date"]]
+        trained["holdout"] = family_scores(_config(self.config_path), trained["training_id"])
+        self.save()
         # run_id: the window's candidate; registered_run_id: what was registered (a baseline in its place)
         return {**plan, "version": summary.get("model_version"), "run_id": run_id,
                 "registered_run_id": summary.get("run_id"), "family": summary.get("model_family"),

@@ -296,3 +296,49 @@ def test_the_families_of_the_sweep_are_configured(config, config_patch):
     for wrong in ({"families": ["forest"]}, {"families": []}, {"xgboost": []}):
         with pytest.raises(ValueError, match="sweep"):
             sweep_spec(wrong)
+
+
+def test_a_blend_of_the_families_is_one_more_candidate_of_the_training(spark, swept, config_patch, caplog):
+    """``sweep.blend``: the mean of the members' probabilities as a pyfunc of its own (copies of the
+    members' models inside, so it needs neither their runs nor Spark), a child of the sweep's parent
+    with the training's identity, evaluated by the same report; built once for the same member
+    runs; it goes forward only when it beats the sweep's choice on the validation days."""
+    import mlflow.pyfunc
+
+    from jobs.metrics import evaluate
+    from jobs.selection.bar import read_rows
+    from jobs.selection.blend import MEMBERS_TAG, blend_candidate, preferred
+    from jobs.selection.identity import IDENTITY
+    from jobs.tracking import client
+
+    config = config_patch.replace(swept["config"], sweep={"families": ["mlp", "xgboost"], "blend": ["xgboost", "mlp"]})
+    inputs, label = config.features.inputs, config.features.label
+    xgb, mlp = swept["xgboost"]["run_id"], swept["mlp"]
+    dirs = {part: swept["dirs"][part] for part in ("validation", "holdout")}
+    blend = blend_candidate(spark, config, xgb, RUN_DATE, dirs, swept["windows"]["holdout"])
+    run = client().get_run(blend)
+    assert run.info.status == "FINISHED" and run.data.tags["model_family"] == "blend"
+    assert run.data.tags["mlflow.parentRunId"] == swept["parent"] and run.data.tags[MEMBERS_TAG] == f"{xgb},{mlp}"
+    assert {key: run.data.tags[key] for key in IDENTITY} == swept["identity"]
+    assert run.data.tags["candidate_name"] == "blend(xgboost+mlp)" and "validation_roc_auc" in run.data.metrics
+
+    holdout = read_rows(spark, swept["dirs"]["holdout"], inputs, label)
+    members = [mlflow.pyfunc.load_model(client().get_run(r).data.tags["model_uri"]).predict(holdout[inputs])
+               for r in (xgb, mlp)]
+    mine = mlflow.pyfunc.load_model(run.data.tags["model_uri"]).predict(holdout[inputs])
+    np.testing.assert_allclose(mine, (np.asarray(members[0]) + np.asarray(members[1])) / 2, rtol=0, atol=1e-12)
+    assert run.data.metrics["holdout_roc_auc"] == pytest.approx(evaluate(holdout[label], mine)["roc_auc"], abs=1e-12)
+    assert not np.allclose(members[0], members[1])  # two models, not one twice
+
+    assert blend_candidate(spark, config, xgb, RUN_DATE, dirs, swept["windows"]["holdout"]) == blend  # not twice
+    scores = {r: client().get_run(r).data.metrics["validation_roc_auc"] for r in (xgb, blend)}
+    chosen = preferred(config, client(), xgb, blend)
+    assert chosen == (blend if scores[blend] > scores[xgb] else xgb)
+    assert client().get_run(blend).data.tags["blend_decision"].startswith(f"validation_roc_auc {scores[blend]:.4f}")
+    assert preferred(config, client(), xgb, None) == xgb
+
+    caplog.set_level("WARNING", logger="jobs.selection.blend")
+    unknown = config_patch.replace(config, sweep={"blend": ["xgboost", "logistic_regression"]})
+    assert blend_candidate(spark, unknown, xgb, RUN_DATE, dirs, swept["windows"]["holdout"]) is None
+    assert "'logistic_regression' is neither a sweep family (mlp, xgboost) nor a baseline of this training " \
+           "(configured: none)" in caplog.text
