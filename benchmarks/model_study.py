@@ -213,6 +213,17 @@ def contenders(train_days: int, xgb_windows: tuple[int, ...]) -> list[Contender]
                   "mean of lr_flight's and xgb_flight_fixed's probabilities",
                   members=("lr_flight", "xgb_flight_fixed")),
     ]
+    # day_of_year is a time index within a window of one year: a linear model extrapolates its trend
+    doy = ("day_of_year",)
+    found += [
+        Contender("lr_flight_nodoy", "lr", True, sched + flight, train_days, "lr_flight without day_of_year",
+                  drop=doy),
+        Contender("xgb_flight_fixed_nodoy", "xgb", True, sched + flight, train_days,
+                  "xgb_flight_fixed without day_of_year", trees=FIXED_TREES, drop=doy),
+        Contender("blend_flight_nodoy", "blend", True, sched + flight, train_days,
+                  "mean of lr_flight_nodoy's and xgb_flight_fixed_nodoy's probabilities",
+                  members=("lr_flight_nodoy", "xgb_flight_fixed_nodoy")),
+    ]
     found += [Contender(f"xgb_{w}d", "xgb", True, (), w, f"XGBoost, the pipeline's features, {w}-day window")
               for w in xgb_windows if w != train_days]
     if xgb_windows and max(xgb_windows) != train_days:

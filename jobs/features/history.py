@@ -13,8 +13,9 @@ Computed in Spark with window functions over (key, day number) whose frame ends 
 in one query whatever the number of days built: the rows of the days before the window are read
 from the validated zone by the features job (:func:`history_days`).
 
-Calendar: ``day_of_year`` and the days to the next and since the last public holiday of
-``features.calendar.holidays`` (a country code of the ``holidays`` package), capped at ``max_days``.
+Calendar: ``day_of_year`` (unless ``features.calendar.day_of_year`` is false) and the days to the
+next and since the last public holiday of ``features.calendar.holidays`` (a country code of the
+``holidays`` package), capped at ``max_days``.
 
 Columns: ``hist_<key>_<w>d_rate``, ``hist_<key>_<w>d_log_rows`` (log1p of the labelled rows) for
 every key and window, ``hist_all_<w>d_rate`` and ``hist_days_<w>d`` per window, then the calendar's.
@@ -73,9 +74,13 @@ class CalendarSpec:
 
     holidays: str | None = None  # a country code of the holidays package (US); None: no holiday columns
     max_days: int = 30  # distances to a holiday are capped here
+    # day_of_year as an input: within a window shorter than a year it is a time index, and a linear
+    # model extrapolates its trend past the window's end (docs/training.md)
+    day_of_year: bool = True
 
     def columns(self) -> list[str]:
-        return ["day_of_year", *(["days_to_holiday", "days_since_holiday"] if self.holidays else [])]
+        return [*(["day_of_year"] if self.day_of_year else []),
+                *(["days_to_holiday", "days_since_holiday"] if self.holidays else [])]
 
 
 def history_days(spec: FeatureSpec, days: list[dt.date], label_delay_days: int) -> list[dt.date]:
@@ -145,7 +150,8 @@ def add_history(rows: DataFrame, spec: FeatureSpec, label_delay_days: int) -> Da
 
 
 def calendar_rows(spec: CalendarSpec, days: list[dt.date]) -> list[tuple]:
-    """(day, day of year, days to the next holiday, days since the last), the distances capped."""
+    """(day, day of year, days to the next holiday, days since the last) of each day, the distances
+    capped; without the columns ``spec`` leaves out."""
     table = []
     holidays: list[dt.date] = []
     if spec.holidays and days:
@@ -154,7 +160,7 @@ def calendar_rows(spec: CalendarSpec, days: list[dt.date]) -> list[tuple]:
         years = range(min(days).year - 1, max(days).year + 2)
         holidays = sorted(package.country_holidays(spec.holidays, years=years))
     for day in sorted(set(days)):
-        row: list[Any] = [day, float(day.timetuple().tm_yday)]
+        row: list[Any] = [day, *([float(day.timetuple().tm_yday)] if spec.day_of_year else [])]
         if spec.holidays:
             ahead = [(h - day).days for h in holidays if h >= day]
             behind = [(day - h).days for h in holidays if h <= day]

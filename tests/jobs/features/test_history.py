@@ -4,6 +4,7 @@ respected, the first days and gaps flagged, the numbers equal to a plain pandas 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 import numpy as np
@@ -118,10 +119,15 @@ def test_first_days_get_the_prior_and_gaps_are_counted(spark, lake, config):
 def test_calendar_counts_days_to_and_since_holidays(config):
     from jobs.features.history import calendar_rows
 
-    rows = {r[0]: r[1:] for r in calendar_rows(config.features.calendar, _days(dt.date(2012, 12, 30), D))}
+    spec = dataclasses.replace(config.features.calendar, day_of_year=True)
+    rows = {r[0]: r[1:] for r in calendar_rows(spec, _days(dt.date(2012, 12, 30), D))}
     assert rows[dt.date(2013, 1, 1)] == (1.0, 0.0, 0.0)  # New Year's Day
     assert rows[dt.date(2012, 12, 30)] == (365.0, 2.0, 5.0)  # after Christmas 2012, before New Year
     assert rows[D] == (8.0, 13.0, 7.0)  # Martin Luther King Jr. Day is 2013-01-21
+    # the bundled config leaves day_of_year out of the inputs (a time index a linear model extrapolates)
+    assert config.features.calendar.columns() == ["days_to_holiday", "days_since_holiday"]
+    assert "day_of_year" not in config.features.inputs
+    assert calendar_rows(config.features.calendar, [D]) == [(D, 13.0, 7.0)]
 
 
 @pytest.mark.e2e  # the features job three times and a validation on a lake of its own: a minute or more
