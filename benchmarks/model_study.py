@@ -54,6 +54,7 @@ per-weekday-offset figures, seconds) and ``study.md`` to ``--out``, and prints t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -152,6 +153,7 @@ class Contender:
     trees: int = 0  # xgb: 0 = early stopping on the window's last days, N = N trees on the whole window
     drop: tuple[str, ...] = ()  # the pipeline's columns left out
     members: tuple[str, ...] = ()  # blend: contenders run before it
+    hyper: tuple[tuple[str, Any], ...] = ()  # mlp: hyperparameters over the config's
 
 
 def parse_args(argv: list[str] | None = None) -> StudyArgs:
@@ -216,6 +218,9 @@ def contenders(train_days: int, xgb_windows: tuple[int, ...]) -> list[Contender]
     # day_of_year is a time index within a window of one year: a linear model extrapolates its trend
     doy = ("day_of_year",)
     found += [
+        Contender("mlp_flight_wide", "mlp", True, sched + flight, train_days,
+                  "mlp_flight with a linear term of its inputs beside the hidden layers (wide and deep)",
+                  hyper=(("wide", True),)),
         Contender("lr_flight_nodoy", "lr", True, sched + flight, train_days, "lr_flight without day_of_year",
                   drop=doy),
         Contender("xgb_flight_fixed_nodoy", "xgb", True, sched + flight, train_days,
@@ -575,7 +580,9 @@ def run_week(year: pd.DataFrame, start: dt.date, contender: Contender, spec: Any
     elif contender.family == "lr":
         scores = fit_lr(window, serve, cats, nums, label)
     elif contender.family == "mlp":
-        scores = fit_mlp(window, serve, cats, nums, label, train_spec, train_spec.seed)
+        hyper = {**train_spec.hyperparameters, **dict(contender.hyper)}
+        scores = fit_mlp(window, serve, cats, nums, label, dataclasses.replace(train_spec, hyperparameters=hyper),
+                         train_spec.seed)
     elif contender.trees:
         scores, info = fit_xgb(window, None, serve, [*cats, *nums], label, contender.family == "xgb_rank",
                                contender.trees)

@@ -94,13 +94,16 @@ class TabularNet(nn.Module):
 
     def __init__(
         self, cardinalities: list[int], n_numeric: int, embedding_dim: int, hidden_units: list[int],
-        dropout: float = 0.0,
+        dropout: float = 0.0, wide: bool = False,
     ) -> None:
         super().__init__()
         self.embeddings = nn.ModuleList(nn.Embedding(size, embedding_dim) for size in cardinalities)
         self.embedding_dropout = nn.Dropout(dropout)  # no weights: a net saved without dropout loads as is
         layers: list[nn.Module] = []
         width = embedding_dim * len(cardinalities) + n_numeric
+        # wide and deep: a linear term of the inputs beside the MLP's, so the net holds logistic
+        # regression's model as one of its own and the hidden layers add what it lacks
+        self.wide = nn.Linear(width, 1) if wide else None
         for units in hidden_units:
             layers += [nn.Linear(width, units), nn.ReLU(), *([nn.Dropout(dropout)] if dropout else [])]
             width = units
@@ -109,14 +112,17 @@ class TabularNet(nn.Module):
 
     def forward(self, cats: torch.Tensor, nums: torch.Tensor) -> torch.Tensor:
         embedded = self.embedding_dropout(torch.cat([emb(cats[:, j]) for j, emb in enumerate(self.embeddings)], dim=1))
-        return self.mlp(torch.cat([embedded, nums], dim=1)).squeeze(1)
+        inputs = torch.cat([embedded, nums], dim=1)
+        out = self.mlp(inputs) if self.wide is None else self.mlp(inputs) + self.wide(inputs)
+        return out.squeeze(1)
 
 
 def build_net(pre: Preprocessor, hyper: dict[str, Any]) -> TabularNet:
     """The default model (``train.model``): :class:`TabularNet` sized by the preprocessor, with
-    ``hyper``'s ``embedding_dim``, ``hidden_units`` and ``dropout`` (0 when absent)."""
+    ``hyper``'s ``embedding_dim``, ``hidden_units``, ``dropout`` (0 when absent) and ``wide`` (a
+    linear term beside the MLP; false when absent)."""
     return TabularNet(pre.cardinalities, len(pre.numeric), hyper["embedding_dim"], list(hyper["hidden_units"]),
-                      float(hyper.get("dropout", 0.0)))
+                      float(hyper.get("dropout", 0.0)), bool(hyper.get("wide", False)))
 
 
 def build_model(builder: str, pre: Preprocessor, hyper: dict[str, Any]) -> nn.Module:

@@ -77,6 +77,26 @@ def test_dropout_acts_in_training_only_and_a_net_saved_without_it_loads_into_the
     assert torch.equal(plain.eval()(cats, nums), old.eval()(cats, nums))
 
 
+def test_a_wide_net_adds_a_linear_term_of_its_inputs_and_an_older_net_loads_as_it_was():
+    """``wide``: the logit is the hidden layers' plus a linear function of the embedded categories
+    and the numbers, so with the hidden layers silenced the net is a logistic regression of its
+    inputs; a net logged before (no ``wide`` in its hyperparameters) builds without the term."""
+    from jobs.model.tabular import build_net
+
+    torch.manual_seed(0)
+    net = build_net(PRE, {"embedding_dim": 3, "hidden_units": [8], "wide": True}).eval()
+    rows = pd.DataFrame({"carrier": ["UA", "AA", "XX", None], "distance": [1.0, 200.0, 35.0, np.nan]})
+    cats, nums = (torch.from_numpy(a) for a in PRE.encode(rows))
+    with torch.no_grad():
+        net.mlp[-1].weight.zero_()
+        net.mlp[-1].bias.zero_()
+        inputs = torch.cat([net.embeddings[0](cats[:, 0]), nums], dim=1)
+        assert torch.allclose(net(cats, nums), inputs @ net.wide.weight[0] + net.wide.bias[0])
+        assert net(cats, nums).unique().numel() == 4  # the rows told apart by the linear term alone
+    plain = build_net(PRE, {"embedding_dim": 3, "hidden_units": [8]})
+    assert plain.wide is None and not any(name.startswith("wide") for name in plain.state_dict())
+
+
 def test_evaluate_scores_a_perfect_and_a_single_class_holdout():
     perfect = evaluate([0, 1, 1, 0], [0.1, 0.9, 0.8, 0.2])
     assert perfect["roc_auc"] == 1.0 and perfect["accuracy"] == 1.0 and perfect["positive_rate"] == 0.5
