@@ -149,7 +149,10 @@ def spark():
     """The one SparkSession of the test run: local[2], like the embedded default."""
     from jobs.lake.spark import get_spark
 
-    session = get_spark("tests", {"spark.master": "local[2]", "spark.ui.enabled": "false", **jit.SESSION})
+    # 2 GiB of heap: the suite's one JVM holds every test's cached frames, and the features job's
+    # history joins (seven keys, the flight number's among them) once ran it out of Java heap at 1 GiB
+    session = get_spark("tests", {"spark.master": "local[2]", "spark.ui.enabled": "false",
+                                  "spark.driver.memory": "2g", **jit.SESSION})
     yield session
     session.stop()
 
