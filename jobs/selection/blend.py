@@ -34,19 +34,19 @@ def member_runs(config: PipelineConfig, client: Any, candidate: Any, run_date: d
                 window: str) -> dict[str, Any] | str:
     """Each member's run for the training of ``candidate`` (a finished sweep candidate), or why
     there is no blend, in words."""
-    from jobs.selection.bar import FAMILY, better, window_runs
+    from jobs.selection.bar import FAMILY, window_runs
+    from jobs.selection.gate import LOWER_IS_BETTER
     from jobs.selection.identity import identity_of
     from jobs.selection.specs import FAMILIES
-    from jobs.selection.sweep import MODEL_URI_TAG, same_training
+    from jobs.selection.sweep import MODEL_URI_TAG, finished_children
 
     identity = identity_of(candidate.data.tags)
     parent_id = candidate.data.tags.get("mlflow.parentRunId")
     if identity is None or parent_id is None:
         return "the candidate is no sweep candidate with a training's identity tags"
     metric = f"validation_{config.train.promotion_metric}"
-    parent = client.get_run(parent_id)
-    children = same_training(parent, client.search_runs(
-        [parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}' and attributes.status = 'FINISHED'"))
+    children = finished_children(client, client.get_run(parent_id))
+    pick = min if config.train.promotion_metric in LOWER_IS_BETTER else max  # as the sweep picks
     baselines = window_runs(client, candidate.info.experiment_id, run_date, window, "baseline", identity)
     found = {}
     for name in config.sweep.blend:
@@ -55,11 +55,7 @@ def member_runs(config: PipelineConfig, client: Any, candidate: Any, run_date: d
                     and MODEL_URI_TAG in c.data.tags]
             if not runs:
                 return f"no finished {name} candidate of the sweep with a {metric}"
-            best = runs[0]
-            for run in runs[1:]:
-                if better(config.train.promotion_metric, run.data.metrics[metric], best.data.metrics[metric]):
-                    best = run
-            found[name] = best
+            found[name] = pick(runs, key=lambda run: run.data.metrics[metric])
         elif name in baselines and MODEL_URI_TAG in baselines[name].data.tags:
             found[name] = baselines[name]
         else:

@@ -112,8 +112,7 @@ def best_candidate(config: PipelineConfig, parent_run_id: str) -> dict[str, Any]
     metric = config.train.promotion_metric
     mlflow_client = client()
     parent = mlflow_client.get_run(parent_run_id)
-    children = same_training(parent, mlflow_client.search_runs(
-        [parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent_run_id}' and attributes.status = 'FINISHED'"))
+    children = finished_children(mlflow_client, parent)
     rows = [{"name": c.data.tags.get("candidate_name", c.info.run_id), "run_id": c.info.run_id,
              "family": c.data.tags.get(FAMILY, "mlp"),
              f"validation_{metric}": c.data.metrics.get(f"validation_{metric}"),
@@ -139,6 +138,12 @@ def best_candidate(config: PipelineConfig, parent_run_id: str) -> dict[str, Any]
              best["name"], best[f"validation_{metric}"])
     return {"run_id": best["run_id"], "name": best["name"], "family": best["family"],
             "score": best[f"validation_{metric}"]}
+
+
+def finished_children(client: Any, parent: Any) -> list[Any]:
+    """The finished child runs of the sweep's ``parent`` run that it chooses among (:func:`same_training`)."""
+    query = f"tags.mlflow.parentRunId = '{parent.info.run_id}' and attributes.status = 'FINISHED'"
+    return same_training(parent, client.search_runs([parent.info.experiment_id], query))
 
 
 def same_training(parent: Any, children: list[Any]) -> list[Any]:
