@@ -46,9 +46,9 @@ def choose_launcher(setting: str, *, use_gpu: bool, local_mode: bool, labelled_r
     ``jobs`` (a fixed cost of 7.7 s against 0.76 s in process on a quiet 2-core machine, for about a
     second of training on a month's window: docs/bench/training.md). ``torch_distributor``:
     ``train.num_processes`` ranks (one per GPU) through TorchDistributor, in local mode or as a
-    barrier stage on the cluster. ``auto`` takes ``in_process`` for a CPU training in local mode whose window holds at most
-    ``max_rows`` labelled rows (``train.in_process_max_rows``), and TorchDistributor otherwise: a
-    GPU, a cluster, or a window big enough that more ranks pay."""
+    barrier stage on the cluster. ``auto`` takes ``in_process`` for a CPU training in local mode
+    whose window holds at most ``max_rows`` labelled rows (``train.in_process_max_rows``), and
+    TorchDistributor otherwise: a GPU, a cluster, or a window big enough that more ranks pay."""
     if setting == TORCH_DISTRIBUTOR:
         return TORCH_DISTRIBUTOR, "train.launcher torch_distributor"
     if setting == IN_PROCESS:
