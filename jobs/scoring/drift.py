@@ -125,25 +125,76 @@ def decile_edges(values: Any, bins: int) -> list[float]:
 
 
 def build_baseline(
-    features: DataFrame, pre: Preprocessor, predictions: Any, bins: int = 10
+    features: DataFrame, pre: Preprocessor, predictions: Any, bins: int = 10, local_max_rows: int = 0
 ) -> dict[str, Any]:
-    """The baseline a model carries: feature bins over its training window (``features``) and the
-    bins of its ``predictions`` (probabilities on the holdout)."""
-    return with_predictions(feature_bins(features, pre, bins), predictions, bins)
+    """The baseline a model carries: feature bins over its training window (``features``; see
+    :func:`feature_bins` for ``local_max_rows``) and the bins of its ``predictions`` (probabilities
+    on the holdout)."""
+    return with_predictions(feature_bins(features, pre, bins, local_max_rows), predictions, bins)
 
 
-def feature_bins(features: DataFrame, pre: Preprocessor, bins: int = 10) -> dict[str, Any]:
+def feature_bins(features: DataFrame, pre: Preprocessor, bins: int = 10, local_max_rows: int = 0) -> dict[str, Any]:
     """A baseline's feature part (:func:`build_baseline`): the same for every model of one training
-    window and preprocessor, so models trained side by side compute it once."""
+    window and preprocessor, so models trained side by side compute it once. A window of at most
+    ``local_max_rows`` rows is binned in the driver's process (:func:`local_feature_bins`, the same
+    bins): for a small window Spark's two wide queries cost seconds of planning and compiling each."""
+    rows = int(features.count())
+    if rows <= local_max_rows:
+        return local_feature_bins(local_columns(features, pre), pre, bins)
     probs = [i / bins for i in range(1, bins)]
     quantiles = features.approxQuantile(list(pre.numeric), probs, 0.001) if pre.numeric else []
     edges = {c: sorted(set(q)) for c, q in zip(pre.numeric, quantiles, strict=True)}
     counts = bucket_counts(features, edges, pre.vocab)
+    return _feature_part(rows, edges, counts, pre)
+
+
+def _feature_part(rows: int, edges: dict[str, list[float]], counts: dict[str, list[int]], pre: Preprocessor
+                  ) -> dict[str, Any]:
     return {
-        "rows": int(features.count()),
+        "rows": rows,
         "numeric": {c: {"edges": edges[c], "shares": _shares(counts[c])} for c in pre.numeric},
         "categorical": {c: {"vocab": pre.vocab[c], "shares": _shares(counts[c])} for c in pre.categorical},
     }
+
+
+def local_columns(features: DataFrame, pre: Preprocessor) -> Any:
+    """The columns that :func:`local_feature_bins` bins, as a pandas frame: numeric ones as doubles
+    (nulls as NaN) and categorical ones as Spark's strings of them, as Spark's bins compare them."""
+    from pyspark.sql import functions as F
+
+    return features.select(*[F.col(c).cast("double").alias(c) for c in pre.numeric],
+                           *[F.col(c).cast("string").alias(c) for c in pre.categorical]).toPandas()
+
+
+def local_feature_bins(frame: Any, pre: Preprocessor, bins: int = 10) -> dict[str, Any]:
+    """:func:`feature_bins` of a pandas frame (:func:`local_columns`): exact quantiles where Spark's
+    are within 0.1% of the rank (each edge a value of the column, as Spark's are), counted as
+    :func:`bucket_counts` counts."""
+    probs = [i / bins for i in range(1, bins)]
+    edges = {}
+    for col in pre.numeric:
+        values = frame[col].to_numpy(dtype=np.float64, na_value=np.nan)
+        values = values[~np.isnan(values)]
+        edges[col] = sorted(set(np.quantile(values, probs, method="inverted_cdf").tolist())) if len(values) else []
+    return _feature_part(len(frame), edges, local_bucket_counts(frame, edges, pre.vocab), pre)
+
+
+def local_bucket_counts(frame: Any, edges: dict[str, list[float]], vocab: dict[str, list[str]]) -> dict[str, list[int]]:
+    """:func:`bucket_counts` of a pandas frame whose numeric columns are doubles and categorical
+    ones strings (:func:`local_columns`): the same bins, the same counts."""
+    counts = {}
+    for col, found in edges.items():
+        values = frame[col].to_numpy(dtype=np.float64, na_value=np.nan)
+        index = np.where(np.isnan(values), len(found) + 1, np.searchsorted(np.asarray(found, dtype=np.float64), values,
+                                                                              side="right"))
+        counts[col] = np.bincount(index, minlength=len(found) + 2).tolist()
+    for col, words in vocab.items():
+        position: dict[str, int] = {}
+        for i, word in enumerate(words):
+            position.setdefault(str(word), i + 1)  # array_position: the first match
+        index = frame[col].map(position).fillna(0).to_numpy(dtype=np.int64)  # unknown and null: 0
+        counts[col] = np.bincount(index, minlength=len(words) + 1).tolist()
+    return counts
 
 
 def with_predictions(bins_of_features: dict[str, Any], predictions: Any, bins: int = 10) -> dict[str, Any]:

@@ -234,7 +234,7 @@ def train_baselines(spark: SparkSession, lake: Lake, config: PipelineConfig, run
         label, columns = config.features.label, [*config.features.inputs, *config.evaluation.segments]
         rows = design_rows(features, pre, label).cache()
         window = Window(rows=rows, pre=pre, spans=windows,
-                        feature_bins=feature_bins(features, pre, config.score.drift.bins),
+                        feature_bins=feature_bins(features, pre, config.score.drift.bins, cfg.in_process_max_rows),
                         holdout=read_rows(spark, dirs["holdout"], columns, label),
                         validation=read_rows(spark, dirs["validation"], columns, label))
         return [train_baseline(config, spec, run_date, window, started_by, identity) for spec in config.baselines]

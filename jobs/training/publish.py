@@ -109,8 +109,8 @@ def publish(
     # The registered version's own pyfunc on the holdout: the drift baseline's prediction bins (which
     # travel with the run before the version can become champion) and the gate's challenger score.
     predictions = mlflow.pyfunc.load_model(result["model_uri"]).predict(holdout[spec.inputs])
-    mlflow_client.log_dict(run.run_id, build_baseline(features, pre, predictions, config.score.drift.bins),
-                           BASELINE_ARTIFACT)
+    baseline = build_baseline(features, pre, predictions, config.score.drift.bins, cfg.in_process_max_rows)
+    mlflow_client.log_dict(run.run_id, baseline, BASELINE_ARTIFACT)
     from jobs.selection.bar import FAMILY, KIND, NAME, assess
 
     # The evaluation report, and the bar: a candidate that does not beat the best baseline stops here.

@@ -9,7 +9,18 @@ import math
 import numpy as np
 import pytest
 
-from jobs.scoring.drift import PREDICTION, DriftSpec, bucket_counts, build_baseline, headline, measure, psi
+from jobs.scoring.drift import (
+    PREDICTION,
+    DriftSpec,
+    bucket_counts,
+    build_baseline,
+    feature_bins,
+    headline,
+    local_bucket_counts,
+    local_columns,
+    measure,
+    psi,
+)
 
 TRAIN_DAYS = [dt.date(2013, 1, d) for d in range(2, 8)]
 HOLDOUT_DAY, SCORED_DAY = dt.date(2013, 1, 8), dt.date(2013, 1, 9)
@@ -30,6 +41,39 @@ def test_bucket_counts_bins_numbers_categories_and_nulls(spark):
     counts = bucket_counts(df, {"x": [2.0, 5.0]}, {"carrier": ["AA", "UA"]})
     assert counts["x"] == [1, 0, 3, 2]  # below 2 | [2, 5) | 5 and above | null or NaN
     assert counts["carrier"] == [2, 2, 2]  # unknown (ZZ, null) | AA | UA
+    # counted in the driver's process, the same bins
+    assert local_bucket_counts(df.toPandas(), {"x": [2.0, 5.0]}, {"carrier": ["AA", "UA"]}) == counts
+
+
+def test_a_small_window_binned_in_the_driver_has_the_bins_spark_counts(features_zone, config):
+    """A window of at most ``local_max_rows`` rows is binned by numpy: every edge is a quantile of
+    the column within approxQuantile's error bound, and Spark's own counting of the window into
+    those bins (what scoring does) gives the same shares, so a day like the window has PSI 0."""
+    from jobs.training.data import fit_preprocessor
+
+    train = features_zone.frame(TRAIN_DAYS).cache()
+    pre = fit_preprocessor(train, config.features, config.train.min_category_count)
+    bins = config.score.drift.bins
+    local = feature_bins(train, pre, bins, local_max_rows=10**9)
+    spark_made = feature_bins(train, pre, bins)
+    assert local["rows"] == spark_made["rows"] == train.count()
+    edges = {c: local["numeric"][c]["edges"] for c in pre.numeric}
+    counted = bucket_counts(train, edges, pre.vocab)
+    for col in pre.numeric:
+        total = sum(counted[col])
+        assert local["numeric"][col]["shares"] == [n / total for n in counted[col]], col
+    for col in pre.categorical:
+        assert local["categorical"][col] == spark_made["categorical"][col], col
+    values = local_columns(train, pre)
+    for col in pre.numeric:
+        column = values[col].dropna().to_numpy()
+        n = len(column)
+        for edge in edges[col]:  # each edge a value of the column at one of the deciles' ranks
+            assert edge in column, col
+            below, at_most = int((column < edge).sum()), int((column <= edge).sum())
+            assert any(below <= p * n / bins + 1 and at_most >= p * n / bins - 1 for p in range(1, bins)), (col, edge)
+        assert (edges[col] == spark_made["numeric"][col]["edges"]
+                or len(edges[col]) == len(spark_made["numeric"][col]["edges"])), col
 
 
 @pytest.fixture(scope="module")
