@@ -57,8 +57,10 @@ def fit_preprocessor(rows: Any, spec: Any, min_count: int) -> Any:
     numeric = spec.model_numeric
     vocab = {c: sorted(v for v, n in rows[c].value_counts().items() if n >= min_count) for c in spec.categorical}
     mean = {c: float(rows[c].mean()) if rows[c].notna().any() else 0.0 for c in numeric}
+    ranged = [c for c in numeric if rows[c].notna().any()]  # the range encoding clips to, as the pipeline's
     return Preprocessor(list(spec.categorical), list(numeric), vocab, mean,
-                        {c: safe_std(rows[c].std(ddof=0)) for c in numeric})
+                        {c: safe_std(rows[c].std(ddof=0)) for c in numeric},
+                        low={c: float(rows[c].min()) for c in ranged}, high={c: float(rows[c].max()) for c in ranged})
 
 
 def fit_mlp(pre: Any, training: Any, holdout: Any, label: str, settings: dict[str, Any], seed: int) -> Any:

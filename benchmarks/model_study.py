@@ -154,6 +154,7 @@ class Contender:
     drop: tuple[str, ...] = ()  # the pipeline's columns left out
     members: tuple[str, ...] = ()  # blend: contenders run before it
     hyper: tuple[tuple[str, Any], ...] = ()  # mlp: hyperparameters over the config's
+    clip: bool = False  # served numbers clipped to the window's range (train.clip_to_training_range)
 
 
 def parse_args(argv: list[str] | None = None) -> StudyArgs:
@@ -241,6 +242,28 @@ def contenders(train_days: int, xgb_windows: tuple[int, ...]) -> list[Contender]
             Contender(f"blend_flight_{w}d", "blend", True, sched + flight, w,
                       f"mean of lr_flight_{w}d's and xgb_flight_fixed_{w}d's probabilities",
                       members=(f"lr_flight_{w}d", f"xgb_flight_fixed_{w}d")),
+        ]
+        # the pipeline's defaults since: the longest window, no day_of_year, the MLP wide and deep;
+        # with and without its numbers clipped to the window's range (trees: the same either way)
+        wide = (("wide", True),)
+        found += [
+            Contender(f"lr_flight_{w}d_nodoy", "lr", True, sched + flight, w, f"lr_flight_{w}d without day_of_year",
+                      drop=doy),
+            Contender(f"lr_flight_{w}d_nodoy_clip", "lr", True, sched + flight, w,
+                      f"lr_flight_{w}d_nodoy, served numbers clipped to the window's range", drop=doy, clip=True),
+            Contender(f"mlp_flight_wide_{w}d_nodoy", "mlp", True, sched + flight, w,
+                      f"mlp_flight_wide, {w}-day window, without day_of_year", drop=doy, hyper=wide),
+            Contender(f"mlp_flight_wide_{w}d_nodoy_clip", "mlp", True, sched + flight, w,
+                      f"mlp_flight_wide_{w}d_nodoy, served numbers clipped to the window's range", drop=doy,
+                      hyper=wide, clip=True),
+            Contender(f"xgb_flight_fixed_{w}d_nodoy", "xgb", True, sched + flight, w,
+                      f"xgb_flight_fixed_{w}d without day_of_year", trees=FIXED_TREES, drop=doy),
+            Contender(f"blend_flight_{w}d_nodoy", "blend", True, sched + flight, w,
+                      f"mean of lr_flight_{w}d_nodoy's and xgb_flight_fixed_{w}d_nodoy's probabilities",
+                      members=(f"lr_flight_{w}d_nodoy", f"xgb_flight_fixed_{w}d_nodoy")),
+            Contender(f"blend_flight_{w}d_nodoy_clip", "blend", True, sched + flight, w,
+                      f"mean of lr_flight_{w}d_nodoy_clip's and xgb_flight_fixed_{w}d_nodoy's probabilities",
+                      members=(f"lr_flight_{w}d_nodoy_clip", f"xgb_flight_fixed_{w}d_nodoy")),
         ]
     return found
 
@@ -405,6 +428,10 @@ def load_year(lake: Path, spec: Any) -> pd.DataFrame:
     schedule = schedule_features(flights, zones)
     history = flight_history(flights, schedule)
     rows = features[features[spec.label].notna()]
+    # the study's own schedule and flight history: a lake whose features have them already (the
+    # pipeline's since) gives its columns of the same names way
+    made = (set(schedule.columns) | set(history.columns)) - set(FLIGHT_KEY)
+    rows = rows.drop(columns=[c for c in rows.columns if c in made])
     rows = rows.merge(schedule, on=FLIGHT_KEY, how="left", validate="1:1")
     rows = rows.merge(history, on=FLIGHT_KEY, how="left", validate="1:1")
     rows["day"] = pd.to_datetime(rows[PARTITION]).dt.date
@@ -574,6 +601,9 @@ def run_week(year: pd.DataFrame, start: dt.date, contender: Contender, spec: Any
             if (contender.history or not c.startswith("hist_")) and c not in contender.drop]
     nums += list(contender.extra)
     label = spec.label
+    if contender.clip:  # at the window's labelled rows' range, as the pipeline's preprocessor records it
+        labelled = window[window[label].notna()]
+        serve = serve.assign(**{c: serve[c].clip(labelled[c].min(), labelled[c].max()) for c in nums})
     info: dict[str, Any] = {}
     if contender.family == "blend":
         scores = sum(scored[m] for m in contender.members) / len(contender.members)

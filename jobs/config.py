@@ -165,6 +165,8 @@ class TrainSpec:
     # An expanding window: the training days reach back past train_days over every earlier day the
     # lake has features for (without a gap), up to this many days. None: exactly train_days.
     max_train_days: int | None = None
+    # encoding clips each number to its range in the training window (jobs.model.tabular.Preprocessor)
+    clip_to_training_range: bool = False
     data_path: str = "auto"  # how a rank reads its share: memory, stream, or auto (jobs.training.stream)
     # who runs the ranks: torch_distributor, in_process (one rank in the job's own process), or auto
     # (in_process for a local CPU window of at most in_process_max_rows labelled rows)

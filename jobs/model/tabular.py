@@ -21,7 +21,7 @@ import importlib
 import json
 import math
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +41,19 @@ Z_LIMIT = 1e4
 
 @dataclass(frozen=True)
 class Preprocessor:
-    """Encodes feature columns: categories to indices, numbers to z-scores with nulls at the mean."""
+    """Encodes feature columns: categories to indices, numbers to z-scores with nulls at the mean,
+    a number outside the training window's range (``low``..``high``, where recorded) at the nearest
+    end of it: no family extrapolates a trend of its window (a count of history days that only grew
+    in January reads 28 in February, three deviations above anything trained on)."""
 
     categorical: list[str]
     numeric: list[str]
     vocab: dict[str, list[str]]
     mean: dict[str, float]
     std: dict[str, float]
+    # the range of each number in the training window (a model logged before had none: not clipped)
+    low: dict[str, float] = field(default_factory=dict)
+    high: dict[str, float] = field(default_factory=dict)
 
     @property
     def cardinalities(self) -> list[int]:
@@ -56,7 +62,8 @@ class Preprocessor:
 
     def encode(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """Return (category indices [n, k] int64, standardised numbers [n, m] float32): nulls, NaN and
-        infinities at 0, z-scores clipped to +-Z_LIMIT."""
+        infinities at 0, finite z-scores clipped to the training range's (:meth:`z_range`), then to
+        +-Z_LIMIT."""
         n = len(frame)
         cats = np.zeros((n, len(self.categorical)), dtype=np.int64)
         for j, col in enumerate(self.categorical):
@@ -68,8 +75,16 @@ class Preprocessor:
         for j, col in enumerate(self.numeric):
             values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
             z = (values - self.mean[col]) / self.std[col]
-            nums[:, j] = np.clip(np.nan_to_num(z, nan=0.0, posinf=0.0, neginf=0.0), -Z_LIMIT, Z_LIMIT)
+            low, high = self.z_range(col)
+            z = np.where(np.isfinite(z), np.clip(z, low, high), 0.0)
+            nums[:, j] = np.clip(z, -Z_LIMIT, Z_LIMIT)
         return cats, nums
+
+    def z_range(self, col: str) -> tuple[float, float]:
+        """The z-scores of ``col``'s training range, (-inf, inf) where none was recorded."""
+        low, high = self.low.get(col), self.high.get(col)
+        return ((-math.inf if low is None else (low - self.mean[col]) / self.std[col]),
+                (math.inf if high is None else (high - self.mean[col]) / self.std[col]))
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

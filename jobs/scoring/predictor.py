@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 import json
+import math
 import sys
 import tempfile
 from collections.abc import Callable
@@ -144,10 +145,11 @@ def model_preprocessor(model_uri: str) -> dict[str, Any] | None:
 def encoded_columns(pre: dict[str, Any]) -> list[Column]:
     """The model's inputs encoded by Spark as :meth:`jobs.model.tabular.Preprocessor.encode` encodes them:
     a category's vocabulary index + 1 (0 for an unseen value or a null) as int, then each number's
-    z-score in double (nulls, NaN and infinities at 0, clipped to +-Z_LIMIT), cast to float."""
+    z-score in double (nulls, NaN and infinities at 0, clipped to the training range's and to
+    +-Z_LIMIT), cast to float."""
     from pyspark.sql import functions as F
 
-    from jobs.model.tabular import Z_LIMIT
+    from jobs.model.tabular import Z_LIMIT, Preprocessor
 
     unknown = F.lit(0)  # jobs.model.tabular.UNKNOWN_INDEX
     codes = []
@@ -157,9 +159,15 @@ def encoded_columns(pre: dict[str, Any]) -> list[Column]:
         code = F.coalesce(F.try_element_at(lookup, F.col(col).cast("string")), unknown) if vocab else unknown
         codes.append(code.cast("int").alias(f"{col}_code"))
     zscores = []
+    ranges = Preprocessor(**pre)
     for col in pre["numeric"]:
         z = (F.col(col).cast("double") - F.lit(pre["mean"][col])) / F.lit(pre["std"][col])
         finite = z.isNotNull() & ~F.isnan(z) & (F.abs(z) != F.lit(float("inf")))
+        low, high = ranges.z_range(col)
+        if math.isfinite(low):
+            z = F.greatest(z, F.lit(low))
+        if math.isfinite(high):
+            z = F.least(z, F.lit(high))
         clipped = F.greatest(F.least(z, F.lit(Z_LIMIT)), F.lit(-Z_LIMIT))
         zscores.append(F.when(finite, clipped).otherwise(F.lit(0.0)).cast("float").alias(f"{col}_z"))
     return [*codes, *zscores]

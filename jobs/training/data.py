@@ -106,9 +106,10 @@ def check_labels(df: DataFrame, label: str, window: str, *, both_classes: bool =
 
 
 def fit_preprocessor(
-    df: DataFrame, spec: FeatureSpec, min_count: int, window: str = "the training window"
+    df: DataFrame, spec: FeatureSpec, min_count: int, window: str = "the training window", clip: bool = False
 ) -> Preprocessor:
-    """Vocabularies (categories seen at least ``min_count`` times) and mean/std of labelled rows.
+    """Vocabularies (categories seen at least ``min_count`` times), mean/std of labelled rows and,
+    with ``clip`` (``train.clip_to_training_range``), their range, which encoding clips to.
 
     A numeric feature whose mean or standard deviation is NaN or infinite (NaN or infinite values,
     or values so large that their sum overflows) fails with a :class:`FeatureStatsError` naming the
@@ -131,6 +132,8 @@ def fit_preprocessor(
     stats = labelled.agg(
         *[F.mean(c).alias(f"mean_{c}") for c in spec.model_numeric],
         *[F.stddev_pop(c).alias(f"std_{c}") for c in spec.model_numeric],
+        *[F.min(c).alias(f"low_{c}") for c in (spec.model_numeric if clip else [])],
+        *[F.max(c).alias(f"high_{c}") for c in (spec.model_numeric if clip else [])],
     ).first()
     bad = {c: (stats[f"mean_{c}"], stats[f"std_{c}"]) for c in spec.model_numeric
            if any(v is not None and not math.isfinite(v) for v in (stats[f"mean_{c}"], stats[f"std_{c}"]))}
@@ -148,7 +151,15 @@ def fit_preprocessor(
         vocab=vocab,
         mean={c: float(stats[f"mean_{c}"] or 0.0) for c in spec.model_numeric},
         std={c: safe_std(stats[f"std_{c}"]) for c in spec.model_numeric},
+        **({"low": _finite(stats, "low", spec.model_numeric), "high": _finite(stats, "high", spec.model_numeric)}
+           if clip else {}),
     )
+
+
+def _finite(stats: Any, kind: str, columns: list[str]) -> dict[str, float]:
+    """The finite ``kind`` (low, high) statistics of ``columns``: none for a column without values."""
+    found = {c: stats[f"{kind}_{c}"] for c in columns}
+    return {c: float(v) for c, v in found.items() if v is not None and math.isfinite(float(v))}
 
 
 def shard_units(dirs: Sequence[str], rank: int, world: int) -> list[tuple[str, int]]:

@@ -128,15 +128,18 @@ def test_the_encoded_predict_function_equals_the_pyfunc_on_raw_rows(scored_model
                                rtol=0, atol=1e-6)
 
 
-def test_spark_encodes_inputs_exactly_as_the_preprocessor_does(spark):
+@pytest.mark.parametrize("ranged", [False, True], ids=["no range", "training range"])
+def test_spark_encodes_inputs_exactly_as_the_preprocessor_does(spark, ranged):
     import warnings
 
     from jobs.model.tabular import Z_LIMIT, Preprocessor
     from jobs.scoring.predictor import encoded_columns
 
+    # with a training range: seats' numbers outside 1..4 at its ends, distance's above 200 at 200
+    ranges = {"low": {"seats": 1.0}, "high": {"distance": 200.0, "seats": 4.0}} if ranged else {}
     pre = Preprocessor(categorical=["carrier", "tailnum"], numeric=["distance", "seats"],
                        vocab={"carrier": ["AA", "UA"], "tailnum": []}, mean={"distance": 1000.0 / 3, "seats": 2.0},
-                       std={"distance": 7.0, "seats": 1.0})
+                       std={"distance": 7.0, "seats": 1.0}, **ranges)
     rows = [("UA", "N1", 150.0, 3), ("ZZ", None, float("nan"), None), (None, "N2", float("inf"), 1),
             ("AA", "N3", -float("inf"), 0), ("AA", "N4", 1e300, 2), ("UA", None, None, 5)]
     df = spark.createDataFrame(rows, "carrier string, tailnum string, distance double, seats int")
@@ -145,7 +148,13 @@ def test_spark_encodes_inputs_exactly_as_the_preprocessor_does(spark):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no overflow on the way to float32
         cats, nums = pre.encode(frame)
-    assert np.isfinite(nums).all() and nums[4, 0] == Z_LIMIT  # 1e300: clipped, not infinite
+    assert np.isfinite(nums).all()
+    if ranged:  # 1e300 at 200, 150 as it is; infinities still at 0 (not numbers to clip); seats 0 -> 1, 5 -> 4
+        assert nums[4, 0] == np.float32((200.0 - 1000.0 / 3) / 7.0) and nums[2, 0] == nums[3, 0] == 0
+        assert nums[0, 0] == np.float32((150.0 - 1000.0 / 3) / 7.0)
+        assert nums[:, 1].tolist() == [1.0, 0.0, -1.0, -1.0, 0.0, 2.0]
+    else:
+        assert nums[4, 0] == Z_LIMIT  # 1e300: clipped, not infinite
     np.testing.assert_array_equal(got.iloc[:, :2].to_numpy(), cats)
     np.testing.assert_array_equal(got.iloc[:, 2:].to_numpy(), nums)  # bit for bit: float64 z, then float32
     assert got.dtypes.tolist() == [np.int32, np.int32, np.float32, np.float32]

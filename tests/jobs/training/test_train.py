@@ -4,6 +4,7 @@ import dataclasses
 import datetime as dt
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from torch.overrides import TorchFunctionMode
@@ -56,11 +57,17 @@ def test_fit_preprocessor_uses_labelled_rows_and_frequent_categories(spark):
          ("AA", 200.0, 2.0, 1.0), ("B6", 200.0, 2.0, 1.0), ("DL", 9999.0, 2.0, None), ("DL", 9999.0, 2.0, None)],
         "carrier string, distance double, engines double, label double",
     )
-    pre = fit_preprocessor(df, spec, min_count=2)
+    pre = fit_preprocessor(df, spec, min_count=2, clip=True)
     assert pre.vocab == {"carrier": ["AA", "UA"]}  # B6 is rare; DL only in unlabelled rows
     assert pre.mean["distance"] == 200.0
     assert round(pre.std["distance"], 6) == round((20000 / 5) ** 0.5, 6)
     assert pre.std["engines"] == 1.0  # a constant column is not divided by zero
+    # with clip (train.clip_to_training_range), the labelled rows' range, which encoding clips to
+    assert (pre.low, pre.high) == ({"distance": 100.0, "engines": 2.0}, {"distance": 300.0, "engines": 2.0})
+    assert pre.encode(pd.DataFrame({"carrier": ["UA"] * 2, "distance": [9999.0, 0.0], "engines": [2.0, 2.0]}))[1][
+        :, 0].tolist() == pytest.approx([100 / (20000 / 5) ** 0.5, -100 / (20000 / 5) ** 0.5])
+    unclipped = fit_preprocessor(df, spec, min_count=2)
+    assert (unclipped.low, unclipped.high) == ({}, {}) and unclipped.mean == pre.mean
 
 
 def test_the_vocabularies_of_one_pass_equal_one_count_per_column_on_real_days(spark, features_zone, config):
