@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -35,13 +36,16 @@ def expected_calibration_error(labels: Sequence[float], probabilities: Sequence[
     return float(np.sum(counts * np.abs(predicted - observed)) / counts.sum())
 
 
-def evaluate(labels: Sequence[float], probabilities: Sequence[float]) -> dict[str, float]:
-    """Holdout metrics; the AUCs are NaN when the holdout has a single class."""
+def evaluate(labels: Sequence[float], probabilities: Sequence[float], days: Sequence[Any] | None = None
+             ) -> dict[str, float]:
+    """Holdout metrics; the AUCs are NaN when the holdout has a single class. With ``days`` (each
+    row's day), also ``daily_roc_auc`` (:func:`daily_roc_auc`)."""
     from sklearn.metrics import average_precision_score, brier_score_loss, log_loss, roc_auc_score
 
     y = np.asarray(labels, dtype=np.float64)
     p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-7, 1 - 1e-7)
     both = len(np.unique(y)) == 2
+    daily = {} if days is None else {"daily_roc_auc": daily_roc_auc(days, y, p)}
     return {
         "log_loss": float(log_loss(y, p, labels=[0.0, 1.0])),
         "roc_auc": float(roc_auc_score(y, p)) if both else float("nan"),
@@ -51,4 +55,24 @@ def evaluate(labels: Sequence[float], probabilities: Sequence[float]) -> dict[st
         "accuracy": float(np.mean((p >= 0.5) == (y == 1.0))),
         "positive_rate": float(np.mean(y)),
         "rows": float(len(y)),
+        **daily,
     }
+
+
+def daily_roc_auc(days: Sequence[Any], labels: Sequence[float], probabilities: Sequence[float]) -> float:
+    """The ROC AUC of each day's rows, averaged with the days' labelled rows as weights (days of a
+    single class left out; NaN when every day is): how well a model ranks the flights *within* a
+    day, the measure the replay and the monitor judge served days by. The ROC AUC of the pooled days
+    also credits ranking one day above another (a stormy day's flights all above a calm day's),
+    which no day's own ranking uses."""
+    import pandas as pd
+    from sklearn.metrics import roc_auc_score
+
+    frame = pd.DataFrame({"day": np.asarray(days), "y": np.asarray(labels, dtype=np.float64),
+                          "p": np.asarray(probabilities, dtype=np.float64)})
+    scores, weights = [], []
+    for _, rows in frame.groupby("day", sort=True):
+        if rows["y"].nunique() == 2:
+            scores.append(roc_auc_score(rows["y"], rows["p"]))
+            weights.append(len(rows))
+    return float(np.average(scores, weights=weights)) if scores else float("nan")

@@ -52,13 +52,27 @@ class BarDecision(GateDecision):
 
 
 def read_rows(spark: SparkSession, dirs: list[str], columns: list[str], label: str) -> pd.DataFrame:
-    """The labelled rows of these feature partitions, ``columns`` only (each once), as pandas."""
+    """The labelled rows of these feature partitions, ``columns`` only (each once) and each row's
+    day (the partition column, :data:`~jobs.lake.layout.PARTITION`: the daily metrics group by
+    it), as pandas."""
+    from jobs.lake.layout import PARTITION
+
     if not dirs:
         import pandas as pd
 
-        return pd.DataFrame(columns=list(dict.fromkeys(columns)))
-    wanted = list(dict.fromkeys([*columns, label]))
-    return spark.read.parquet(*dirs).select(*wanted).where(f"`{label}` IS NOT NULL").toPandas()
+        return pd.DataFrame(columns=list(dict.fromkeys([*columns, PARTITION])))
+    wanted = list(dict.fromkeys([*columns, label, PARTITION]))
+    root = dirs[0].rstrip("/").rsplit("/", 1)[0]  # the partitions' folder: their day from their names
+    return (spark.read.option("basePath", root).parquet(*dirs).select(*wanted).where(f"`{label}` IS NOT NULL")
+            .toPandas())
+
+
+def days_of(rows: pd.DataFrame) -> Any:
+    """Each row's day (:func:`read_rows`), None for rows without them: :func:`jobs.metrics.evaluate`'s
+    ``days``."""
+    from jobs.lake.layout import PARTITION
+
+    return rows[PARTITION] if PARTITION in rows.columns else None
 
 
 def better(metric: str, a: float, b: float) -> bool:
@@ -210,7 +224,7 @@ def assess(spark: SparkSession, config: PipelineConfig, run_id: str, model_uri: 
     evaluate_candidate(run_id, holdout, probabilities, spec.label, evaluation, validation, validation_probabilities)
 
     metric = cfg.promotion_metric
-    candidate = evaluate(holdout[spec.label], probabilities)
+    candidate = evaluate(holdout[spec.label], probabilities, days_of(holdout))
     experiment_id = mlflow_client.get_run(run_id).info.experiment_id
     identity = identity_of(tags)
     # No baselines configured: nothing to compare with, whatever runs the experiment holds.

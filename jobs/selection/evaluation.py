@@ -125,11 +125,12 @@ def build_report(predictions: pd.DataFrame, label: str, spec: EvaluationSpec, th
     """The report of a candidate from its holdout ``predictions`` (the segment columns, ``label``
     and ``probability``): everything in it is a function of those rows and the threshold."""
     from jobs.metrics import evaluate
+    from jobs.selection.bar import days_of
 
     labels, probabilities = predictions[label], predictions[PROBABILITY]
     return {
         "threshold": threshold,
-        "holdout": {k: _finite(v) for k, v in evaluate(labels, probabilities).items()},
+        "holdout": {k: _finite(v) for k, v in evaluate(labels, probabilities, days_of(predictions)).items()},
         "confusion": confusion(labels, probabilities, threshold["value"]),
         "validation": {k: _finite(v) for k, v in (validation or {}).items()},
         "segments": segment_rows(predictions, label, spec.segments, threshold["value"], spec.min_segment_rows),
@@ -138,8 +139,10 @@ def build_report(predictions: pd.DataFrame, label: str, spec: EvaluationSpec, th
 
 def report_metrics(report: dict[str, Any]) -> dict[str, float]:
     """The report's headline numbers as MLflow metrics (the holdout's own are logged by training)."""
+    daily = report["holdout"].get("daily_roc_auc")  # the day's rows known: read_rows' partition column
     found = {"threshold": report["threshold"]["value"],
              **{f"holdout_{k}": report["confusion"][k] for k in ("precision", "recall", "f1")},
+             **({"holdout_daily_roc_auc": daily} if daily is not None else {}),
              **{f"validation_{k}": v for k, v in report["validation"].items() if v is not None}}
     return {k: float(v) for k, v in found.items()}
 
@@ -150,12 +153,16 @@ def evaluate_candidate(run_id: str, holdout: pd.DataFrame, holdout_probabilities
     """Build a candidate's report and log it, its holdout predictions, plots and metrics to
     ``run_id``; returns the report. ``holdout``/``validation``: feature rows with ``label`` and
     the segment columns, in the order of their probabilities."""
+    from jobs.lake.layout import PARTITION
     from jobs.metrics import evaluate
+    from jobs.selection.bar import days_of
 
     has_validation = validation is not None and len(validation) > 0
     threshold = choose_threshold(spec, validation[label] if has_validation else None, validation_probabilities)
-    validation_metrics = evaluate(validation[label], validation_probabilities) if has_validation else None
-    predictions = holdout[[*dict.fromkeys([*spec.segments, label])]].reset_index(drop=True).copy()
+    validation_metrics = (evaluate(validation[label], validation_probabilities, days_of(validation))
+                          if has_validation else None)
+    day = [PARTITION] if PARTITION in holdout.columns else []  # each prediction's day, where known
+    predictions = holdout[[*dict.fromkeys([*spec.segments, label, *day])]].reset_index(drop=True).copy()
     predictions[PROBABILITY] = np.asarray(holdout_probabilities, dtype=np.float64)
     report = build_report(predictions, label, spec, threshold, validation_metrics)
     log_report(run_id, report, predictions, label, spec)

@@ -42,8 +42,10 @@ CHAMPION = "champion"
 PROMOTED, REJECTED, AWAITING_APPROVAL = "promoted", "rejected", "awaiting_approval"
 AWAITING_LIVE = "awaiting_live_evidence"  # won on the holdout; champion once it beats the champion live
 LOWER_IS_BETTER = frozenset({"log_loss", "brier", "ece"})
-# Holdout metrics (jobs/metrics.py:evaluate) the gate can compare versions on.
-PROMOTION_METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "ece")
+# Holdout metrics (jobs/metrics.py:evaluate) the gate can compare versions on; daily_roc_auc: the
+# rows-weighted mean of each holdout day's own ROC AUC (jobs.metrics.daily_roc_auc), as the replay
+# and the monitor judge served days.
+PROMOTION_METRICS = ("roc_auc", "daily_roc_auc", "pr_auc", "log_loss", "brier", "ece")
 
 
 @dataclass(frozen=True)
@@ -125,9 +127,10 @@ def score_version(model_uri: str, holdout: pd.DataFrame, inputs: list[str], labe
     import mlflow.pyfunc
 
     from jobs.metrics import evaluate
+    from jobs.selection.bar import days_of
 
     probabilities = mlflow.pyfunc.load_model(model_uri).predict(holdout[inputs])
-    return evaluate(holdout[label], probabilities)
+    return evaluate(holdout[label], probabilities, days_of(holdout))
 
 
 def score_champion(client: Any, name: str, version: str, holdout: pd.DataFrame, inputs: list[str],
@@ -139,8 +142,10 @@ def score_champion(client: Any, name: str, version: str, holdout: pd.DataFrame, 
     from jobs.metrics import evaluate
     from jobs.registry import CHAMPION as ROLE
     from jobs.registry import load_version
+    from jobs.selection.bar import days_of
 
-    return evaluate(holdout[label], load_version(client, name, version, ROLE).predict(holdout[inputs]))
+    return evaluate(holdout[label], load_version(client, name, version, ROLE).predict(holdout[inputs]),
+                    days_of(holdout))
 
 
 # MLflow's answers for a model that does not exist and for an alias no version has
@@ -178,12 +183,13 @@ def apply_gate(
     champion is tagged ``awaiting_live_evidence`` instead (after a person's approval, when one is
     required); the first version still becomes champion at once."""
     from jobs.metrics import evaluate
+    from jobs.selection.bar import days_of
 
     reconcile(client, name)  # an earlier promotion cut short: its champion's tags first
     if probabilities is None:
         challenger = score_version(f"models:/{name}/{version}", holdout, inputs, label)[metric]
     else:
-        challenger = evaluate(holdout[label], probabilities)[metric]
+        challenger = evaluate(holdout[label], probabilities, days_of(holdout))[metric]
     champion = current_champion(client, name)
     champion_score = None
     if champion is not None:

@@ -102,10 +102,9 @@ def publish(
             mlflow_client.set_terminated(run.run_id, status="FAILED")
         raise
     metrics = result["metrics"]
-    holdout = (
-        spark.read.parquet(*holdout_dirs).select(*spec.inputs, spec.label).where(f"`{spec.label}` IS NOT NULL")
-        .toPandas()
-    )
+    from jobs.selection.bar import read_rows
+
+    holdout = read_rows(spark, holdout_dirs, spec.inputs, spec.label)  # with each row's day: the daily metrics
     # The registered version's own pyfunc on the holdout: the drift baseline's prediction bins (which
     # travel with the run before the version can become champion) and the gate's challenger score.
     predictions = mlflow.pyfunc.load_model(result["model_uri"]).predict(holdout[spec.inputs])

@@ -138,9 +138,12 @@ def test_the_baseline_is_calibrated_on_the_validation_day_without_changing_its_r
     assert run.data.metrics["holdout_log_loss"] == result["metrics"]["log_loss"] == calibrated["log_loss"]
 
 
-def test_a_worse_candidate_is_stopped_before_the_gate_with_the_reason(spark, trained, config_patch):
+@pytest.mark.parametrize("metric", ["roc_auc", "daily_roc_auc"])
+def test_a_worse_candidate_is_stopped_before_the_gate_with_the_reason(spark, trained, config_patch, metric):
     """A candidate that predicts the positives' share for every row (holdout ROC AUC 0.5) does not
-    beat the baselines: registered, tagged why, compared in the table, never champion."""
+    beat the baselines: registered, tagged why, compared in the table, never champion. The same
+    with the daily ROC AUC as the promotion metric (each baseline's run logged it, from the holdout
+    rows' days: one day here, so it is the pooled one)."""
     import mlflow
     import mlflow.artifacts
 
@@ -148,9 +151,13 @@ def test_a_worse_candidate_is_stopped_before_the_gate_with_the_reason(spark, tra
     from jobs.tracking import client
 
     config, lake = trained["config"], trained["lake"]
+    for result in trained["results"].values():
+        logged = client().get_run(result["run_id"]).data.metrics
+        assert logged["holdout_daily_roc_auc"] == pytest.approx(logged["holdout_roc_auc"])
     run, info = candidate_run(trained)
-    version = mlflow.register_model(info.model_uri, "worse_candidates").version
-    stopped_config = config_patch.replace(config, train={"model_name": "worse_candidates"})
+    model = f"worse_candidates_{metric}"
+    version = mlflow.register_model(info.model_uri, model).version
+    stopped_config = config_patch.replace(config, train={"model_name": model, "promotion_metric": metric})
     decision = assess(spark, stopped_config, run.info.run_id, info.model_uri,
                       [lake.partition(lake.features, RUN_DATE)], [lake.partition(lake.features, dt.date(2013, 1, 4))],
                       RUN_DATE, "2013-01-05..2013-01-05", version=str(version))
@@ -158,8 +165,9 @@ def test_a_worse_candidate_is_stopped_before_the_gate_with_the_reason(spark, tra
     assert "does not beat the best baseline" in decision.reason and decision.tags()["gate_decision"] == STOPPED
     found = client().get_run(run.info.run_id).data.tags
     assert found["bar_decision"] == STOPPED and found["bar_reason"] == decision.reason
-    assert client().get_model_version("worse_candidates", str(version)).tags["gate_decision"] == STOPPED
-    assert not client().get_registered_model("worse_candidates").aliases  # nothing promoted
+    assert client().get_model_version(model, str(version)).tags["gate_decision"] == STOPPED
+    assert not client().get_registered_model(model).aliases  # nothing promoted
+    assert client().get_run(run.info.run_id).data.metrics["holdout_daily_roc_auc"] == 0.5
     table = mlflow.artifacts.load_text(f"runs:/{run.info.run_id}/{COMPARISON}")
     assert [line.split(" | ")[1] for line in table.splitlines()[2:]] == ["pytorch", "gbt", "logistic_regression"]
 

@@ -90,3 +90,49 @@ def test_a_report_without_plots_logs_its_tables_and_no_figures():
                                             "roc_curve.png", "pr_curve.png")}
     assert figures <= logged[True] and logged[False] == logged[True] - figures
     assert {"evaluation/report.json", "evaluation/segments.csv"} <= logged[False]
+
+
+def test_the_daily_roc_auc_ranks_within_each_day_not_one_day_above_another():
+    """Two days a model cannot rank within (one score a day) but whose levels differ: the pooled
+    ROC AUC credits the levels, the daily one does not; a day of one class is left out, the days
+    are weighted by their rows."""
+    from jobs.metrics import daily_roc_auc, evaluate
+
+    days = ["d1"] * 4 + ["d2"] * 4 + ["d3"] * 3
+    labels = [1, 1, 1, 0] + [0, 0, 0, 1] + [0, 0, 0]
+    flat = [0.8] * 4 + [0.2] * 4 + [0.1] * 3
+    metrics = evaluate(labels, flat, days)
+    assert metrics["roc_auc"] > 0.8 and metrics["daily_roc_auc"] == 0.5
+    assert "daily_roc_auc" not in evaluate(labels, flat)  # no days, no daily metric
+    ranked = [0.9, 0.8, 0.7, 0.6] + [0.1, 0.2, 0.3, 0.4] + [0.5, 0.5, 0.5]  # d1 right, d2 right
+    assert daily_roc_auc(days, labels, ranked) == 1.0
+    # d1 right (1.0, 4 rows), d2 wrong (0.0, 8 rows): weighted by rows, not one vote a day
+    days2, labels2 = ["d1"] * 4 + ["d2"] * 8, [1, 1, 1, 0] + [0] * 7 + [1]
+    scores2 = [0.9, 0.8, 0.7, 0.6] + [0.9] * 7 + [0.1]
+    assert daily_roc_auc(days2, labels2, scores2) == pytest.approx(4 / 12)
+    assert np.isnan(daily_roc_auc(["d3"] * 3, [0, 0, 0], [0.1, 0.2, 0.3]))
+
+
+def test_a_report_of_rows_with_their_days_has_the_daily_roc_auc_and_logs_it():
+    """Rows read with their day (read_rows' partition column): the report's holdout and validation
+    metrics include the daily ROC AUC, logged as holdout_ and validation_daily_roc_auc, and each
+    logged prediction keeps its day."""
+    from jobs.lake.layout import PARTITION
+    from jobs.metrics import daily_roc_auc
+    from jobs.selection.evaluation import evaluate_candidate, read_predictions
+    from jobs.tracking import client
+
+    frame = FRAME.assign(**{PARTITION: np.repeat(["2013-03-01", "2013-03-02", "2013-03-03"], N // 3)})
+    run_id = client().create_run(client().get_experiment_by_name("Default").experiment_id).info.run_id
+    evaluate_candidate(run_id, frame, frame[PROBABILITY], "label", SPEC, frame, frame[PROBABILITY])
+    metrics = client().get_run(run_id).data.metrics
+    expected = daily_roc_auc(frame[PARTITION], frame["label"], frame[PROBABILITY])
+    assert metrics["holdout_daily_roc_auc"] == pytest.approx(expected) == metrics["validation_daily_roc_auc"]
+    assert read_predictions(run_id)[PARTITION].tolist() == frame[PARTITION].tolist()
+    assert "holdout_daily_roc_auc" not in report_metrics_of(FRAME)
+
+
+def report_metrics_of(frame: pd.DataFrame) -> dict[str, float]:
+    from jobs.selection.evaluation import report_metrics
+
+    return report_metrics(build_report(frame, "label", SPEC, choose_threshold(SPEC)))
