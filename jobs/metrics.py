@@ -59,6 +59,15 @@ def evaluate(labels: Sequence[float], probabilities: Sequence[float], days: Sequ
     }
 
 
+def days_of(rows: Any) -> Any:
+    """Each row's day, the partition column (:data:`jobs.lake.layout.PARTITION`) that
+    ``jobs.selection.bar.read_rows`` reads with the rows; None for rows without it: what
+    :func:`evaluate` takes as ``days``."""
+    from jobs.lake.layout import PARTITION
+
+    return rows[PARTITION] if PARTITION in rows.columns else None
+
+
 def daily_roc_auc(days: Sequence[Any], labels: Sequence[float], probabilities: Sequence[float]) -> float:
     """The ROC AUC of each day's rows, averaged with the days' labelled rows as weights (days of a
     single class left out; NaN when every day is): how well a model ranks the flights *within* a

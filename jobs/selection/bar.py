@@ -67,13 +67,6 @@ def read_rows(spark: SparkSession, dirs: list[str], columns: list[str], label: s
             .toPandas())
 
 
-def days_of(rows: pd.DataFrame) -> Any:
-    """Each row's day (:func:`read_rows`), None for rows without them: :func:`jobs.metrics.evaluate`'s
-    ``days``."""
-    from jobs.lake.layout import PARTITION
-
-    return rows[PARTITION] if PARTITION in rows.columns else None
-
 
 def better(metric: str, a: float, b: float) -> bool:
     """Whether score ``a`` beats ``b`` on ``metric`` (strictly)."""
@@ -203,7 +196,7 @@ def assess(spark: SparkSession, config: PipelineConfig, run_id: str, model_uri: 
     is compared with the other baselines."""
     import mlflow.pyfunc
 
-    from jobs.metrics import evaluate
+    from jobs.metrics import days_of, evaluate
     from jobs.selection.evaluation import evaluate_candidate
     from jobs.selection.identity import TRAINING_ID, identity_of
     from jobs.tracking import client

@@ -124,8 +124,7 @@ def build_report(predictions: pd.DataFrame, label: str, spec: EvaluationSpec, th
                  validation: dict[str, float] | None = None) -> dict[str, Any]:
     """The report of a candidate from its holdout ``predictions`` (the segment columns, ``label``
     and ``probability``): everything in it is a function of those rows and the threshold."""
-    from jobs.metrics import evaluate
-    from jobs.selection.bar import days_of
+    from jobs.metrics import days_of, evaluate
 
     labels, probabilities = predictions[label], predictions[PROBABILITY]
     return {
@@ -154,8 +153,7 @@ def evaluate_candidate(run_id: str, holdout: pd.DataFrame, holdout_probabilities
     ``run_id``; returns the report. ``holdout``/``validation``: feature rows with ``label`` and
     the segment columns, in the order of their probabilities."""
     from jobs.lake.layout import PARTITION
-    from jobs.metrics import evaluate
-    from jobs.selection.bar import days_of
+    from jobs.metrics import days_of, evaluate
 
     has_validation = validation is not None and len(validation) > 0
     threshold = choose_threshold(spec, validation[label] if has_validation else None, validation_probabilities)

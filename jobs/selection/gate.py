@@ -126,8 +126,7 @@ def score_version(model_uri: str, holdout: pd.DataFrame, inputs: list[str], labe
     """Holdout metrics of a logged model, computed through its pyfunc like scoring does."""
     import mlflow.pyfunc
 
-    from jobs.metrics import evaluate
-    from jobs.selection.bar import days_of
+    from jobs.metrics import days_of, evaluate
 
     probabilities = mlflow.pyfunc.load_model(model_uri).predict(holdout[inputs])
     return evaluate(holdout[label], probabilities, days_of(holdout))
@@ -139,10 +138,9 @@ def score_champion(client: Any, name: str, version: str, holdout: pd.DataFrame, 
     checked and it loads (:func:`jobs.registry.load_version`). A champion that cannot load cannot be
     compared: that is a data error naming it and the command that moves the alias
     (:class:`jobs.registry.DamagedModelError`), never a promotion unopposed nor a stack trace."""
-    from jobs.metrics import evaluate
+    from jobs.metrics import days_of, evaluate
     from jobs.registry import CHAMPION as ROLE
     from jobs.registry import load_version
-    from jobs.selection.bar import days_of
 
     return evaluate(holdout[label], load_version(client, name, version, ROLE).predict(holdout[inputs]),
                     days_of(holdout))
@@ -182,8 +180,7 @@ def apply_gate(
     ``live_evidence`` (``monitoring.promotion_evidence: live``): a winner that would replace a
     champion is tagged ``awaiting_live_evidence`` instead (after a person's approval, when one is
     required); the first version still becomes champion at once."""
-    from jobs.metrics import evaluate
-    from jobs.selection.bar import days_of
+    from jobs.metrics import days_of, evaluate
 
     reconcile(client, name)  # an earlier promotion cut short: its champion's tags first
     if probabilities is None:
