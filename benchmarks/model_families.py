@@ -51,13 +51,15 @@ def window_rows(frame: Any, run_date: dt.date, train: Any, max_train_days: int) 
     return training, frame[(frame.day >= holdout_start) & (frame.day <= run_date)]
 
 
-def fit_preprocessor(rows: Any, spec: Any, min_count: int) -> Any:
+def fit_preprocessor(rows: Any, spec: Any, min_count: int, clip: bool = False) -> Any:
+    """The train job's preprocessor in pandas; with ``clip`` (``train.clip_to_training_range``) the
+    range encoding clips to, as the pipeline's records it."""
     from jobs.model.tabular import Preprocessor, safe_std
 
     numeric = spec.model_numeric
     vocab = {c: sorted(v for v, n in rows[c].value_counts().items() if n >= min_count) for c in spec.categorical}
     mean = {c: float(rows[c].mean()) if rows[c].notna().any() else 0.0 for c in numeric}
-    ranged = [c for c in numeric if rows[c].notna().any()]  # the range encoding clips to, as the pipeline's
+    ranged = [c for c in numeric if clip and rows[c].notna().any()]
     return Preprocessor(list(spec.categorical), list(numeric), vocab, mean,
                         {c: safe_std(rows[c].std(ddof=0)) for c in numeric},
                         low={c: float(rows[c].min()) for c in ranged}, high={c: float(rows[c].max()) for c in ranged})
@@ -149,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for text in args.windows.split(","):
         training, holdout = window_rows(frame, dt.date.fromisoformat(text), train, max_days)
-        pre = fit_preprocessor(training, spec, train.min_category_count)
+        pre = fit_preprocessor(training, spec, train.min_category_count, train.clip_to_training_range)
         score = {"window": text, "training_rows": len(training)}
 
         def judged(probabilities: Any, holdout: Any = holdout) -> float:

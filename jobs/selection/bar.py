@@ -67,7 +67,6 @@ def read_rows(spark: SparkSession, dirs: list[str], columns: list[str], label: s
             .toPandas())
 
 
-
 def better(metric: str, a: float, b: float) -> bool:
     """Whether score ``a`` beats ``b`` on ``metric`` (strictly)."""
     return a < b if metric in LOWER_IS_BETTER else a > b
