@@ -221,16 +221,17 @@ def run_distributed(job: Any, experiment_id: str, processes: int, local_mode: bo
     from pyspark.ml.torch.distributor import TorchDistributor
 
     from benchmarks.scale_rank import rank_peaks, train_and_measure
-    from benchmarks.training import finish, marks_file, new_job, read_marks
+    from benchmarks.training import finish, launch, marks_file, new_job, read_marks
     from jobs.tracking import client
 
     job = new_job(job, experiment_id, use_gpu=False)
+    distributor = TorchDistributor(num_processes=processes, local_mode=local_mode, use_gpu=False)
     with marks_file(None) as marks, tempfile.TemporaryDirectory(prefix="bench-scale-rss-") as folder:
-        launched, started = time.time(), time.perf_counter()
-        result = TorchDistributor(num_processes=processes, local_mode=local_mode, use_gpu=False).run(
-            train_and_measure, job, folder)
+        launched, started, relayed = time.time(), time.perf_counter(), {}
+        # as the train job launches them: rank 0 logs through this process (jobs.training.relay)
+        result = launch(job, lambda ready: distributor.run(train_and_measure, ready, folder), None, relayed)
         wall_s = time.perf_counter() - started
-        timing = finish(job, result, wall_s, launched, read_marks(marks))
+        timing = finish(job, result, wall_s, launched, {**read_marks(marks), **relayed})
         peaks = rank_peaks(folder)
     run = client().get_run(job.run_id).data
     params = run.params

@@ -203,9 +203,9 @@ def new_job(job: RankConfig, experiment_id: str, use_gpu: bool) -> RankConfig:
 PHASES = (
     ("to train_fn", "launched", "entered"), ("rank imports", "entered", "imported"),
     ("process group", "imported", "group"), ("share and model", "group", "ready"),
-    ("rank 0: MLflow start, holdout", "ready", "first_step"), ("epochs beyond their loops", "first_step", "trained"),
+    ("rank 0: its log opened, holdout read", "ready", "first_step"), ("epochs beyond their loops", "first_step", "trained"),
     ("final evaluation, plots, model", "trained", "logged"), ("teardown", "logged", "done"),
-    ("exit to the launcher", "done", "returned"),
+    ("exit to the launcher", "done", "ranks_returned"), ("launcher: plots, model", "ranks_returned", "returned"),
 )
 
 
@@ -215,7 +215,8 @@ def phases(marks: dict[str, float], launched: float, returned: float, loop_s: fl
     logging). Empty without marks (code that writes none)."""
     if not marks:
         return {}
-    at = {**marks, "launched": launched, "returned": returned}
+    # ranks_returned: when the relay's launch returned (before it logged the model); else at the end
+    at = {"ranks_returned": returned, **marks, "launched": launched, "returned": returned}
     spans = {name: at[end] - at[start] for name, start, end in PHASES if start in at and end in at}
     if "epochs beyond their loops" in spans:
         spans["epochs beyond their loops"] -= loop_s
@@ -275,11 +276,21 @@ def distributed(job: RankConfig, experiment_id: str, processes: int, use_gpu: bo
     from jobs.training.loop import train_fn
 
     job = new_job(job, experiment_id, use_gpu)
+    distributor = TorchDistributor(num_processes=processes, local_mode=True, use_gpu=use_gpu)
     with marks_file(code) as marks:
-        launched, started = time.time(), time.perf_counter()
-        result = TorchDistributor(num_processes=processes, local_mode=True, use_gpu=use_gpu).run(train_fn, job)
+        launched, started, relayed = time.time(), time.perf_counter(), {}
+        result = launch(job, lambda ready: distributor.run(train_fn, ready), code, relayed)
         wall_s = time.perf_counter() - started
-        return finish(job, result, wall_s, launched, read_marks(marks))
+        return finish(job, result, wall_s, launched, {**read_marks(marks), **relayed})
+
+
+def launch(job: RankConfig, start: Any, code: str | None, marks: dict[str, float]) -> dict[str, Any] | None:
+    """``start(job)`` as the train job launches ranks: rank 0 logging through this process
+    (:func:`jobs.training.relay.run_relayed`, which adds ``ranks_returned`` to ``marks``); with
+    ``code`` (the code before a change) as that code launched them."""
+    from jobs.training.relay import run_relayed
+
+    return start(job) if code else run_relayed(job, start, marks)
 
 
 def torchrun(job: RankConfig, experiment_id: str, processes: int, code: str | None = None) -> Timing:
@@ -293,14 +304,22 @@ def torchrun(job: RankConfig, experiment_id: str, processes: int, code: str | No
         job_file, result_file = Path(folder, "job.json"), Path(folder, "result.json")
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
                    f"--nproc_per_node={processes}", "-m", "benchmarks.torchrun_rank", str(job_file), str(result_file)]
-        launched, started = time.time(), time.perf_counter()
-        job_file.write_text(job.to_json())
-        done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, check=False)
-        if done.returncode:
-            raise RuntimeError(f"torchrun failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-        result = json.loads(result_file.read_text())
+
+        def start(ready: RankConfig) -> dict[str, Any] | None:
+            text = json.loads(ready.to_json())
+            if code:  # code from before the relay knows no events_dir
+                text.pop("events_dir", None)
+            job_file.write_text(json.dumps(text))
+            done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, check=False)
+            if done.returncode:
+                raise RuntimeError(f"torchrun failed ({done.returncode}):\n{done.stdout[-4000:]}\n"
+                                   f"{done.stderr[-4000:]}")
+            return json.loads(result_file.read_text())
+
+        launched, started, relayed = time.time(), time.perf_counter(), {}
+        result = launch(job, start, code, relayed)
         wall_s = time.perf_counter() - started
-        return finish(job, result, wall_s, launched, read_marks(marks))
+        return finish(job, result, wall_s, launched, {**read_marks(marks), **relayed})
 
 
 def in_process(job: RankConfig, experiment_id: str) -> Timing:

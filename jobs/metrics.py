@@ -39,24 +39,53 @@ def expected_calibration_error(labels: Sequence[float], probabilities: Sequence[
 def evaluate(labels: Sequence[float], probabilities: Sequence[float], days: Sequence[Any] | None = None
              ) -> dict[str, float]:
     """Holdout metrics; the AUCs are NaN when the holdout has a single class. With ``days`` (each
-    row's day), also ``daily_roc_auc`` (:func:`daily_roc_auc`)."""
-    from sklearn.metrics import average_precision_score, brier_score_loss, log_loss, roc_auc_score
-
+    row's day), also ``daily_roc_auc`` (:func:`daily_roc_auc`). Numpy only: a training rank
+    evaluates every epoch, and scikit-learn's import is a second of its start (the test holds each
+    metric to scikit-learn's)."""
     y = np.asarray(labels, dtype=np.float64)
     p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-7, 1 - 1e-7)
     both = len(np.unique(y)) == 2
     daily = {} if days is None else {"daily_roc_auc": daily_roc_auc(days, y, p)}
     return {
-        "log_loss": float(log_loss(y, p, labels=[0.0, 1.0])),
-        "roc_auc": float(roc_auc_score(y, p)) if both else float("nan"),
-        "pr_auc": float(average_precision_score(y, p)) if both else float("nan"),
-        "brier": float(brier_score_loss(y, p)),
+        "log_loss": float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p))) if len(y) else float("nan"),
+        "roc_auc": roc_auc(y, p) if both else float("nan"),
+        "pr_auc": average_precision(y, p) if both else float("nan"),
+        "brier": float(np.mean((p - y) ** 2)) if len(y) else float("nan"),
         "ece": expected_calibration_error(y, p),
         "accuracy": float(np.mean((p >= 0.5) == (y == 1.0))),
         "positive_rate": float(np.mean(y)),
         "rows": float(len(y)),
         **daily,
     }
+
+
+def roc_auc(labels: Any, scores: Any) -> float:
+    """The ROC AUC of 0/1 ``labels`` (both present) by ``scores``: the Mann-Whitney statistic, tied
+    scores counting half (their average rank), as the area under the ROC curve's trapezoids."""
+    y, s = np.asarray(labels, dtype=np.float64), np.asarray(scores, dtype=np.float64)
+    order = np.argsort(s, kind="mergesort")
+    ordered, positive = s[order], y[order] == 1.0
+    first = np.r_[True, ordered[1:] != ordered[:-1]]  # the first of each run of equal scores
+    starts = np.flatnonzero(first)
+    ends = np.r_[starts[1:], len(ordered)]
+    ranks = ((starts + ends + 1) / 2.0)[np.cumsum(first) - 1]  # 1-based, ties at their average
+    positives = float(positive.sum())
+    negatives = len(y) - positives
+    return float((ranks[positive].sum() - positives * (positives + 1) / 2.0) / (positives * negatives))
+
+
+def average_precision(labels: Any, scores: Any) -> float:
+    """The average precision of 0/1 ``labels`` (some positive) by ``scores``: the precision at each
+    distinct score, from the highest down, weighted by the recall it adds (scikit-learn's
+    ``average_precision_score``, no interpolation)."""
+    y, s = np.asarray(labels, dtype=np.float64), np.asarray(scores, dtype=np.float64)
+    order = np.argsort(-s, kind="mergesort")
+    ordered = s[order]
+    last = np.r_[ordered[1:] != ordered[:-1], True]  # the last of each run of equal scores
+    true_positives = np.cumsum(y[order])[last]
+    predicted = np.arange(1, len(y) + 1, dtype=np.float64)[last]
+    recall = true_positives / true_positives[-1]
+    return float(np.sum(np.diff(np.r_[0.0, recall]) * (true_positives / predicted)))
 
 
 def days_of(rows: Any) -> Any:
@@ -75,13 +104,12 @@ def daily_roc_auc(days: Sequence[Any], labels: Sequence[float], probabilities: S
     also credits ranking one day above another (a stormy day's flights all above a calm day's),
     which no day's own ranking uses."""
     import pandas as pd
-    from sklearn.metrics import roc_auc_score
 
     frame = pd.DataFrame({"day": np.asarray(days), "y": np.asarray(labels, dtype=np.float64),
                           "p": np.asarray(probabilities, dtype=np.float64)})
     scores, weights = [], []
     for _, rows in frame.groupby("day", sort=True):
         if rows["y"].nunique() == 2:
-            scores.append(roc_auc_score(rows["y"], rows["p"]))
+            scores.append(roc_auc(rows["y"].to_numpy(), rows["p"].to_numpy()))
             weights.append(len(rows))
     return float(np.average(scores, weights=weights)) if scores else float("nan")

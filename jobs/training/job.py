@@ -28,7 +28,9 @@ keeping its rows on its device, or streaming them through a bounded buffer (``tr
 run in ``train.precision`` (bf16 autocast by default on a GPU
 that has it, fp16 with a loss scaler, fp32); rank 0 logs per-epoch metrics, plots (loss curves, ROC and
 calibration curves on the holdout) and the model (pyfunc with signature, input example and the
-preprocessing). The driver then registers a new model version and tags it with the run date, the
+preprocessing): under TorchDistributor through files this process forwards to the run as the epochs
+end, and the plots and the model logged here from rank 0's weights (:mod:`jobs.training.relay`: the
+ranks import no MLflow). The driver then registers a new model version and tags it with the run date, the
 window and the holdout metrics, logs the evaluation report, checks that the candidate beats the best
 MLlib baseline of the same window (:mod:`jobs.selection.bar`: otherwise it stops before the gate,
 saying why), applies the champion gate, and writes ``reports/training/date=<run-date>/summary.json``
@@ -76,6 +78,7 @@ from jobs.training.lifecycle import failed_on_error, terminate_on_signal
 from jobs.training.loop import rank_errors, ranks_failed, ranks_output_until_a_failure, train_fn, train_in_process
 from jobs.training.publish import TrainingRun, open_run, publish
 from jobs.training.rank import RankConfig, batch_size
+from jobs.training.relay import run_relayed
 from jobs.training.resources import IN_PROCESS, choose_launcher, gpu_resources, training_processes
 from jobs.training.stream import plan_shares, resolve_data_path
 
@@ -259,7 +262,7 @@ def main(argv: list[str] | None = None) -> None:
         client().set_tag(run.run_id, key, value)
 
     # Train: TorchDistributor runs train_fn in every rank (or this process runs it as the only rank);
-    # rank 0 logs to the run and logs the model.
+    # rank 0 logs to the run (through this process under TorchDistributor) and the model is logged.
     rank = RankConfig.build(cfg, spec.label, pre, train_dirs, holdout_dirs, run_id=run.run_id,
                             tracking_uri=tracking_uri(), checkpoint_dir=run.checkpoint_dir,
                             validation_dirs=validation_dirs)
@@ -272,9 +275,11 @@ def main(argv: list[str] | None = None) -> None:
             else:
                 from pyspark.ml.torch.distributor import TorchDistributor
 
+                distributor = TorchDistributor(num_processes=num_processes, local_mode=local_mode, use_gpu=use_gpu)
                 with ranks_output_until_a_failure():
-                    result = TorchDistributor(num_processes=num_processes, local_mode=local_mode,
-                                              use_gpu=use_gpu).run(train_fn, rank)
+                    # rank 0 logs through files beside the checkpoints, forwarded from here as they come
+                    result = run_relayed(rank.replace(events_dir=f"{run.checkpoint_dir}/events"),
+                                         lambda job: distributor.run(train_fn, job))
         except RuntimeError as err:  # "TorchDistributor failed during training": the ranks say why
             said = rank_errors(run.checkpoint_dir)
             if said:

@@ -159,7 +159,9 @@ def train_fn(job: RankConfig) -> dict[str, Any] | None:
     rank cuts its share into the same number of batches: every training row is used exactly once
     per epoch and the ranks stay in step. ``job.data_path`` says whether a rank holds its share in
     memory or streams it through a bounded buffer (:mod:`jobs.training.stream`; ``auto`` by its
-    size); rank 0 logs which as ``training_data_path``. Only rank 0 touches MLflow.
+    size); rank 0 logs which as ``training_data_path``. Only rank 0 logs: to MLflow itself, or,
+    with ``job.events_dir`` set (:func:`jobs.training.relay.run_relayed`), through files that the
+    launching process forwards and from which it logs the model.
 
     With ``job.checkpoint_dir`` set, rank 0 saves the weights, optimizer state, loss history
     and the epoch's metrics there after every epoch (:func:`save_checkpoint`), before logging
@@ -171,7 +173,8 @@ def train_fn(job: RankConfig) -> dict[str, Any] | None:
     Everything else a run measures (per-epoch loss and metrics, ``train_rows``, ``epoch_seconds``
     of each training loop, ``resumed_from_epoch``) is in the MLflow run.
 
-    What a rank's start costs (docs/bench/training.md): ranks other than 0 never import MLflow, and
+    What a rank's start costs (docs/bench/training.md): ranks never import MLflow under a relay
+    (rank 0 otherwise), and
     a rank leaves with its objects frozen out of the interpreter's final garbage collections
     (``gc.freeze``). DDP stays: its constructor imports ``torch._dynamo`` (one to three seconds),
     but so does the optimizer's first step (torch 2.13's ``torch.optim`` imports it on every
@@ -359,6 +362,7 @@ def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] 
         seed_epoch,
         train_batches,
     )
+    from jobs.training.relay import rank_log
     from jobs.training.stream import StreamingShard, plan_shares, resolve_data_path
 
     marks = {"entered": entered or time.time(), "imported": time.time()}  # when each phase ended
@@ -439,16 +443,13 @@ def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] 
     history: dict[str, list[float]] = state["history"] if state else {"train": [], "holdout": []}
     marks["ready"] = time.time()
     if rank == 0:
-        import mlflow
-
-        from jobs.model.tabular import log_pyfunc
-
-        marks["mlflow_imported"] = time.time()
-        mlflow.set_tracking_uri(job.tracking_uri)
-        mlflow.start_run(run_id=job.run_id)
+        # MLflow itself in the job's own process; files the launcher forwards under TorchDistributor
+        # or torchrun (jobs.training.relay), so this rank imports no MLflow
+        run_log = rank_log(job)
+        marks["log_opened"] = time.time()
         holdout_plan = plan_shares(job.holdout_dirs, 1, label)  # all of it
         holdout_path = resolve_data_path(job.data_path, holdout_plan.share_rows[0], job.buffer_rows)
-        mlflow.log_params({
+        run_log.params({
             "training_precision": precision,
             "training_device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
             "training_data_path": data_path, "holdout_data_path": holdout_path,
@@ -456,12 +457,9 @@ def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] 
         })
         holdout = HoldoutRows(holdout_plan.units, wanted, label, pre, device, holdout_path, job.read_batch_rows)
         if state is None:
-            mlflow.log_metrics({"holdout_rows": float(len(holdout.labels))})
-        else:
-            mlflow.set_tag("resumed_from_epoch", str(start_epoch))
-            logged = {m.step for m in mlflow.MlflowClient().get_metric_history(job.run_id, "train_loss")}
-            if start_epoch - 1 not in logged:  # the last attempt died between saving and logging
-                mlflow.log_metrics(state["metrics"], step=start_epoch - 1)
+            run_log.metrics({"holdout_rows": float(len(holdout.labels))})
+        else:  # whatever the last attempt saved but died before logging, logged now
+            run_log.resumed(start_epoch, state["metrics"])
 
     marks["first_step"] = time.time()
     for epoch in range(start_epoch, epochs):
@@ -492,7 +490,7 @@ def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] 
                     "scaler": scaler.state_dict() if scaler is not None else None,
                     "history": history, "metrics": logged,
                 })
-            mlflow.log_metrics(logged, step=epoch)
+            run_log.metrics(logged, step=epoch)
             print(
                 f"epoch {epoch + 1}/{epochs}: train_loss={train_loss:.4f} "
                 f"holdout_log_loss={metrics['log_loss']:.4f} holdout_roc_auc={metrics['roc_auc']:.4f}",
@@ -501,27 +499,19 @@ def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] 
 
     marks["trained"] = time.time()
     if rank == 0:
-        from jobs.model.calibration import apply_scale, record_metrics, record_params
-        from jobs.plots import calibration_figure, loss_figure, roc_figure
+        from jobs.model.calibration import apply_scale
 
         calibration = fit_calibration(job, net, wanted, pre, device)
         # The logged model's holdout metrics: the calibrated probabilities, as its pyfunc gives them.
         probabilities = apply_scale(holdout.predict(net), calibration["logit_scale"])
         metrics = evaluate(holdout.labels, probabilities)
-        mlflow.log_params(record_params(calibration))
-        mlflow.log_metrics(record_metrics(calibration))
-        # one step past the last epoch: the run's latest holdout_* are the logged model's
-        mlflow.log_metrics({f"holdout_{k}": v for k, v in metrics.items() if k != "rows"}, step=epochs)
-        mlflow.log_figure(loss_figure(history), "plots/loss_curves.png")
-        if len(np.unique(holdout.labels)) == 2:
-            mlflow.log_figure(roc_figure(holdout.labels, probabilities), "plots/roc_curve.png")
-        mlflow.log_figure(calibration_figure(holdout.labels, probabilities), "plots/calibration_curve.png")
-        info = log_pyfunc(net.cpu(), pre, job.hyper, holdout.head, builder=job.builder, calibration=calibration)
-        # Detach, leaving the run RUNNING: the driver finishes it once the model is registered, so a
-        # driver that dies in between leaves a run that a retry resumes (no epochs left: it logs and
-        # registers the model) instead of a FINISHED run without a version.
-        mlflow.end_run(status="RUNNING")
-        result = {"model_uri": info.model_uri, "metrics": metrics}
+        # The plots and the model: logged here, or by the launcher from the weights (FileLog). The run
+        # stays RUNNING: the driver finishes it once the model is registered, so a driver that dies in
+        # between leaves a run that a retry resumes (no epochs left: it logs and registers the model)
+        # instead of a FINISHED run without a version.
+        model_uri = run_log.finish(net, {"calibration": calibration, "history": history, "labels": holdout.labels,
+                                         "probabilities": probabilities, "head": holdout.head, "metrics": metrics})
+        result = {"model_uri": model_uri, "metrics": metrics}
         marks["logged"] = time.time()
     # In local mode every rank writes its return value to the same file, the last one winning:
     # give every rank rank 0's result so whichever writes last returns the right thing.

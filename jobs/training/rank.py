@@ -42,7 +42,9 @@ class RankConfig:
     ``malloc_mmap_threshold``: how the rank's process allocates memory (``train.arrow_memory_pool``,
     ``train.malloc_mmap_threshold``, :mod:`jobs.training.allocation`); ``validation_dirs`` and
     ``calibration``: the validation days' partitions rank 0 fits the model's calibration on before
-    logging it, and how (``train.calibration``, :mod:`jobs.model.calibration`).
+    logging it, and how (``train.calibration``, :mod:`jobs.model.calibration`); ``events_dir``:
+    where rank 0 writes what it logs, for the launching process to forward to MLflow
+    (:mod:`jobs.training.relay`; None: rank 0 logs to MLflow itself).
     """
 
     run_id: str
@@ -71,6 +73,7 @@ class RankConfig:
     weight_decay: float = 0.0  # AdamW's (train.weight_decay)
     validation_dirs: tuple[str, ...] = ()
     calibration: str = "none"  # none | temperature (train.calibration)
+    events_dir: str | None = None  # set by jobs.training.relay.run_relayed
 
     def __post_init__(self) -> None:
         # Lists (from JSON, or a caller's) become tuples: the contract stays immutable.

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import pytest
 import torch
 
 from jobs.metrics import evaluate
@@ -102,6 +103,43 @@ def test_evaluate_scores_a_perfect_and_a_single_class_holdout():
     assert perfect["roc_auc"] == 1.0 and perfect["accuracy"] == 1.0 and perfect["positive_rate"] == 0.5
     single = evaluate([1, 1], [0.7, 0.6])
     assert math.isnan(single["roc_auc"]) and single["log_loss"] > 0
+
+
+@pytest.mark.parametrize("rows, distinct", [(7, 3), (200, 5), (5000, 10_000), (5000, 40)])
+def test_evaluate_gives_scikit_learn_s_numbers_without_importing_it(rows, distinct):
+    """The metrics are numpy's (a training rank evaluates every epoch and scikit-learn's import is a
+    second of its start), and equal scikit-learn's: scores with many ties, few, and rows with one
+    positive; a fresh interpreter that evaluates has no scikit-learn."""
+    import subprocess
+    import sys
+
+    from sklearn.metrics import average_precision_score, brier_score_loss, log_loss, roc_auc_score
+
+    from jobs.metrics import daily_roc_auc
+
+    rng = np.random.default_rng(rows + distinct)
+    for case in range(4):
+        scores = rng.integers(0, distinct, rows) / distinct + 1e-3
+        labels = (rng.random(rows) < np.clip(scores if case else scores / 10, 0, 1)).astype(float)
+        labels[:2] = [0.0, 1.0] if case != 3 else [1.0, 0.0]
+        if case == 2:
+            labels[2:] = 0.0  # one positive
+        got = evaluate(labels, scores)
+        clipped = np.clip(scores, 1e-7, 1 - 1e-7)
+        assert got["roc_auc"] == pytest.approx(roc_auc_score(labels, clipped), abs=1e-12)
+        assert got["pr_auc"] == pytest.approx(average_precision_score(labels, clipped), abs=1e-12)
+        assert got["log_loss"] == pytest.approx(log_loss(labels, clipped, labels=[0.0, 1.0]), abs=1e-12)
+        assert got["brier"] == pytest.approx(brier_score_loss(labels, clipped), abs=1e-12)
+        days = np.arange(rows) % 3
+        expected = np.average([roc_auc_score(labels[days == d], clipped[days == d]) for d in range(3)
+                               if len(set(labels[days == d])) == 2],
+                              weights=[(days == d).sum() for d in range(3) if len(set(labels[days == d])) == 2])
+        assert daily_roc_auc(days, labels, clipped) == pytest.approx(expected, abs=1e-12)
+    code = ("import sys\nfrom jobs.metrics import evaluate\nevaluate([0, 1, 1], [0.2, 0.7, 0.4], days=[1, 1, 2])\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_calibration_error_is_zero_when_predictions_match_observed_rates_and_grows_with_the_gap():

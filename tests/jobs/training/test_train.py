@@ -150,10 +150,12 @@ def test_distributed_training_is_deterministic_and_sees_every_row_once(spark, co
     from pyspark.ml.torch.distributor import TorchDistributor
 
     from jobs.training.loop import train_fn
+    from jobs.training.relay import run_relayed
 
-    def train() -> tuple[dict, str]:
+    def train() -> tuple[dict, str]:  # as the train job launches them: rank 0 logs through this process
         job = small_training["new_job"](**STREAMING)
-        return TorchDistributor(num_processes=2, local_mode=True, use_gpu=False).run(train_fn, job), job.run_id
+        distributor = TorchDistributor(num_processes=2, local_mode=True, use_gpu=False)
+        return run_relayed(job, lambda relayed: distributor.run(train_fn, relayed)), job.run_id
 
     (first, first_run), (second, _) = train(), train()
     assert first["metrics"] == second["metrics"]
@@ -169,6 +171,130 @@ def test_distributed_training_is_deterministic_and_sees_every_row_once(spark, co
     assert run.data.params["training_malloc_mmap_threshold"] == str(config.train.malloc_mmap_threshold) == "1048576"
     assert run.info.status == "RUNNING"  # the driver finishes it after registering the model
     assert 0.5 < first["metrics"]["roc_auc"] <= 1.0
+
+
+def run_record(uri: str, run_id: str) -> dict:
+    """What a training run logged: params, each metric's (step, value) history (``epoch_seconds``
+    only its steps: a duration), the plots' names and the model's predictions on the holdout."""
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    run = client.get_run(run_id)
+    history = {name: [(m.step, None if name == "epoch_seconds" else m.value)
+                      for m in sorted(client.get_metric_history(run_id, name), key=lambda m: (m.step, m.timestamp))]
+               for name in run.data.metrics}
+    (model,) = logged_models(uri, run_id)
+    return {"params": run.data.params, "metrics": history, "status": run.info.status,
+            "plots": sorted(a.path for a in client.list_artifacts(run_id, "plots")), "model": model.model_uri}
+
+
+def test_rank_0_logging_through_the_relay_logs_what_it_logs_itself(small_training, config):
+    """The same training logged by rank 0 itself and through the relay (its files forwarded by this
+    process, the model logged here from its weights): the same params, metric histories, plots and
+    result, and models that predict the same, to the bit."""
+    import mlflow
+
+    from jobs.training.loop import train_in_process
+    from jobs.training.relay import run_relayed
+
+    uri = small_training["uri"]
+    direct_job, relayed_job = small_training["new_job"](), small_training["new_job"]()
+    direct = train_in_process(direct_job)
+    relayed = run_relayed(relayed_job, train_in_process)
+    assert relayed["metrics"] == direct["metrics"] and relayed["model_uri"] != direct["model_uri"]
+    mine, theirs = run_record(uri, direct_job.run_id), run_record(uri, relayed_job.run_id)
+    assert mine["model"] == direct["model_uri"] and theirs["model"] == relayed["model_uri"]
+    assert theirs["status"] == mine["status"] == "RUNNING"  # the driver finishes it after registering
+    assert theirs["plots"] == mine["plots"] == ["plots/calibration_curve.png", "plots/loss_curves.png",
+                                                "plots/roc_curve.png"]
+    assert theirs["params"] == mine["params"] and theirs["metrics"] == mine["metrics"]
+    assert len(mine["metrics"]["train_loss"]) == direct_job.epochs
+    rows = pd.concat([pd.read_parquet(d) for d in small_training["dirs"][3:]])[config.features.inputs]
+    predicted = [mlflow.pyfunc.load_model(r["model_uri"]).predict(rows) for r in (direct, relayed)]
+    assert (predicted[0] == predicted[1]).all()
+
+
+def test_rank_0_under_the_relay_imports_no_mlflow(small_training):
+    """Rank 0 in a process of its own with ``events_dir`` set (as TorchDistributor's rank under
+    the train job): it imports no MLflow, matplotlib or scikit-learn (seconds of its start and its
+    end), and the launching process logs its run and model from the files."""
+    import json
+    import subprocess
+    import sys
+
+    from jobs.training.relay import run_relayed
+
+    script = ("import json, sys\nfrom jobs.training.loop import train_in_process\n"
+              "from jobs.training.rank import RankConfig\n"
+              "result = train_in_process(RankConfig.from_json(sys.argv[1]))\n"
+              "print(json.dumps({'result': result, 'modules': sorted(m for m in sys.modules "
+              "if m.split('.')[0] in ('mlflow', 'matplotlib', 'sklearn'))}))\n")
+    seen = {}
+
+    def launch(job):
+        done = subprocess.run([sys.executable, "-c", script, job.to_json()], capture_output=True, text=True,
+                              timeout=300, check=False, cwd=Path(__file__).resolve().parents[3])
+        assert done.returncode == 0, done.stderr[-3000:]
+        seen.update(json.loads(done.stdout.strip().splitlines()[-1]))
+        return seen["result"]
+
+    job = small_training["new_job"]()
+    result = run_relayed(job, launch)
+    assert seen["modules"] == [] and seen["result"]["model_uri"] is None
+    assert result["model_uri"] and result["metrics"] == seen["result"]["metrics"]
+    assert run_record(small_training["uri"], job.run_id)["model"] == result["model_uri"]
+
+
+def test_the_relay_forwards_as_the_ranks_train_and_what_a_dead_launcher_left_first(small_training, tmp_path):
+    """Events a dead launcher did not forward (a retry of the same training: its folder under the
+    checkpoints) reach the run before the new attempt's ranks start, the dead rank's final skipped;
+    an event written while the ranks run reaches the run before they return; a failed launch keeps
+    its own error."""
+    import time
+
+    import mlflow
+    import torch
+
+    from jobs.lake.storage import list_files
+    from jobs.training.relay import FileLog, run_relayed
+
+    job = small_training["new_job"](events_dir=str(tmp_path / "events"))
+    client = mlflow.MlflowClient(small_training["uri"])
+    dead = FileLog(job.events_dir)
+    dead.metrics({"train_loss": 0.5}, step=0)
+    dead.finish(torch.nn.Linear(2, 1), {})
+    seen = {}
+
+    def history() -> list[tuple[int, float]]:
+        return [(m.step, m.value) for m in client.get_metric_history(job.run_id, "train_loss")]
+
+    def launch(relayed):
+        seen["before"], seen["files"] = history(), list_files(relayed.events_dir, "")
+        FileLog(relayed.events_dir).metrics({"train_loss": 0.25}, step=1)
+        deadline = time.monotonic() + 30
+        while len(history()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        seen["during"] = history()
+        raise RuntimeError("the ranks failed")
+
+    with pytest.raises(RuntimeError, match="the ranks failed"):
+        run_relayed(job, launch)
+    assert seen["before"] == [(0, 0.5)] and seen["files"] == []
+    assert sorted(seen["during"]) == [(0, 0.5), (1, 0.25)]
+    assert list_files(job.events_dir, "") == []
+
+
+def test_rank_0_stops_when_the_relay_cannot_forward_its_log(small_training):
+    """Forwarding that fails (here a run the store does not have; in life a tracking server gone
+    past its retries) stops rank 0 at its next event, saying why, instead of training on for a
+    run nothing more reaches."""
+    from jobs.training.loop import train_in_process
+    from jobs.training.relay import run_relayed
+
+    job = small_training["new_job"](run_id="0" * 32, epochs=500)
+    with pytest.raises(RuntimeError, match="the launching process stopped the training: could not forward rank 0's "
+                                           f"log to MLflow run {job.run_id}: MlflowException"):
+        run_relayed(job, train_in_process)
 
 
 class TensorLedger(TorchFunctionMode):
