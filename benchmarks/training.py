@@ -24,12 +24,13 @@ overrides the epochs):
 - ``train_fn in-process``: :func:`jobs.training.loop.train_fn` called in this process as a world of one
   (gloo), without TorchDistributor: the pipeline's own fixed cost without starting any process.
 - ``TorchDistributor, N processes`` (``local_mode=True``, ``use_gpu=False``, N = 1 and 2):
-  ``TorchDistributor(...).run(train_fn, job)``. Its fixed cost is its wall time minus the epochs'
-  training loops (train_fn's ``epoch_seconds``, the all-reduce included): starting torchrun and the
-  rank processes (Python, torch and ``jobs`` imports), the process-group init, each rank reading and
-  encoding its share, rank 0 reading the holdout, evaluating it after every epoch and at the end and
-  logging metrics, plots and the model to MLflow, and the final broadcast and teardown. Creating the MLflow run (the
-  driver's work in the training job) is not timed.
+  ``TorchDistributor(...).run(train_fn, job)`` as the train job launches it, rank 0 logging through
+  this process (:func:`jobs.training.relay.run_relayed`). Its fixed cost is its wall time minus the
+  epochs' training loops (train_fn's ``epoch_seconds``, the all-reduce included): starting torchrun
+  and the rank processes (Python, torch and ``jobs`` imports), the process-group init, each rank
+  reading and encoding its share, rank 0 reading the holdout, evaluating it after every epoch and at
+  the end and writing its log, the final broadcast and teardown, and this process logging the plots
+  and the model. Creating the MLflow run (the driver's work in the training job) is not timed.
 - ``torchrun, N processes`` (N = 1 and 2): what a user would pick instead of TorchDistributor, the
   same train_fn on the same job started by ``python -m torch.distributed.run --standalone --nnodes=1
   --nproc_per_node N -m benchmarks.torchrun_rank`` (the job and the result passed as JSON files), timed
@@ -48,9 +49,11 @@ overrides the epochs):
 ``train.launcher: auto`` runs for a small CPU window), TorchDistributor and torchrun with 1 and 2 processes,
 each launch split into its phases from the timing marks rank 0 writes
 (:data:`jobs.training.loop.TIMING_MARKS_ENV`): to rank 0 entering train_fn (the launchers and the
-rank's interpreter), the rank's imports, the process group, its share and the model, rank 0's MLflow
-start (import, run, params, holdout), the epochs' evaluation and logging beyond their loops, the final
-evaluation, plots and model, the teardown, and the exit back to the launcher. ``--before DIR`` adds
+rank's interpreter), the rank's imports, the process group, its share and the model, rank 0's log
+opened (MLflow's import and run where rank 0 logs itself) and its holdout read, the epochs'
+evaluation and logging beyond their loops, the final evaluation (with the plots and model where
+rank 0 logs them), the teardown, the exit back to the launcher, and the launcher logging the plots
+and the model (under the relay). ``--before DIR`` adds
 every launcher again with the ranks importing ``jobs`` from ``DIR`` instead (a copy of the code
 before a change: ``git archive <commit> | tar -x -C DIR``), the two taking turns in one process on one
 window: before and after on the same machine at the same time (code that writes no marks gets only
