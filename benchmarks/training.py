@@ -206,7 +206,8 @@ def new_job(job: RankConfig, experiment_id: str, use_gpu: bool) -> RankConfig:
 PHASES = (
     ("to train_fn", "launched", "entered"), ("rank imports", "entered", "imported"),
     ("process group", "imported", "group"), ("share and model", "group", "ready"),
-    ("rank 0: its log opened, holdout read", "ready", "first_step"), ("epochs beyond their loops", "first_step", "trained"),
+    ("rank 0: its log opened, holdout read", "ready", "first_step"),
+    ("epochs beyond their loops", "first_step", "trained"),
     ("final evaluation, plots, model", "trained", "logged"), ("teardown", "logged", "done"),
     ("exit to the launcher", "done", "ranks_returned"), ("launcher: plots, model", "ranks_returned", "returned"),
 )
