@@ -60,32 +60,22 @@ def evaluate(labels: Sequence[float], probabilities: Sequence[float], days: Sequ
 
 
 def roc_auc(labels: Any, scores: Any) -> float:
-    """The ROC AUC of 0/1 ``labels`` (both present) by ``scores``: the Mann-Whitney statistic, tied
-    scores counting half (their average rank), as the area under the ROC curve's trapezoids."""
-    y, s = np.asarray(labels, dtype=np.float64), np.asarray(scores, dtype=np.float64)
-    order = np.argsort(s, kind="mergesort")
-    ordered, positive = s[order], y[order] == 1.0
-    first = np.r_[True, ordered[1:] != ordered[:-1]]  # the first of each run of equal scores
-    starts = np.flatnonzero(first)
-    ends = np.r_[starts[1:], len(ordered)]
-    ranks = ((starts + ends + 1) / 2.0)[np.cumsum(first) - 1]  # 1-based, ties at their average
-    positives = float(positive.sum())
-    negatives = len(y) - positives
-    return float((ranks[positive].sum() - positives * (positives + 1) / 2.0) / (positives * negatives))
+    """The ROC AUC of 0/1 ``labels`` (both present) by ``scores``, tied scores counting half: the
+    monitor's weighted one (:func:`jobs.monitoring.quality.roc_auc`) with every row weighing one."""
+    from jobs.monitoring.quality import roc_auc as weighted
+
+    y = np.asarray(labels, dtype=np.float64)
+    return float(weighted(np.asarray(scores, dtype=np.float64), y, np.ones((1, len(y))))[0])
 
 
 def average_precision(labels: Any, scores: Any) -> float:
-    """The average precision of 0/1 ``labels`` (some positive) by ``scores``: the precision at each
-    distinct score, from the highest down, weighted by the recall it adds (scikit-learn's
-    ``average_precision_score``, no interpolation)."""
-    y, s = np.asarray(labels, dtype=np.float64), np.asarray(scores, dtype=np.float64)
-    order = np.argsort(-s, kind="mergesort")
-    ordered = s[order]
-    last = np.r_[ordered[1:] != ordered[:-1], True]  # the last of each run of equal scores
-    true_positives = np.cumsum(y[order])[last]
-    predicted = np.arange(1, len(y) + 1, dtype=np.float64)[last]
-    recall = true_positives / true_positives[-1]
-    return float(np.sum(np.diff(np.r_[0.0, recall]) * (true_positives / predicted)))
+    """The average precision of 0/1 ``labels`` (some positive) by ``scores`` (scikit-learn's
+    ``average_precision_score``): the monitor's weighted one (:func:`jobs.monitoring.quality.pr_auc`)
+    with every row weighing one."""
+    from jobs.monitoring.quality import pr_auc as weighted
+
+    y = np.asarray(labels, dtype=np.float64)
+    return float(weighted(np.asarray(scores, dtype=np.float64), y, np.ones((1, len(y))))[0])
 
 
 def days_of(rows: Any) -> Any:
