@@ -79,7 +79,7 @@ from jobs.training.loop import rank_errors, ranks_failed, ranks_output_until_a_f
 from jobs.training.publish import TrainingRun, open_run, publish
 from jobs.training.rank import RankConfig, batch_size
 from jobs.training.relay import run_relayed
-from jobs.training.resources import IN_PROCESS, choose_launcher, gpu_resources, training_processes
+from jobs.training.resources import IN_PROCESS, choose_launcher, gpu_resources, rank_data_path, training_processes
 from jobs.training.stream import plan_shares, resolve_data_path
 
 if TYPE_CHECKING:
@@ -203,8 +203,9 @@ def main(argv: list[str] | None = None) -> None:
         num_processes = 1
         plan = plan_shares(train_dirs, num_processes, spec.label)
     plan.refuse_empty(f"{train_window} on {num_processes} ranks")
+    data_path = rank_data_path(cfg.data_path, launcher, sum(plan.share_rows), cfg.in_process_max_rows)
     log.info("labelled rows per rank: %s; data path: %s (train.data_path %s, buffer_rows %s)", plan.share_rows,
-             resolve_data_path(cfg.data_path, max(plan.share_rows), cfg.buffer_rows), cfg.data_path, cfg.buffer_rows)
+             resolve_data_path(data_path, max(plan.share_rows), cfg.buffer_rows), cfg.data_path, cfg.buffer_rows)
     pre = fit_preprocessor(features, spec, cfg.min_category_count, train_window, cfg.clip_to_training_range)
     log.info("training on %s..%s, holdout %s..%s; vocabularies: %s", train_days[0], train_days[-1],
              holdout_days[0], holdout_days[-1], {c: len(v) for c, v in pre.vocab.items()})
@@ -265,7 +266,7 @@ def main(argv: list[str] | None = None) -> None:
     # rank 0 logs to the run (through this process under TorchDistributor) and the model is logged.
     rank = RankConfig.build(cfg, spec.label, pre, train_dirs, holdout_dirs, run_id=run.run_id,
                             tracking_uri=tracking_uri(), checkpoint_dir=run.checkpoint_dir,
-                            validation_dirs=validation_dirs)
+                            validation_dirs=validation_dirs).replace(data_path=data_path)
     # Any failure from here on, SIGTERM included, ends the run as FAILED (a retry still resumes it).
     with failed_on_error(client(), run.run_id):
         rank_errors(run.checkpoint_dir, clear=True)  # what an earlier attempt's ranks said

@@ -328,11 +328,16 @@ def test_auto_trains_a_small_window_as_one_rank_in_the_job_s_own_process(feature
     monkeypatch.setattr(job, "train_in_process", in_process)
     monkeypatch.setattr(TorchDistributor, "run", distributor_run)
     for launcher in ("auto", "torch_distributor"):
-        home = make_lake(config_patch, tmp_path / launcher, features, epochs=2, launcher=launcher, num_processes=1)
+        # a buffer smaller than the window: auto still holds it in memory in process (rank_data_path);
+        # the TorchDistributor rank is told to, so both train the same way
+        home = make_lake(config_patch, tmp_path / launcher, features, epochs=2, launcher=launcher, num_processes=1,
+                         buffer_rows=500, **({"data_path": "memory"} if launcher == "torch_distributor" else {}))
         train_in_this_process(home, monkeypatch, tmp_path / launcher)
         _, runs[launcher] = run_of(f"sqlite:///{tmp_path / launcher}/mlflow.db", config)
     auto, distributed = runs["auto"], runs["torch_distributor"]
     assert auto.data.params["launcher"] == "in_process" and auto.data.params["num_processes"] == "1"
+    assert auto.data.params["data_path"] == "auto" and auto.data.params["training_data_path"] == "memory"
+    assert int(auto.data.metrics["train_rows"]) > 500  # more rows than the buffer: auto alone would stream
     assert distributed.data.params["launcher"] == "torch_distributor"
     assert calls == ["in_process", "torch_distributor"]  # auto started no torchrun and no rank process
     metrics = {k: v for k, v in distributed.data.metrics.items() if k.startswith(("holdout_", "train_loss"))}
@@ -340,7 +345,7 @@ def test_auto_trains_a_small_window_as_one_rank_in_the_job_s_own_process(feature
 
 
 def test_the_launcher_follows_the_window_the_device_and_the_cluster(config, config_patch):
-    from jobs.training.resources import choose_launcher
+    from jobs.training.resources import choose_launcher, rank_data_path
 
     def chosen(setting="auto", use_gpu=False, local_mode=True, rows=1000):
         return choose_launcher(setting, use_gpu=use_gpu, local_mode=local_mode, labelled_rows=rows, max_rows=1000)[0]
@@ -348,6 +353,11 @@ def test_the_launcher_follows_the_window_the_device_and_the_cluster(config, conf
     assert chosen() == "in_process" and chosen(rows=1001) == "torch_distributor"
     assert chosen(use_gpu=True) == chosen(local_mode=False) == "torch_distributor"
     assert chosen("torch_distributor") == "torch_distributor" and chosen("in_process", rows=10**9) == "in_process"
+    # in process, a window within in_process_max_rows is held in memory; anything else as set
+    assert rank_data_path("auto", "in_process", 1000, 1000) == "memory"
+    assert rank_data_path("auto", "in_process", 1001, 1000) == "auto"  # a forced in_process past the bound
+    assert rank_data_path("auto", "torch_distributor", 10, 1000) == "auto"
+    assert rank_data_path("stream", "in_process", 10, 1000) == "stream"
     assert config.train.launcher == "auto"  # the bundled default
     with pytest.raises(ValueError, match="train.launcher must be one of auto, torch_distributor, in_process"):
         config_patch.replace(config, train={"launcher": "ray"})
