@@ -39,18 +39,23 @@ def expected_calibration_error(labels: Sequence[float], probabilities: Sequence[
 def evaluate(labels: Sequence[float], probabilities: Sequence[float], days: Sequence[Any] | None = None
              ) -> dict[str, float]:
     """Holdout metrics; the AUCs are NaN when the holdout has a single class. With ``days`` (each
-    row's day), also ``daily_roc_auc`` (:func:`daily_roc_auc`). Numpy only: a training rank
-    evaluates every epoch, and scikit-learn's import is a second of its start (the test holds each
-    metric to scikit-learn's)."""
+    row's day), also ``daily_roc_auc`` (:func:`daily_roc_auc`). The ranking and loss metrics are the
+    monitor's (:func:`jobs.monitoring.quality.point_metrics`), numpy only: a training rank evaluates
+    every epoch, and scikit-learn's import is a second of its start (the test holds each metric to
+    scikit-learn's)."""
+    from jobs.monitoring.quality import point_metrics
+
+    nan = float("nan")
     y = np.asarray(labels, dtype=np.float64)
     p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-7, 1 - 1e-7)
     both = len(np.unique(y)) == 2
+    found = point_metrics(p, y)  # an undefined metric left out
     daily = {} if days is None else {"daily_roc_auc": daily_roc_auc(days, y, p)}
     return {
-        "log_loss": float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p))) if len(y) else float("nan"),
-        "roc_auc": roc_auc(y, p) if both else float("nan"),
-        "pr_auc": average_precision(y, p) if both else float("nan"),
-        "brier": float(np.mean((p - y) ** 2)) if len(y) else float("nan"),
+        "log_loss": found.get("log_loss", nan),
+        "roc_auc": found["roc_auc"] if both else nan,
+        "pr_auc": found["pr_auc"] if both else nan,
+        "brier": found.get("brier", nan),
         "ece": expected_calibration_error(y, p),
         "accuracy": float(np.mean((p >= 0.5) == (y == 1.0))),
         "positive_rate": float(np.mean(y)),
@@ -63,16 +68,6 @@ def roc_auc(labels: Any, scores: Any) -> float:
     """The ROC AUC of 0/1 ``labels`` (both present) by ``scores``, tied scores counting half: the
     monitor's weighted one (:func:`jobs.monitoring.quality.roc_auc`) with every row weighing one."""
     from jobs.monitoring.quality import roc_auc as weighted
-
-    y = np.asarray(labels, dtype=np.float64)
-    return float(weighted(np.asarray(scores, dtype=np.float64), y, np.ones((1, len(y))))[0])
-
-
-def average_precision(labels: Any, scores: Any) -> float:
-    """The average precision of 0/1 ``labels`` (some positive) by ``scores`` (scikit-learn's
-    ``average_precision_score``): the monitor's weighted one (:func:`jobs.monitoring.quality.pr_auc`)
-    with every row weighing one."""
-    from jobs.monitoring.quality import pr_auc as weighted
 
     y = np.asarray(labels, dtype=np.float64)
     return float(weighted(np.asarray(scores, dtype=np.float64), y, np.ones((1, len(y))))[0])
