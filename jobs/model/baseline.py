@@ -6,6 +6,12 @@ coefficients and intercept, a gradient-boosted ensemble's trees as flat arrays. 
 design matrix Spark trained on (:func:`design_matrix`; Spark's side: :func:`jobs.selection.baselines.design_column`) and
 returns the positive-class probability: the same contract as the PyTorch model (feature columns
 in, probability out), so scoring serves either through ``mlflow.pyfunc`` unchanged.
+
+The design depends on the kind (:data:`DESIGNS`): logistic regression gets one column per category
+value (``onehot``), the trees each category's vocabulary index as one number (``codes``): a tree
+splits an index as well as a one-hot block, on a third of the columns, so it fits in about half the
+time (docs/training.md). A GBT logged before the design was recorded was one-hot: its artifact has
+no ``design`` and reads as ``onehot``.
 """
 
 from __future__ import annotations
@@ -27,16 +33,23 @@ if TYPE_CHECKING:
 ARTIFACT = "baseline.json"  # not the torch model's preprocessor.json: scoring passes raw columns
 
 
-def design_width(pre: Preprocessor) -> int:
+ONEHOT, CODES = "onehot", "codes"
+DESIGNS = {"logistic_regression": ONEHOT, "gbt": CODES}  # a baseline kind's design matrix
+
+
+def design_width(pre: Preprocessor, design: str = ONEHOT) -> int:
     """Columns of the design matrix: a one-hot block per category column (the unknown index
-    included), then one column per standardised number."""
-    return sum(pre.cardinalities) + len(pre.numeric)
+    included), or one index column per category column with ``codes``; then one column per
+    standardised number."""
+    return (sum(pre.cardinalities) if design == ONEHOT else len(pre.categorical)) + len(pre.numeric)
 
 
-def design_matrix(pre: Preprocessor, frame: pd.DataFrame) -> np.ndarray:
+def design_matrix(pre: Preprocessor, frame: pd.DataFrame, design: str = ONEHOT) -> np.ndarray:
     """The design matrix of ``frame``'s rows, float64: what
     :func:`jobs.selection.baselines.design_column` gives in Spark."""
     cats, nums = pre.encode(frame)
+    if design == CODES:
+        return np.concatenate([cats.astype(np.float64), nums.astype(np.float64)], axis=1)
     out = np.zeros((len(frame), design_width(pre)), dtype=np.float64)
     offset = 0
     for j, size in enumerate(pre.cardinalities):
@@ -98,7 +111,8 @@ def save(pre: Preprocessor, kind: str, params: dict[str, Any], folder: Path,
     """Write the pyfunc's artifact, and the calibration record when there is one
     (:mod:`jobs.model.calibration`); returns the artifacts map."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / ARTIFACT).write_text(json.dumps({"kind": kind, "preprocessor": pre.to_json(), "params": params}))
+    (folder / ARTIFACT).write_text(json.dumps({"kind": kind, "design": DESIGNS[kind], "preprocessor": pre.to_json(),
+                                               "params": params}))
     return {ARTIFACT: str(folder / ARTIFACT), **(save_record(calibration, folder) if calibration is not None else {})}
 
 
@@ -109,11 +123,11 @@ class BaselineClassifier(mlflow.pyfunc.PythonModel):
         from jobs.model.tabular import Preprocessor
 
         saved = json.loads(Path(context.artifacts[ARTIFACT]).read_text())
-        self.kind, self.params = saved["kind"], saved["params"]
+        self.kind, self.params, self.design = saved["kind"], saved["params"], saved.get("design", ONEHOT)
         self.pre = Preprocessor.from_json(saved["preprocessor"])
         self.logit_scale = read_scale(context.artifacts)  # 1.0 for a baseline logged without calibration
 
     def predict(self, context: mlflow.pyfunc.PythonModelContext, model_input: pd.DataFrame,
                 params: dict | None = None) -> np.ndarray:
-        return apply_scale(predict_design(self.kind, self.params, design_matrix(self.pre, model_input)),
+        return apply_scale(predict_design(self.kind, self.params, design_matrix(self.pre, model_input, self.design)),
                            self.logit_scale)

@@ -8,7 +8,8 @@ Usage::
 
 Each baseline of the config's ``baselines`` (logistic regression, gradient-boosted trees) is fitted
 with pyspark.ml on the training days' feature partitions, encoded as the PyTorch model encodes them
-(the same preprocessor, fitted the same way: one-hot categories, z-scored numbers), and evaluated on
+(the same preprocessor, fitted the same way: one-hot categories for logistic regression, each
+category's index for the trees, z-scored numbers: :data:`jobs.model.baseline.DESIGNS`), and evaluated on
 the same validation and holdout days with the same code (:func:`jobs.metrics.evaluate`, the
 report of :mod:`jobs.selection.evaluation`). Each is logged as its own MLflow run, tagged
 ``candidate_kind=baseline`` with its name and holdout window, and with the training it belongs to
@@ -73,28 +74,34 @@ def estimator(spec: BaselineSpec, label: str, seed: int) -> Any:
     return GBTClassifier(featuresCol="features", labelCol=label, **{"seed": seed, **spec.params})
 
 
-def design_column(pre: Preprocessor) -> Column:
+def design_column(pre: Preprocessor, design: str) -> Column:
     """The design matrix as one Spark ML vector column, encoded as :meth:`Preprocessor.encode`
-    encodes (:func:`jobs.scoring.predictor.encoded_columns`)."""
+    encodes (:func:`jobs.scoring.predictor.encoded_columns`): ``design`` as
+    :func:`jobs.model.baseline.design_matrix` builds it."""
     from pyspark.ml.functions import array_to_vector
     from pyspark.sql import functions as F
 
+    from jobs.model.baseline import ONEHOT
     from jobs.scoring.predictor import encoded_columns
 
     columns = encoded_columns(json.loads(pre.to_json()))
     codes, zscores = columns[: len(pre.categorical)], columns[len(pre.categorical):]
-    parts = [(code == F.lit(k)).cast("double") for code, size in zip(codes, pre.cardinalities, strict=True)
-             for k in range(size)]
+    if design == ONEHOT:
+        parts = [(code == F.lit(k)).cast("double") for code, size in zip(codes, pre.cardinalities, strict=True)
+                 for k in range(size)]
+    else:
+        parts = [code.cast("double") for code in codes]
     parts += [z.cast("double") for z in zscores]
     return array_to_vector(F.array(*parts)).alias("features")
 
 
-def design_rows(features: DataFrame, pre: Preprocessor, label: str) -> DataFrame:
-    """The labelled rows of the training window as (design vector, label): what every baseline is
-    fitted on."""
+def design_rows(features: DataFrame, pre: Preprocessor, label: str, design: str) -> DataFrame:
+    """The labelled rows of the training window as (design vector, label): what the baselines of
+    ``design`` are fitted on."""
     from pyspark.sql import functions as F
 
-    return features.where(F.col(label).isNotNull()).select(design_column(pre), F.col(label).cast("double").alias(label))
+    return features.where(F.col(label).isNotNull()).select(design_column(pre, design),
+                                                           F.col(label).cast("double").alias(label))
 
 
 def fit(rows: DataFrame, spec: BaselineSpec, label: str, seed: int) -> Any:
@@ -114,7 +121,7 @@ def log_model(pre: Preprocessor, kind: str, params: dict[str, Any], example: Any
     import pandas as pd
     from mlflow.models import infer_signature
 
-    from jobs.model.baseline import BaselineClassifier, design_matrix, predict_design, save
+    from jobs.model.baseline import DESIGNS, BaselineClassifier, design_matrix, predict_design, save
     from jobs.model.calibration import apply_scale
     from jobs.model.tabular import package_model_code
 
@@ -124,8 +131,9 @@ def log_model(pre: Preprocessor, kind: str, params: dict[str, Any], example: Any
     with tempfile.TemporaryDirectory() as tmp:
         return mlflow.pyfunc.log_model(
             name="model", python_model=BaselineClassifier(), artifacts=save(pre, kind, params, Path(tmp), calibration),
-            signature=infer_signature(example, apply_scale(predict_design(kind, params, design_matrix(pre, example)),
-                                                           (calibration or {}).get("logit_scale", 1.0))),
+            signature=infer_signature(example, apply_scale(
+                predict_design(kind, params, design_matrix(pre, example, DESIGNS[kind])),
+                (calibration or {}).get("logit_scale", 1.0))),
             input_example=example, code_paths=[package_model_code(Path(tmp))],
             pip_requirements=[f"mlflow=={mlflow.__version__}", f"pandas=={pd.__version__}",
                               f"numpy=={np.__version__}"],
@@ -135,10 +143,10 @@ def log_model(pre: Preprocessor, kind: str, params: dict[str, Any], example: Any
 @dataclass(frozen=True)
 class Window:
     """What every baseline of one training window shares, read or computed once: the design rows
-    (cached), the preprocessor, the holdout and validation rows, the drift baseline's feature part,
+    of each design (cached), the preprocessor, the holdout and validation rows, the drift baseline's feature part,
     and the windows' spans (``train``, ``validation``, ``holdout``)."""
 
-    rows: DataFrame
+    rows: dict[str, DataFrame]  # by design (jobs.model.baseline.DESIGNS)
     pre: Preprocessor
     holdout: Any  # pandas
     validation: Any  # pandas
@@ -157,7 +165,7 @@ def train_baseline(
     import mlflow
 
     from jobs.metrics import evaluate
-    from jobs.model.baseline import design_matrix, export, predict_design
+    from jobs.model.baseline import DESIGNS, design_matrix, export, predict_design
     from jobs.model.calibration import calibrate_rows, record_metrics, record_params
     from jobs.scoring.drift import BASELINE_ARTIFACT, with_predictions
     from jobs.selection.bar import KIND, NAME, WINDOW
@@ -180,12 +188,13 @@ def train_baseline(
                            "holdout_window": windows["holdout"], "min_category_count": cfg.min_category_count,
                            **spec.params, **code_version()})
         started = time.perf_counter()
-        model = fit(window.rows, spec, fspec.label, cfg.seed)
+        design = DESIGNS[spec.kind]
+        model = fit(window.rows[design], spec, fspec.label, cfg.seed)
         mlflow.log_metric("fit_seconds", time.perf_counter() - started)
         params = export(model, spec.kind)
         # the scale fitted on the validation days' probabilities before the model is logged with it
         calibration = calibrate_rows(cfg.calibration, validation, fspec.label, fspec.inputs,
-                                     lambda rows: predict_design(spec.kind, params, design_matrix(pre, rows)))
+                                     lambda rows: predict_design(spec.kind, params, design_matrix(pre, rows, design)))
         mlflow.log_params(record_params(calibration))
         mlflow.log_metrics(record_metrics(calibration))
         info = log_model(pre, spec.kind, params, holdout.head(5), calibration)
@@ -210,6 +219,7 @@ def train_baselines(spark: SparkSession, lake: Lake, config: PipelineConfig, run
                     started_by: str | None = None, training_id: str | None = None) -> list[dict[str, Any]]:
     """Every configured baseline on the window ending with ``run_date`` (see :func:`train_baseline`),
     each run tagged with ``training_id`` and the config's and window's fingerprints."""
+    from jobs.model.baseline import DESIGNS
     from jobs.scoring.drift import feature_bins
     from jobs.selection.bar import read_rows
     from jobs.selection.identity import data_fingerprint, identity_tags
@@ -226,22 +236,22 @@ def train_baselines(spark: SparkSession, lake: Lake, config: PipelineConfig, run
     # paying a task per partition.
     features = (spark.read.option("basePath", lake.features).parquet(*dirs["train"])
                 .coalesce(spark.sparkContext.defaultParallelism).cache())
-    rows = None
+    rows: dict[str, DataFrame] = {}
     try:
         pre = fit_preprocessor(features, config.features, cfg.min_category_count, clip=cfg.clip_to_training_range)
         identity = identity_tags(config, data_fingerprint(spark, [d for part in dirs.values() for d in part]),
                                  training_id)
         label, columns = config.features.label, [*config.features.inputs, *config.evaluation.segments]
-        rows = design_rows(features, pre, label).cache()
+        rows = {design: design_rows(features, pre, label, design).cache()
+                for design in dict.fromkeys(DESIGNS[spec.kind] for spec in config.baselines)}
         window = Window(rows=rows, pre=pre, spans=windows,
                         feature_bins=feature_bins(features, pre, config.score.drift.bins, cfg.in_process_max_rows),
                         holdout=read_rows(spark, dirs["holdout"], columns, label),
                         validation=read_rows(spark, dirs["validation"], columns, label))
         return [train_baseline(config, spec, run_date, window, started_by, identity) for spec in config.baselines]
     finally:
-        for cached in (rows, features):
-            if cached is not None:
-                cached.unpersist()
+        for cached in (*rows.values(), features):
+            cached.unpersist()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -95,17 +95,40 @@ def test_the_pyfunc_predicts_what_the_spark_model_predicts(spark, trained, name)
     """The exported numbers and the design matrix built without Spark give Spark's own probabilities."""
     from pyspark.ml.functions import vector_to_array
 
-    from jobs.model.baseline import design_matrix, export, predict_design
+    from jobs.model.baseline import DESIGNS, design_matrix, design_width, export, predict_design
     from jobs.selection.baselines import design_column
 
     lake, config, result = trained["lake"], trained["config"], trained["results"][name]
     model, pre, kind = result["spark_model"], result["preprocessor"], dict((s.name, s.kind) for s in BASELINES)[name]
+    design = DESIGNS[kind]
     holdout = spark.read.parquet(lake.partition(lake.features, RUN_DATE))
-    scored = (model.transform(holdout.select(*config.features.inputs, design_column(pre)))
+    scored = (model.transform(holdout.select(*config.features.inputs, design_column(pre, design)))
               .select(*config.features.inputs, vector_to_array("probability")[1].alias("spark")).toPandas())
-    mine = predict_design(kind, export(model, kind), design_matrix(pre, scored))
+    # the trees see each category as one index column, logistic regression as one-hot blocks
+    assert model.numFeatures == design_width(pre, design) == (
+        len(pre.categorical) + len(pre.numeric) if kind == "gbt" else sum(pre.cardinalities) + len(pre.numeric))
+    mine = predict_design(kind, export(model, kind), design_matrix(pre, scored, design))
     assert scored["spark"].std() > 0.01  # a model that tells rows apart
     np.testing.assert_allclose(mine, scored["spark"], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("design", ["onehot", "codes"])
+def test_the_design_rows_run_as_code_the_jvm_compiles(spark, trained, design):
+    """Each design's projection generates a method longer than HotSpot compiles (its HugeMethodLimit,
+    8000 bytes: the JVM would interpret it, row by row); the session's limit keeps Spark from
+    running it as whole-stage code (jobs.lake.spark.SESSION_CONF), and the rows come out whole."""
+    from jobs.selection.baselines import design_rows
+
+    lake, config = trained["lake"], trained["config"]
+    pre = trained["results"]["logistic_regression"]["preprocessor"]
+    features = spark.read.parquet(lake.partition(lake.features, dt.date(2013, 1, 2)))
+    rows = design_rows(features, pre, config.features.label, design)
+    plan = rows._jdf.queryExecution().executedPlan()
+    assert plan.getClass().getSimpleName() == "WholeStageCodegenExec"
+    compiled = spark._jvm.org.apache.spark.sql.catalyst.expressions.codegen.CodeGenerator.compile(plan.doCodeGen()._2())
+    assert compiled._2().maxMethodCodeSize() > 8000
+    assert int(spark.conf.get("spark.sql.codegen.hugeMethodLimit")) <= 8000
+    assert rows.count() == features.where(f"{config.features.label} IS NOT NULL").count() > 0
 
 
 @pytest.mark.parametrize("name", [spec.name for spec in BASELINES])
@@ -114,7 +137,7 @@ def test_the_baseline_is_calibrated_on_the_validation_day_without_changing_its_r
     temperature): no worse a log loss there than the exported model's, the same ROC AUC on the
     holdout, whose logged metrics are the calibrated model's."""
     from jobs.metrics import evaluate
-    from jobs.model.baseline import design_matrix, export, predict_design
+    from jobs.model.baseline import DESIGNS, design_matrix, export, predict_design
     from jobs.selection.bar import read_rows
     from jobs.tracking import client
 
@@ -128,12 +151,14 @@ def test_the_baseline_is_calibrated_on_the_validation_day_without_changing_its_r
     assert run.data.params["calibration"] == "temperature" and run.data.metrics["calibration_logit_scale"] == scale
     validation = read_rows(spark, [lake.partition(lake.features, dt.date(2013, 1, 4))], inputs, label)
     assert run.data.metrics["calibration_validation_rows"] == len(validation)
-    before = evaluate(validation[label], predict_design(kind, params, design_matrix(pre, validation)))["log_loss"]
+    design = DESIGNS[kind]
+    before = evaluate(validation[label],
+                      predict_design(kind, params, design_matrix(pre, validation, design)))["log_loss"]
     after = evaluate(validation[label], model.predict(validation[inputs]))["log_loss"]
     assert after <= before
     holdout = read_rows(spark, [lake.partition(lake.features, RUN_DATE)], inputs, label)
     calibrated = evaluate(holdout[label], model.predict(holdout[inputs]))
-    raw = evaluate(holdout[label], predict_design(kind, params, design_matrix(pre, holdout)))
+    raw = evaluate(holdout[label], predict_design(kind, params, design_matrix(pre, holdout, design)))
     assert calibrated["roc_auc"] == pytest.approx(raw["roc_auc"], abs=1e-12)
     assert run.data.metrics["holdout_log_loss"] == result["metrics"]["log_loss"] == calibrated["log_loss"]
 
