@@ -87,7 +87,9 @@ def changes(lake: Lake, days: Iterable[dt.date]) -> dict[dt.date, list[str]]:
         if not isinstance(kept, dict):
             continue
         for table, read in (kept.get("inputs") or {}).items():
-            now = current.setdefault(table, versions(lake, table))
+            if table not in current:  # one listing of a table for all the days (not setdefault: it lists every time)
+                current[table] = versions(lake, table)
+            now = current[table]
             for when, recorded in read.items():
                 version = now.get(dt.date.fromisoformat(when))
                 if version == recorded:
