@@ -238,7 +238,8 @@ def train_baselines(spark: SparkSession, lake: Lake, config: PipelineConfig, run
                 .coalesce(spark.sparkContext.defaultParallelism).cache())
     rows: dict[str, DataFrame] = {}
     try:
-        pre = fit_preprocessor(features, config.features, cfg.min_category_count, clip=cfg.clip_to_training_range)
+        pre = fit_preprocessor(features, config.features, cfg.min_category_count, clip=cfg.clip_to_training_range,
+                               local_max_rows=cfg.in_process_max_rows)
         identity = identity_tags(config, data_fingerprint(spark, [d for part in dirs.values() for d in part]),
                                  training_id)
         label, columns = config.features.label, [*config.features.inputs, *config.evaluation.segments]

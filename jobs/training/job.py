@@ -206,7 +206,8 @@ def main(argv: list[str] | None = None) -> None:
     data_path = rank_data_path(cfg.data_path, launcher, sum(plan.share_rows), cfg.in_process_max_rows)
     log.info("labelled rows per rank: %s; data path: %s (train.data_path %s, buffer_rows %s)", plan.share_rows,
              resolve_data_path(data_path, max(plan.share_rows), cfg.buffer_rows), cfg.data_path, cfg.buffer_rows)
-    pre = fit_preprocessor(features, spec, cfg.min_category_count, train_window, cfg.clip_to_training_range)
+    pre = fit_preprocessor(features, spec, cfg.min_category_count, train_window, cfg.clip_to_training_range,
+                           cfg.in_process_max_rows)
     log.info("training on %s..%s, holdout %s..%s; vocabularies: %s", train_days[0], train_days[-1],
              holdout_days[0], holdout_days[-1], {c: len(v) for c, v in pre.vocab.items()})
     windows = (f"{train_days[0]}..{train_days[-1]}", f"{holdout_days[0]}..{holdout_days[-1]}")
@@ -308,7 +309,8 @@ def train_xgboost(spark: SparkSession, args: TrainArgs, num_workers: int, featur
     from jobs.selection.trees import train_candidate
 
     cfg, spec = args.config.train, args.config.features
-    pre = fit_preprocessor(features, spec, cfg.min_category_count, train_window, cfg.clip_to_training_range)
+    pre = fit_preprocessor(features, spec, cfg.min_category_count, train_window, cfg.clip_to_training_range,
+                           cfg.in_process_max_rows)
     # plan_sweep passes a whole param set; one given by hand goes over the defaults as sweep.xgboost's do
     params = ({**XGBOOST_DEFAULTS, **args.xgboost_params} if args.xgboost_params is not None
               else args.config.sweep.xgboost_params()[0])

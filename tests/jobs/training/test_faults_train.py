@@ -369,7 +369,8 @@ def test_the_launcher_follows_the_window_the_device_and_the_cluster(config, conf
 # --- 4. non-finite and absurd numerics ----------------------------------------------------------
 
 
-def test_a_feature_with_non_finite_statistics_stops_training_naming_it(features, config):
+@pytest.mark.parametrize("local_max_rows", [0, 100_000])  # Spark's aggregations, or counted in this process
+def test_a_feature_with_non_finite_statistics_stops_training_naming_it(features, config, local_max_rows):
     """NaN, infinity and values near the float maximum (whose sum overflows) in the training rows:
     the preprocessor refuses them instead of standardising the features to zeros."""
     from pyspark.sql import functions as F
@@ -383,12 +384,13 @@ def test_a_feature_with_non_finite_statistics_stops_training_naming_it(features,
               .withColumn("temp", F.when(first, F.lit(float("inf"))).otherwise(F.col("temp")))
               .withColumn("seats", F.when(first, F.lit(1.7e308)).otherwise(F.col("seats"))))
     with pytest.raises(DataError, match="non-finite statistics") as raised:
-        fit_preprocessor(broken, config.features, 5, "training window 2013-01-02..2013-01-04")
+        fit_preprocessor(broken, config.features, 5, "training window 2013-01-02..2013-01-04",
+                         local_max_rows=local_max_rows)
     message = str(raised.value)
     for named in ("distance (mean nan", "temp (mean inf", "seats (mean "):
         assert named in message, message
     assert "training window 2013-01-02..2013-01-04" in message and "dep_hour" not in message
-    fit_preprocessor(features, config.features, 5)  # the real rows pass
+    fit_preprocessor(features, config.features, 5, local_max_rows=local_max_rows)  # the real rows pass
 
 
 # --- 5. days with very few rows -----------------------------------------------------------------

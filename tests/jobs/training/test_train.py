@@ -49,7 +49,8 @@ def test_the_regularisation_settings_are_checked(config, config_patch):
     assert config.train.weight_decay > 0 and config.train.hyperparameters["dropout"] > 0  # the shipped MLP's
 
 
-def test_fit_preprocessor_uses_labelled_rows_and_frequent_categories(spark):
+@pytest.mark.parametrize("local_max_rows", [0, 5, 1000])  # Spark's aggregations; over the bound; in this process
+def test_fit_preprocessor_uses_labelled_rows_and_frequent_categories(spark, local_max_rows):
     spec = FeatureSpec(builder="x:y", id_columns=[], categorical=["carrier"], numeric=["distance", "engines"],
                        label="label")
     df = spark.createDataFrame(
@@ -57,7 +58,7 @@ def test_fit_preprocessor_uses_labelled_rows_and_frequent_categories(spark):
          ("AA", 200.0, 2.0, 1.0), ("B6", 200.0, 2.0, 1.0), ("DL", 9999.0, 2.0, None), ("DL", 9999.0, 2.0, None)],
         "carrier string, distance double, engines double, label double",
     )
-    pre = fit_preprocessor(df, spec, min_count=2, clip=True)
+    pre = fit_preprocessor(df, spec, min_count=2, clip=True, local_max_rows=local_max_rows)
     assert pre.vocab == {"carrier": ["AA", "UA"]}  # B6 is rare; DL only in unlabelled rows
     assert pre.mean["distance"] == 200.0
     assert round(pre.std["distance"], 6) == round((20000 / 5) ** 0.5, 6)
@@ -66,7 +67,7 @@ def test_fit_preprocessor_uses_labelled_rows_and_frequent_categories(spark):
     assert (pre.low, pre.high) == ({"distance": 100.0, "engines": 2.0}, {"distance": 300.0, "engines": 2.0})
     assert pre.encode(pd.DataFrame({"carrier": ["UA"] * 2, "distance": [9999.0, 0.0], "engines": [2.0, 2.0]}))[1][
         :, 0].tolist() == pytest.approx([100 / (20000 / 5) ** 0.5, -100 / (20000 / 5) ** 0.5])
-    unclipped = fit_preprocessor(df, spec, min_count=2)
+    unclipped = fit_preprocessor(df, spec, min_count=2, local_max_rows=local_max_rows)
     assert (unclipped.low, unclipped.high) == ({}, {}) and unclipped.mean == pre.mean
 
 
@@ -86,6 +87,24 @@ def test_the_vocabularies_of_one_pass_equal_one_count_per_column_on_real_days(sp
         assert pre.vocab[col] == [r[col] for r in rows], col
         assert {type(v) for v in pre.vocab[col]} == {type(r[col]) for r in rows}, col
     assert len(pre.vocab["carrier"]) > 5 and any(len(values) > 50 for values in pre.vocab.values())
+
+
+def test_a_window_counted_in_this_process_gives_spark_s_preprocessor_on_real_days(spark, features_zone, config):
+    """The vocabularies (values, order, types) and the range of a window of real days counted from
+    Arrow in this process are Spark's; the means and deviations within 1e-12 (another order of sums)."""
+    days = [dt.date(2013, 1, d) for d in (2, 3, 4)]
+    df = features_zone.frame(days)
+    spark_pre = fit_preprocessor(df, config.features, 5, clip=True)
+    rows = df.where(df[config.features.label].isNotNull()).count()
+    local_pre = fit_preprocessor(df, config.features, 5, clip=True, local_max_rows=rows)
+    assert local_pre.vocab == spark_pre.vocab and len(local_pre.vocab["dest"]) > 50
+    assert {c: [type(v) for v in vs] for c, vs in local_pre.vocab.items()} == {
+        c: [type(v) for v in vs] for c, vs in spark_pre.vocab.items()}
+    assert (local_pre.low, local_pre.high) == (spark_pre.low, spark_pre.high)
+    assert local_pre.numeric == spark_pre.numeric and len(spark_pre.numeric) > 30
+    for c in spark_pre.numeric:
+        assert local_pre.mean[c] == pytest.approx(spark_pre.mean[c], rel=1e-12, abs=1e-12), c
+        assert local_pre.std[c] == pytest.approx(spark_pre.std[c], rel=1e-12, abs=1e-12), c
 
 
 def test_shards_are_disjoint_cover_every_row_group_and_are_stable(tmp_path):
