@@ -83,9 +83,9 @@ class FeatureStatsError(DataError):
     """Numeric features whose mean or standard deviation is not finite."""
 
 
-def check_labels(df: DataFrame, label: str, window: str, *, both_classes: bool = True) -> None:
+def check_labels(df: DataFrame, label: str, window: str, *, both_classes: bool = True) -> int:
     """Fail before any training when ``window``'s rows have no label, or (``both_classes``) only one
-    class: one small Spark job instead of a failure deep inside the ranks."""
+    class: one small Spark job instead of a failure deep inside the ranks. Returns the labelled rows."""
     from pyspark.sql import functions as F
 
     counts = df.agg(F.count(F.lit(1)).alias("rows"), F.count(label).alias("labelled"),
@@ -103,11 +103,12 @@ def check_labels(df: DataFrame, label: str, window: str, *, both_classes: bool =
             "classes; train on a longer or another window (train.train_days, --run-date) or check the label's "
             "definition (features.builder)"
         )
+    return int(counts["labelled"])
 
 
 def fit_preprocessor(
     df: DataFrame, spec: FeatureSpec, min_count: int, window: str = "the training window", clip: bool = False,
-    local_max_rows: int = 0,
+    local_max_rows: int = 0, labelled_rows: int | None = None,
 ) -> Preprocessor:
     """Vocabularies (categories seen at least ``min_count`` times), mean/std of labelled rows and,
     with ``clip`` (``train.clip_to_training_range``), their range, which encoding clips to.
@@ -115,7 +116,8 @@ def fit_preprocessor(
     A window of at most ``local_max_rows`` labelled rows (``train.in_process_max_rows``) is counted in
     this process from its columns in Arrow (:func:`_local_statistics`, the same figures): Spark's two
     wide aggregations of a 180-day window cost about 5 s a job, and four to five jobs of a training
-    fit the same window's preprocessor.
+    fit the same window's preprocessor. ``labelled_rows``: the window's labelled rows where the
+    caller has counted them (:func:`check_labels`), not counted again.
 
     A numeric feature whose mean or standard deviation is NaN or infinite (NaN or infinite values,
     or values so large that their sum overflows) fails with a :class:`FeatureStatsError` naming the
@@ -125,7 +127,7 @@ def fit_preprocessor(
     from jobs.model.tabular import Preprocessor, safe_std
 
     labelled = df.where(F.col(spec.label).isNotNull())
-    if local_max_rows and labelled.count() <= local_max_rows:
+    if local_max_rows and (labelled.count() if labelled_rows is None else labelled_rows) <= local_max_rows:
         columns = labelled.select(*spec.categorical, *[F.col(c).cast("double").alias(c) for c in spec.model_numeric])
         vocab, stats = _local_statistics(columns.toArrow(), spec, min_count, clip)
     else:

@@ -185,11 +185,11 @@ def main(argv: list[str] | None = None) -> None:
     features = spark.read.option("basePath", args.lake.features).parquet(*train_dirs)
     # Labels first: a window without them fails here, in seconds, not inside the ranks.
     train_window = f"training window {train_days[0]}..{train_days[-1]} ({args.lake.features})"
-    check_labels(features, spec.label, train_window)
+    labelled_rows = check_labels(features, spec.label, train_window)
     check_labels(spark.read.option("basePath", args.lake.features).parquet(*holdout_dirs), spec.label,
                  f"holdout window {holdout_days[0]}..{holdout_days[-1]} ({args.lake.features})", both_classes=False)
     if args.family == "xgboost":  # a tree candidate of the sweep: XGBoost's own workers, no ranks to plan
-        train_xgboost(spark, args, num_processes, features, train_window,
+        train_xgboost(spark, args, num_processes, features, train_window, labelled_rows,
                       {"train": train_dirs, "validation": validation_dirs, "holdout": holdout_dirs},
                       {"train": train_days, "validation": validation_days, "holdout": holdout_days})
         return
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     log.info("labelled rows per rank: %s; data path: %s (train.data_path %s, buffer_rows %s)", plan.share_rows,
              resolve_data_path(data_path, max(plan.share_rows), cfg.buffer_rows), cfg.data_path, cfg.buffer_rows)
     pre = fit_preprocessor(features, spec, cfg.min_category_count, train_window, cfg.clip_to_training_range,
-                           cfg.in_process_max_rows)
+                           cfg.in_process_max_rows, labelled_rows)
     log.info("training on %s..%s, holdout %s..%s; vocabularies: %s", train_days[0], train_days[-1],
              holdout_days[0], holdout_days[-1], {c: len(v) for c, v in pre.vocab.items()})
     windows = (f"{train_days[0]}..{train_days[-1]}", f"{holdout_days[0]}..{holdout_days[-1]}")
@@ -301,16 +301,17 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def train_xgboost(spark: SparkSession, args: TrainArgs, num_workers: int, features: DataFrame, train_window: str,
-                  dirs: dict[str, list[str]], days: dict[str, list[dt.date]]) -> None:
-    """An xgboost sweep candidate (:mod:`jobs.selection.trees`) on the job's window: the same
-    preprocessor and identity tags as an MLP candidate's, ``num_workers`` XGBoost workers."""
+                  labelled_rows: int, dirs: dict[str, list[str]], days: dict[str, list[dt.date]]) -> None:
+    """An xgboost sweep candidate (:mod:`jobs.selection.trees`) on the job's window (``labelled_rows``:
+    its labelled training rows, as :func:`check_labels` counted them): the same preprocessor and
+    identity tags as an MLP candidate's, ``num_workers`` XGBoost workers."""
     from jobs.selection.identity import data_fingerprint, identity_tags
     from jobs.selection.specs import XGBOOST_DEFAULTS
     from jobs.selection.trees import train_candidate
 
     cfg, spec = args.config.train, args.config.features
     pre = fit_preprocessor(features, spec, cfg.min_category_count, train_window, cfg.clip_to_training_range,
-                           cfg.in_process_max_rows)
+                           cfg.in_process_max_rows, labelled_rows)
     # plan_sweep passes a whole param set; one given by hand goes over the defaults as sweep.xgboost's do
     params = ({**XGBOOST_DEFAULTS, **args.xgboost_params} if args.xgboost_params is not None
               else args.config.sweep.xgboost_params()[0])
