@@ -14,9 +14,19 @@ sweep's first param set, and the pipeline's MLP (``jobs.model.tabular.build_net`
 ``train.hyperparameters``, AdamW with ``train.weight_decay``, ``train.epochs`` at
 ``train.learning_rate``) once per seed, and the unregularised MLP that came before (no dropout or
 weight decay, [64, 32], 4 epochs at 0.003) for comparison. The measure is the replay's: the mean
-over the holdout days of each day's ROC AUC (ranking one day's flights). One process, no Spark,
-no TorchDistributor: the models, not the machinery (the train job trains the same net on 2 ranks
-with batches of 512 per rank). Prints a table and writes ``model_families.json`` to ``--out``.
+over the holdout days of each day's ROC AUC (ranking one day's flights).
+
+With ``--sweep``, also the MLP as the sweep trains it, per learning-rate schedule
+(``train.lr_schedule``: constant and cosine): one net per ``sweep.learning_rate`` (seed
+``train.seed``), the one whose last epoch ranks the validation days best (pooled ROC AUC, the
+sweep's choice: ``mlp_<schedule>``), the epoch of each net that ranked them best
+(``train.keep_best_epoch``: ``mlp_<schedule>_best_epoch``), and the mean of the nets'
+probabilities (``mlp_<schedule>_mean``); each judged per day and pooled over the holdout (how the
+replay's window table compares families), with each family's pooled ROC AUC beside.
+
+One process, no Spark, no TorchDistributor: the models, not the machinery (the train job trains
+the same net on 2 ranks with batches of 512 per rank). Prints a table and writes
+``model_families.json`` to ``--out``.
 The features zone comes from the pipeline (``make replay`` leaves one in ``.pipeline/replay/lake``).
 """
 
@@ -65,29 +75,62 @@ def fit_preprocessor(rows: Any, spec: Any, min_count: int, clip: bool = False) -
                         low={c: float(rows[c].min()) for c in ranged}, high={c: float(rows[c].max()) for c in ranged})
 
 
-def fit_mlp(pre: Any, training: Any, holdout: Any, label: str, settings: dict[str, Any], seed: int) -> Any:
-    """The pipeline's net trained with ``settings`` in this process; the holdout's probabilities."""
+def fit_mlp(pre: Any, training: Any, holdout: Any, label: str, settings: dict[str, Any], seed: int,
+            validation: Any = None) -> Any:
+    """The pipeline's net trained with ``settings`` in this process (``schedule``: the learning rate
+    over the steps, ``jobs.training.loop.learning_rate_at``); the holdout's probabilities. With
+    ``validation`` rows: ``{"holdout", "validation_score"}`` of the last epoch and ``{"best",
+    "best_score", "best_epoch"}`` of the epoch whose net ranked the validation rows best (pooled ROC
+    AUC)."""
     import torch
 
+    from jobs.metrics import roc_auc
     from jobs.model.tabular import build_net, predict_proba
+    from jobs.training.loop import learning_rate_at
 
     torch.manual_seed(seed)
     cats, nums = (torch.from_numpy(a) for a in pre.encode(training))
     labels = torch.tensor(training[label].to_numpy(), dtype=torch.float32)
-    net = build_net(pre, {"embedding_dim": 6, "hidden_units": settings["hidden_units"],
-                          "dropout": settings["dropout"]})
+    net = build_net(pre, {"embedding_dim": 6, **settings.get("hyperparameters", {}),
+                          "hidden_units": settings["hidden_units"], "dropout": settings["dropout"]})
     optimizer = torch.optim.AdamW(net.parameters(), lr=settings["learning_rate"],
                                   weight_decay=settings["weight_decay"])
     loss_fn = torch.nn.BCEWithLogitsLoss()
-    for _ in range(settings["epochs"]):
+    steps = (len(labels) + 511) // 512
+    best: dict[str, Any] = {"best_score": float("-inf")}
+    for epoch in range(settings["epochs"]):
         net.train()
         order = torch.randperm(len(labels))
-        for start in range(0, len(labels), 512):
+        for step, start in enumerate(range(0, len(labels), 512)):
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate_at(settings["learning_rate"], settings.get("schedule", "constant"),
+                                               epoch * steps + step, steps * settings["epochs"])
             batch = order[start:start + 512]
             optimizer.zero_grad()
             loss_fn(net(cats[batch], nums[batch]), labels[batch]).backward()
             optimizer.step()
-    return predict_proba(net, pre, holdout)
+        if validation is not None:
+            score = roc_auc(validation[label].to_numpy(), predict_proba(net, pre, validation))
+            if score > best["best_score"]:
+                best = {"best_score": score, "best_epoch": epoch + 1, "best": predict_proba(net, pre, holdout)}
+    if validation is None:
+        return predict_proba(net, pre, holdout)
+    return {"holdout": predict_proba(net, pre, holdout), "validation_score": score, **best}
+
+
+def sweep_mlps(pre: Any, training: Any, validation: Any, holdout: Any, label: str, settings: dict[str, Any],
+               learning_rates: list[float], seed: int) -> dict[str, Any]:
+    """The sweep's MLP candidates (one per learning rate) with ``settings``: the holdout's
+    probabilities of the sweep's choice (the last epoch that ranks the validation rows best), of
+    each candidate's best epoch on them, chosen alike, and of the candidates' mean."""
+    import numpy as np
+
+    nets = [fit_mlp(pre, training, holdout, label, {**settings, "learning_rate": lr}, seed, validation)
+            for lr in learning_rates]
+    chosen = max(nets, key=lambda n: n["validation_score"])
+    best = max(nets, key=lambda n: n["best_score"])
+    return {"": chosen["holdout"], "_best_epoch": best["best"],
+            "_mean": np.mean([n["holdout"] for n in nets], axis=0), "epochs": [n["best_epoch"] for n in nets]}
 
 
 def fit_linear(pre: Any, training: Any, holdout: Any, label: str) -> Any:
@@ -134,6 +177,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", default="13,14", help="the MLPs' seeds, comma-separated")
     parser.add_argument("--max-train-days", type=int, default=None, help="default: train.max_train_days")
     parser.add_argument("--config", default=None, help="the pipeline config (default: the bundled one)")
+    parser.add_argument("--sweep", action="store_true",
+                        help="also the sweep's MLP candidates per learning-rate schedule (constant, cosine)")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -146,26 +191,48 @@ def main(argv: list[str] | None = None) -> None:
     frame["day"] = pd.to_datetime(frame[PARTITION].astype(str)).dt.date
     now = {"hidden_units": list(train.hyperparameters["hidden_units"]),
            "dropout": float(train.hyperparameters.get("dropout", 0.0)), "weight_decay": train.weight_decay,
-           "epochs": train.epochs, "learning_rate": train.learning_rate}
+           "epochs": train.epochs, "learning_rate": train.learning_rate, "schedule": train.lr_schedule,
+           "hyperparameters": dict(train.hyperparameters)}
+    from jobs.metrics import roc_auc
     seeds = [int(s) for s in args.seeds.split(",")]
     rows = []
     for text in args.windows.split(","):
-        training, holdout = window_rows(frame, dt.date.fromisoformat(text), train, max_days)
+        run_date = dt.date.fromisoformat(text)
+        training, holdout = window_rows(frame, run_date, train, max_days)
+        first_holdout = holdout.day.min() if len(holdout) else run_date
+        validation = frame[(frame.day >= first_holdout - dt.timedelta(days=train.validation_days))
+                           & (frame.day < first_holdout)]
         pre = fit_preprocessor(training, spec, train.min_category_count, train.clip_to_training_range)
         score = {"window": text, "training_rows": len(training)}
+        pooled = score["pooled"] = {}
 
         def judged(probabilities: Any, holdout: Any = holdout) -> float:
             return round(daily_auc(holdout["day"], holdout[spec.label], probabilities), 4)
 
-        score["logistic_regression"] = judged(fit_linear(pre, training, holdout, spec.label))
-        score["xgboost"] = judged(fit_trees(pre, training, holdout, spec.label, config.sweep.xgboost_params()[0]))
+        def scored(name: str, probabilities: Any, pooled: dict = pooled, holdout: Any = holdout,
+                   score: dict = score) -> None:
+            score[name] = judged(probabilities)
+            pooled[name] = round(roc_auc(holdout[spec.label].to_numpy(), probabilities), 4)
+
+        scored("logistic_regression", fit_linear(pre, training, holdout, spec.label))
+        scored("xgboost", fit_trees(pre, training, holdout, spec.label, config.sweep.xgboost_params()[0]))
         for name, settings in (("mlp_before", BEFORE), ("mlp", now)):
             found = [judged(fit_mlp(pre, training, holdout, spec.label, settings, seed)) for seed in seeds]
             score[name] = round(float(np.mean(found)), 4)
             score[f"{name}_seeds"] = found
+        if args.sweep and len(validation):
+            for schedule in ("constant", "cosine"):
+                swept = sweep_mlps(pre, training, validation, holdout, spec.label, {**now, "schedule": schedule},
+                                   list(config.sweep.learning_rate or [train.learning_rate]), train.seed)
+                score[f"mlp_{schedule}_best_epochs"] = swept.pop("epochs")
+                for suffix, probabilities in swept.items():
+                    scored(f"mlp_{schedule}{suffix}", probabilities)
         print(json.dumps(score), flush=True)
         rows.append(score)
     families = ["logistic_regression", "xgboost", "mlp_before", "mlp"]
+    if args.sweep:
+        families += [f"mlp_{s}{x}" for s in ("constant", "cosine") for x in ("", "_best_epoch", "_mean")
+                     if all(f"mlp_{s}{x}" in r for r in rows)]
     means = {f: round(float(np.mean([r[f] for r in rows])), 4) for f in families}
     print("\n| window | training rows | " + " | ".join(families) + " |\n|---|---|" + "---|" * len(families))
     for r in rows:
@@ -173,6 +240,10 @@ def main(argv: list[str] | None = None) -> None:
     print("| mean | | " + " | ".join(str(means[f]) for f in families) + " |")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.sweep:
+        pooled_means = {f: round(float(np.mean([r["pooled"][f] for r in rows])), 4) for f in rows[0]["pooled"]}
+        print("pooled ROC AUC, mean over the windows: " + ", ".join(f"{f} {v}" for f, v in pooled_means.items()))
+        means = {**means, "pooled": pooled_means}
     (out / "model_families.json").write_text(json.dumps({"windows": rows, "mean": means, "seeds": seeds,
                                                          "settings": {"mlp": now, "mlp_before": BEFORE}}, indent=2))
 

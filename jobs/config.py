@@ -34,6 +34,7 @@ PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # of training steps: see jobs.tra
 DATA_PATHS = ("auto", "memory", "stream")  # how a rank reads its share: see jobs.training.stream.resolve_data_path
 # who runs the ranks: see jobs.training.resources.choose_launcher
 LAUNCHERS = ("auto", "torch_distributor", "in_process")
+LR_SCHEDULES = ("constant", "cosine")  # the learning rate over a training's steps (jobs.training.loop.learning_rate_at)
 # pyarrow's allocator in a rank: see jobs.training.allocation
 ARROW_MEMORY_POOLS = ("system", "mimalloc", "jemalloc", "default")
 MAX_MMAP_THRESHOLD = 32 * 1024 * 1024  # train.malloc_mmap_threshold: glibc's ceiling on 64-bit
@@ -178,6 +179,10 @@ class TrainSpec:
     arrow_memory_pool: str = "system"  # pyarrow's allocator in the ranks (ARROW_MEMORY_POOLS)
     malloc_mmap_threshold: int = 1048576  # bytes; glibc maps larger blocks on their own in the ranks (0: its default)
     weight_decay: float = 0.0  # AdamW's decoupled weight decay (0: plain Adam)
+    lr_schedule: str = "constant"  # constant, or cosine: from learning_rate down to 0 over the training's steps
+    # true: the logged net is the epoch's whose validation days scored best by promotion_metric (rank 0
+    # evaluates them after every epoch), not the last epoch's; no validation days: the last epoch's
+    keep_best_epoch: bool = False
     # temperature: every family's model is logged with a logit scale fitted on the validation days
     # (jobs.model.calibration); none: probabilities as the model gives them
     calibration: str = "none"
@@ -195,6 +200,8 @@ class TrainSpec:
             raise ValueError(f"train.calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
         if self.data_path not in DATA_PATHS:
             raise ValueError(f"train.data_path must be one of {', '.join(DATA_PATHS)}, got {self.data_path!r}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"train.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}")
         if self.launcher not in LAUNCHERS:
             raise ValueError(f"train.launcher must be one of {', '.join(LAUNCHERS)}, got {self.launcher!r}")
         if self.launcher == "in_process" and not self.local_mode:

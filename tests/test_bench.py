@@ -190,12 +190,17 @@ def test_the_model_families_benchmark_cuts_the_train_jobs_window_and_scores_ever
     last = max(dt.date.fromisoformat(p.name.removeprefix("date=")) for p in features_zone.path.glob("date=*"))
     short = config_patch.write(tmp_path / "config", train={"validation_days": 1, "holdout_days": 2})
     main(["--features", str(features_zone.path), "--windows", last.isoformat(), "--seeds", "13", "--config",
-          str(short), "--max-train-days", "7", "--out", str(tmp_path)])
+          str(short), "--max-train-days", "7", "--out", str(tmp_path), "--sweep"])
     found = json.loads((tmp_path / "model_families.json").read_text())
     (window,) = found["windows"]
     assert window["training_rows"] > 1000
-    for family in ("logistic_regression", "xgboost", "mlp_before", "mlp"):
+    swept = [f"mlp_{s}{x}" for s in ("constant", "cosine") for x in ("", "_best_epoch", "_mean")]
+    for family in ("logistic_regression", "xgboost", "mlp_before", "mlp", *swept):
         assert 0.5 < window[family] < 1, (family, window)
+    for family in ("logistic_regression", "xgboost", *swept):
+        assert 0.5 < window["pooled"][family] < 1, (family, window)
+    epochs = window["mlp_cosine_best_epochs"]
+    assert len(epochs) == len(config.sweep.learning_rate) and all(1 <= e <= config.train.epochs for e in epochs)
     assert found["settings"]["mlp"]["dropout"] == config.train.hyperparameters["dropout"] > 0
 
 

@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING
 
 from jobs.config import (
     LAUNCHERS,
+    LR_SCHEDULES,
     PRECISIONS,
     JobArgs,
     job_parser,
@@ -100,6 +101,8 @@ OVERRIDES = {
     "epochs": (int, "passes over the training days"),
     "learning_rate": (float, "AdamW's step size"),
     "weight_decay": (float, "AdamW's weight decay (0: none)"),
+    "lr_schedule": (optional_choice(LR_SCHEDULES), " | ".join(LR_SCHEDULES) + ": the learning rate over the steps"),
+    "keep_best_epoch": (parse_bool, "true: log the epoch's net that scored best on the validation days"),
     "promotion_metric": (optional_choice(PROMOTION_METRICS), " | ".join(PROMOTION_METRICS)),
     "promotion_margin": (float, "how much better than the champion a new version must be"),
     "require_approval": (parse_bool, "true: a winning version waits for a person's approval to become champion"),
@@ -241,7 +244,7 @@ def main(argv: list[str] | None = None) -> None:
         "run_date": args.run_date, "train_start": train_days[0], "train_end": train_days[-1],
         "holdout_start": holdout_days[0], "holdout_end": holdout_days[-1], "features_path": args.lake.features,
         "epochs": cfg.epochs, "batch_size": batch_size(cfg), "learning_rate": cfg.learning_rate, "precision": precision,
-        "weight_decay": cfg.weight_decay,
+        "weight_decay": cfg.weight_decay, "lr_schedule": cfg.lr_schedule, "keep_best_epoch": cfg.keep_best_epoch,
         "seed": cfg.seed, "num_processes": num_processes, "use_gpu": use_gpu, "local_mode": local_mode,
         "launcher": launcher,
         "min_category_count": cfg.min_category_count, "config": args.config.source, "model": cfg.model,

@@ -77,6 +77,20 @@ def make_scaler(precision: str, device: torch.device) -> Any:
     return torch.amp.GradScaler(device.type) if precision == "fp16" else None
 
 
+def learning_rate_at(base: float, schedule: str, step: int, total: int) -> float:
+    """The learning rate of a training's ``step`` (0-based, over every epoch) of ``total``:
+    ``constant``: ``base`` throughout; ``cosine``: from ``base`` at the first step down a half cosine
+    towards 0 at the last (``train.lr_schedule``). A function of the step alone, so a training
+    resumed after an epoch steps at the rates of one that never stopped."""
+    import math
+
+    if schedule == "constant" or total <= 1:
+        return base
+    if schedule == "cosine":
+        return base * 0.5 * (1.0 + math.cos(math.pi * min(step, total) / total))
+    raise ValueError(f"unknown learning rate schedule {schedule!r}")
+
+
 def train_steps(
     model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Any, batches: Any,
     cats: torch.Tensor, nums: torch.Tensor, labels: torch.Tensor, device: torch.device,
@@ -90,19 +104,24 @@ def train_steps(
 
 def train_batches(
     model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Any, batches: Any, device: torch.device,
-    precision: str = "fp32", scaler: Any = None,
+    precision: str = "fp32", scaler: Any = None, lr_at: Any = None,
 ) -> torch.Tensor:
     """One optimizer step per batch of (category indices, numbers, labels) tensors, wherever they
     are; returns [summed loss, rows] as float64 on ``device``.
 
     Nothing in the loop waits for the device: the loss is summed on it and read once, by the
-    caller, at the end of the epoch. ``scaler``: a loss scaler (fp16)."""
+    caller, at the end of the epoch. ``scaler``: a loss scaler (fp16); ``lr_at``: the learning rate
+    of the epoch's n-th step (None: the optimizer's as it is)."""
     import torch
 
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     rows = 0
-    for batch in batches:
+    for step, batch in enumerate(batches):
         c, n, y = (t.to(device, non_blocking=True) for t in batch)
+        if lr_at is not None:
+            rate = lr_at(step)
+            for group in optimizer.param_groups:
+                group["lr"] = rate
         optimizer.zero_grad()
         with autocast(device, precision):
             loss = loss_fn(model(c, n), y)
@@ -355,6 +374,7 @@ def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] 
     from jobs.training.data import epoch_batches, labelled_rows, place_shard, read_units, step_count
     from jobs.training.loop import (
         exit_with_parent,
+        learning_rate_at,
         make_optimizer,
         make_scaler,
         rank_device,
@@ -441,6 +461,9 @@ def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] 
 
     result = None
     history: dict[str, list[float]] = state["history"] if state else {"train": [], "holdout": []}
+    # train.keep_best_epoch: the epoch whose net scored best on the validation days so far, its weights
+    best: dict[str, Any] | None = state.get("best") if state else None
+    validation = None
     marks["ready"] = time.time()
     if rank == 0:
         # MLflow itself in the job's own process; files the launcher forwards under TorchDistributor
@@ -456,6 +479,8 @@ def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] 
             **allocation,
         })
         holdout = HoldoutRows(holdout_plan.units, wanted, label, pre, device, holdout_path, job.read_batch_rows)
+        if job.keep_best_epoch and job.validation_dirs:
+            validation = validation_rows(job, wanted, pre, device)
         if state is None:
             run_log.metrics({"holdout_rows": float(len(holdout.labels))})
         else:  # whatever the last attempt saved but died before logging, logged now
@@ -471,7 +496,10 @@ def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] 
                                                                             labels.device))
         else:
             batches = (tuple(torch.from_numpy(a) for a in batch) for batch in stream.epoch(epoch))
-        totals = train_batches(model, optimizer, loss_fn, batches, device, precision, scaler)
+        lr_at = None if job.lr_schedule == "constant" else (
+            lambda step, done=epoch * steps: learning_rate_at(job.learning_rate, job.lr_schedule, done + step,
+                                                              steps * epochs))
+        totals = train_batches(model, optimizer, loss_fn, batches, device, precision, scaler, lr_at)
         dist.all_reduce(totals)
         loss_sum, rows = totals.tolist()  # the epoch's one wait for the device
         loop_seconds = time.perf_counter() - started  # the training steps and the all-reduce, not evaluation
@@ -484,11 +512,19 @@ def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] 
                       **{f"holdout_{k}": v for k, v in metrics.items() if k != "rows"}}
             if epoch == 0:
                 logged["train_rows"] = rows  # every labelled row, once
+            if lr_at is not None:
+                logged["learning_rate"] = lr_at(steps - 1)  # the epoch's last step's
+            if validation is not None:
+                chosen = evaluate(validation.labels, validation.predict(net), validation.days)[job.selection_metric]
+                logged[f"epoch_validation_{job.selection_metric}"] = chosen
+                if improves(job.selection_metric, chosen, best):
+                    best = {"epoch": epoch + 1, "score": chosen,
+                            "model": {k: v.detach().clone() for k, v in net.state_dict().items()}}
             if checkpoint_dir:
                 save_checkpoint(checkpoint_dir, {
                     "epochs_done": epoch + 1, "model": net.state_dict(), "optimizer": optimizer.state_dict(),
                     "scaler": scaler.state_dict() if scaler is not None else None,
-                    "history": history, "metrics": logged,
+                    "history": history, "metrics": logged, "best": best,
                 })
             run_log.metrics(logged, step=epoch)
             print(
@@ -501,7 +537,14 @@ def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] 
     if rank == 0:
         from jobs.model.calibration import apply_scale
 
-        calibration = fit_calibration(job, net, wanted, pre, device)
+        if validation is not None:
+            kept = best["epoch"] if best is not None else epochs  # no epoch scored (one class): the last
+            if kept < epochs:
+                net.load_state_dict(best["model"])
+            run_log.metrics({"kept_epoch": float(kept)})
+            print(f"kept the net of epoch {kept}/{epochs}, the best on the validation days by "
+                  f"{job.selection_metric}", flush=True)
+        calibration = fit_calibration(job, net, wanted, pre, device, validation)
         # The logged model's holdout metrics: the calibrated probabilities, as its pyfunc gives them.
         probabilities = apply_scale(holdout.predict(net), calibration["logit_scale"])
         metrics = evaluate(holdout.labels, probabilities)
@@ -532,20 +575,42 @@ def train_rank(job: RankConfig, entered: float | None = None) -> dict[str, Any] 
     return shared[0]
 
 
-def fit_calibration(job: RankConfig, net: Any, columns: list[str], pre: Any, device: Any) -> dict[str, Any]:
+def fit_calibration(job: RankConfig, net: Any, columns: list[str], pre: Any, device: Any,
+                    validation: HoldoutRows | None = None) -> dict[str, Any]:
     """Rank 0's calibration of the trained ``net`` (:func:`jobs.model.calibration.calibrate`) on the
-    labelled rows of the validation days (``job.validation_dirs``), read as the holdout is
-    (:class:`HoldoutRows`: in memory or streamed by their size); not read when ``job.calibration``
-    is ``none`` or there are no validation days."""
+    labelled rows of the validation days (``job.validation_dirs``, or ``validation`` when rank 0
+    holds them already), read as the holdout is (:class:`HoldoutRows`: in memory or streamed by their
+    size); not read when ``job.calibration`` is ``none`` or there are no validation days."""
     from jobs.model.calibration import calibrate
-    from jobs.training.stream import plan_shares, resolve_data_path
 
     if job.calibration == "none" or not job.validation_dirs:
         return calibrate(job.calibration, [], [])
+    validation = validation or validation_rows(job, columns, pre, device)
+    return calibrate(job.calibration, validation.labels, validation.predict(net))
+
+
+def validation_rows(job: RankConfig, columns: list[str], pre: Any, device: Any) -> HoldoutRows:
+    """The labelled rows of the validation days (``job.validation_dirs``) with each row's day, read as
+    the holdout is."""
+    from jobs.training.stream import plan_shares, resolve_data_path
+
     plan = plan_shares(job.validation_dirs, 1, job.label)
     path = resolve_data_path(job.data_path, plan.share_rows[0], job.buffer_rows)
-    validation = HoldoutRows(plan.units, columns, job.label, pre, device, path, job.read_batch_rows)
-    return calibrate(job.calibration, validation.labels, validation.predict(net))
+    return HoldoutRows(plan.units, columns, job.label, pre, device, path, job.read_batch_rows, days=True)
+
+
+def improves(metric: str, score: float, best: dict[str, Any] | None) -> bool:
+    """Whether ``score`` (of ``metric``, a promotion metric) beats ``best``'s: a NaN never does,
+    anything else beats none; a tie keeps the earlier epoch."""
+    import math
+
+    from jobs.selection.gate import LOWER_IS_BETTER
+
+    if math.isnan(score):
+        return False
+    if best is None:
+        return True
+    return score < best["score"] if metric in LOWER_IS_BETTER else score > best["score"]
 
 
 def write_marks(marks: dict[str, float]) -> None:
@@ -568,12 +633,17 @@ class HoldoutRows:
     time, so only the labels and the probabilities (two numbers a row) stay."""
 
     def __init__(self, units: list[tuple[str, int]], columns: list[str], label: str, pre: Any, device: Any,
-                 path: str, batch_rows: int) -> None:
+                 path: str, batch_rows: int, days: bool = False) -> None:
         import numpy as np
         import torch
 
+        from jobs.lake.layout import partition_of
         from jobs.training.data import labelled_rows, read_units
-        from jobs.training.stream import stream_labelled
+        from jobs.training.stream import labelled_frames
+
+        def day(uri: str) -> str:
+            found = partition_of(uri)
+            return found[1].isoformat() if found else ""
 
         self.units, self.columns, self.label, self.pre, self.device, self.path = (
             units, columns, label, pre, device, path)
@@ -582,18 +652,28 @@ class HoldoutRows:
         # Copies, not views: a float column of a frame is a view of the block that holds all its float
         # columns, so a kept label column (or head) would keep every feature of its rows alive. Kept
         # per streamed batch, that was most of the holdout's features (about 270 MiB at 600,000 rows).
+        # ``days``: each labelled row's day (its partition's), for the metrics judged per day
+        self.days: Any = None
         if path == "memory":
-            rows = labelled_rows(read_units(units, columns), columns, label)
+            tables = read_units(units, columns)
+            rows = labelled_rows(tables, columns, label)
             self.inputs = [torch.from_numpy(a).to(device) for a in pre.encode(rows)]  # encoded once
             self.labels = rows[label].to_numpy(np.float64, copy=True)
             self.head = rows.head(5).copy()
+            if days:
+                counts = [int(t.column(label).to_pandas().notna().sum()) for t in tables]
+                self.days = np.repeat(np.array([day(uri) for uri, _ in units], dtype=object), counts)
         else:
-            labels, self.head = [], None
-            for frame in stream_labelled(units, columns, label, batch_rows):
-                labels.append(frame[label].to_numpy(np.float64, copy=True))
-                if self.head is None:
-                    self.head = frame.head(5).copy()
+            labels, found, self.head = [], [], None
+            for uri, group in units:
+                for frame in labelled_frames(uri, group, columns, label, batch_rows):
+                    labels.append(frame[label].to_numpy(np.float64, copy=True))
+                    found.append(np.full(len(frame), day(uri), dtype=object))
+                    if self.head is None:
+                        self.head = frame.head(5).copy()
             self.labels = np.concatenate(labels) if labels else np.zeros(0)
+            if days:
+                self.days = np.concatenate(found) if found else np.zeros(0, dtype=object)
             if self.head is None:
                 self.head = labelled_rows([], columns, label)
 

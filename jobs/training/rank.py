@@ -42,7 +42,10 @@ class RankConfig:
     ``malloc_mmap_threshold``: how the rank's process allocates memory (``train.arrow_memory_pool``,
     ``train.malloc_mmap_threshold``, :mod:`jobs.training.allocation`); ``validation_dirs`` and
     ``calibration``: the validation days' partitions rank 0 fits the model's calibration on before
-    logging it, and how (``train.calibration``, :mod:`jobs.model.calibration`); ``events_dir``:
+    logging it, and how (``train.calibration``, :mod:`jobs.model.calibration`); ``lr_schedule``: the
+    learning rate over the steps (``train.lr_schedule``); ``keep_best_epoch`` and
+    ``selection_metric``: rank 0 scores the validation days after every epoch and logs the best
+    epoch's net (``train.keep_best_epoch``, by ``train.promotion_metric``); ``events_dir``:
     where rank 0 writes what it logs, for the launching process to forward to MLflow
     (:mod:`jobs.training.relay`; None: rank 0 logs to MLflow itself).
     """
@@ -71,6 +74,9 @@ class RankConfig:
     arrow_memory_pool: str = "system"  # system | mimalloc | jemalloc | default (train.arrow_memory_pool)
     malloc_mmap_threshold: int = 1048576  # bytes (train.malloc_mmap_threshold; 0: glibc's default)
     weight_decay: float = 0.0  # AdamW's (train.weight_decay)
+    lr_schedule: str = "constant"  # train.lr_schedule (jobs.training.loop.learning_rate_at)
+    keep_best_epoch: bool = False  # train.keep_best_epoch: rank 0 keeps the epoch best on the validation days
+    selection_metric: str = "roc_auc"  # by which metric (train.promotion_metric)
     validation_dirs: tuple[str, ...] = ()
     calibration: str = "none"  # none | temperature (train.calibration)
     events_dir: str | None = None  # set by jobs.training.relay.run_relayed
@@ -83,7 +89,8 @@ class RankConfig:
         object.__setattr__(self, "hyper", dict(self.hyper))
         if not self.train_dirs:
             raise ValueError("a training rank needs at least one training partition (train_dirs is empty)")
-        from jobs.config import CALIBRATIONS, DATA_PATHS, check_arrow_memory_pool, check_mmap_threshold
+        from jobs.config import CALIBRATIONS, DATA_PATHS, LR_SCHEDULES, check_arrow_memory_pool, check_mmap_threshold
+        from jobs.selection.gate import PROMOTION_METRICS
 
         if self.data_path not in DATA_PATHS:
             raise ValueError(f"RankConfig.data_path must be one of {', '.join(DATA_PATHS)}, got {self.data_path!r}")
@@ -92,6 +99,12 @@ class RankConfig:
         if self.calibration not in CALIBRATIONS:
             raise ValueError(f"RankConfig.calibration must be one of {', '.join(CALIBRATIONS)}, "
                              f"got {self.calibration!r}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"RankConfig.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, "
+                             f"got {self.lr_schedule!r}")
+        if self.selection_metric not in PROMOTION_METRICS:
+            raise ValueError(f"RankConfig.selection_metric must be one of {', '.join(PROMOTION_METRICS)}, "
+                             f"got {self.selection_metric!r}")
         for name in ("epochs", "batch_size", "threads_per_process", "buffer_rows", "read_ahead", "read_batch_rows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"RankConfig.{name} must be at least 1, got {getattr(self, name)}")
@@ -116,6 +129,8 @@ class RankConfig:
             read_batch_rows=train.read_batch_rows, arrow_memory_pool=train.arrow_memory_pool,
             malloc_mmap_threshold=train.malloc_mmap_threshold,
             weight_decay=train.weight_decay, validation_dirs=tuple(validation_dirs), calibration=train.calibration,
+            lr_schedule=train.lr_schedule, keep_best_epoch=train.keep_best_epoch,
+            selection_metric=train.promotion_metric,
         )
 
     def replace(self, **changes: Any) -> RankConfig:

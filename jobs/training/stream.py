@@ -361,10 +361,3 @@ class StreamingShard:
             self.peak_rows = max(self.peak_rows, buffer.peak_rows)
             self.peak_ahead = max(self.peak_ahead, reader.peak_ahead)
 
-
-def stream_labelled(units: Sequence[Unit], columns: list[str], label: str, batch_rows: int = READ_BATCH_ROWS,
-                    ) -> Iterator[pd.DataFrame]:
-    """The labelled rows of these row groups, in order, at most ``batch_rows`` rows of a file at a
-    time (the holdout)."""
-    for uri, group in units:
-        yield from labelled_frames(uri, group, columns, label, batch_rows)

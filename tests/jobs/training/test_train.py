@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 from pathlib import Path
@@ -565,10 +566,9 @@ def test_a_streaming_training_resumed_from_its_checkpoint_ends_as_one_that_never
     first epoch's checkpoint and is started again ends with the metrics of one that never stopped."""
     from jobs.training.loop import train_in_process
 
-    checkpoints = str(tmp_path / "checkpoints")
-    straight = train_in_process(small_training["new_job"](**STREAMING))
-    train_in_process(small_training["new_job"](**STREAMING, epochs=1, checkpoint_dir=checkpoints))
-    resumed = train_in_process(small_training["new_job"](**STREAMING, checkpoint_dir=checkpoints))
+    with first_epoch_saved(tmp_path) as (checkpoints, kept_after_one):
+        straight = train_in_process(small_training["new_job"](**STREAMING, checkpoint_dir=checkpoints))
+    resumed = train_in_process(small_training["new_job"](**STREAMING, checkpoint_dir=kept_after_one))
     assert resumed["metrics"] == straight["metrics"]
     assert resumed["model_uri"] != straight["model_uri"]
 
@@ -653,3 +653,128 @@ def test_a_rank_other_than_0_imports_no_mlflow():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_the_learning_rate_schedules_start_at_the_rate_and_cosine_ends_near_zero():
+    from jobs.training.loop import learning_rate_at
+
+    total = 1000
+    assert [learning_rate_at(0.01, "constant", s, total) for s in (0, 500, 999)] == [0.01] * 3
+    cosine = [learning_rate_at(0.01, "cosine", s, total) for s in range(total)]
+    assert cosine[0] == 0.01 and cosine[500] == pytest.approx(0.005)
+    assert all(a > b for a, b in zip(cosine, cosine[1:], strict=False)) and 0 < cosine[-1] < 1e-6
+    assert learning_rate_at(0.01, "cosine", 0, 1) == 0.01  # one step: the rate itself
+    with pytest.raises(ValueError, match="train.lr_schedule must be one of constant, cosine"):
+        from jobs.config import load_config
+
+        dataclasses.replace(load_config(None).train, lr_schedule="linear")
+
+
+def test_the_validation_days_are_read_with_each_row_s_day_in_memory_and_streamed(spark, small_training, config):
+    """``HoldoutRows(..., days=True)``: every labelled row with its partition's day, the same on both
+    paths and as many per day as Spark counts (what a per-day metric of the validation days needs)."""
+    import numpy as np
+
+    from jobs.lake.layout import PARTITION
+    from jobs.training.loop import HoldoutRows
+    from jobs.training.stream import plan_shares
+
+    dirs, label = small_training["dirs"][:3], config.features.label
+    pre = fit_preprocessor(spark.read.parquet(*dirs), config.features, min_count=1)
+    units = plan_shares(dirs, 1, label).units
+    columns = [*pre.categorical, *pre.numeric, label]
+    read = {path: HoldoutRows(units, columns, label, pre, torch.device("cpu"), path, 128, days=True)
+            for path in ("memory", "stream")}
+    assert np.array_equal(read["memory"].days, read["stream"].days)
+    assert np.array_equal(read["memory"].labels, read["stream"].labels)
+    rows = spark.read.option("basePath", str(Path(dirs[0]).parent)).parquet(*dirs).where(f"{label} IS NOT NULL")
+    expected = {str(r[PARTITION]): r["count"] for r in rows.groupBy(PARTITION).count().collect()}
+    found = dict(zip(*np.unique(read["stream"].days, return_counts=True), strict=True))
+    assert found == expected and len(expected) == 3
+    assert HoldoutRows(units, columns, label, pre, torch.device("cpu"), "memory", 128).days is None
+
+
+def test_rank_0_logs_the_net_of_the_epoch_best_on_the_validation_days(spark, config, small_training, tmp_path):
+    """train.keep_best_epoch: rank 0 scores the validation days after every epoch (logged as
+    ``epoch_validation_<metric>``) and logs the best epoch's net, whose score on those days is the
+    best epoch's (and a training that keeps the last epoch logs the last one's). A training resumed
+    from a checkpoint after its first epoch keeps the same epoch and ends with the same metrics."""
+    import mlflow
+
+    from jobs.metrics import evaluate
+    from jobs.model.tabular import predict_proba
+    from jobs.selection.bar import read_rows
+    from jobs.training.loop import train_in_process
+
+    dirs, inputs, label = small_training["dirs"], config.features.inputs, config.features.label
+    validation = read_rows(spark, dirs[2:3], inputs, label)
+    client = mlflow.MlflowClient(small_training["uri"])
+    # Large steps at a constant rate on two days: the net's ranking of the third swings by epoch.
+    settings = {"train_dirs": dirs[:2], "validation_dirs": dirs[2:3], "epochs": 6, "learning_rate": 0.05,
+                "lr_schedule": "constant", "calibration": "none", "selection_metric": "roc_auc"}
+
+    def trained(**overrides) -> tuple[dict, list[float], float]:
+        job = small_training["new_job"](**{**settings, **overrides})
+        result = train_in_process(job)
+        curve = [m.value for m in sorted(client.get_metric_history(job.run_id, "epoch_validation_roc_auc"),
+                                         key=lambda m: m.step)]
+        net = mlflow.pyfunc.load_model(result["model_uri"]).unwrap_python_model()
+        score = evaluate(validation[label], predict_proba(net.net, net.pre, validation))["roc_auc"]
+        return {**result, "run": client.get_run(job.run_id)}, curve, score
+
+    best, curve, score = trained(keep_best_epoch=True)
+    assert len(curve) == 6
+    kept = max(range(6), key=lambda e: (curve[e], -e)) + 1  # the first of equals
+    assert kept < 6, f"the validation curve {curve} peaks at the last epoch: the test shows nothing"
+    assert best["run"].data.metrics["kept_epoch"] == kept
+    assert score == pytest.approx(curve[kept - 1], abs=1e-9) and score > curve[-1]
+    last, last_curve, last_score = trained(keep_best_epoch=False)
+    assert last_curve == [] and "kept_epoch" not in last["run"].data.metrics
+    assert last_score == pytest.approx(curve[-1], abs=1e-9)  # the same training, its last epoch
+
+    with first_epoch_saved(tmp_path) as (checkpoints, kept_after_one):
+        again, _, _ = trained(keep_best_epoch=True, checkpoint_dir=checkpoints)
+    resumed, resumed_curve, _ = trained(keep_best_epoch=True, checkpoint_dir=kept_after_one)
+    # the resumed run logs the first epoch's scores from the checkpoint, then its own
+    assert again["metrics"] == resumed["metrics"] == best["metrics"] and resumed_curve == curve
+    assert resumed["run"].data.metrics["kept_epoch"] == kept
+
+
+@contextlib.contextmanager
+def first_epoch_saved(tmp_path: Path):
+    """(a checkpoint folder, a copy of it as it stood after the first epoch): a training killed
+    after its first epoch, made from a training of the same epochs (a training of one epoch is not:
+    its rate schedule is a shorter one)."""
+    import shutil
+
+    from jobs.training import checkpoints
+
+    folder, kept = tmp_path / "checkpoints", tmp_path / "after-one-epoch"
+    save = checkpoints.save_checkpoint
+
+    def saving(where: str, state: dict) -> None:
+        save(where, state)
+        if state["epochs_done"] == 1:
+            shutil.copytree(where, kept)
+
+    checkpoints.save_checkpoint = saving
+    try:
+        yield str(folder), str(kept)
+    finally:
+        checkpoints.save_checkpoint = save
+    assert (kept / "epoch-0001.pt").exists()
+
+
+def test_a_cosine_training_resumed_from_its_checkpoint_ends_as_one_that_never_stopped(small_training, tmp_path):
+    """The rate is a function of the step over the whole training: stopped after its first epoch and
+    started again, a cosine training ends with the metrics of one that never stopped, and not with
+    those of a constant rate."""
+    from jobs.training.loop import train_in_process
+
+    settings = {"lr_schedule": "cosine", "epochs": 3}
+    with first_epoch_saved(tmp_path) as (checkpoints, kept_after_one):
+        straight = train_in_process(small_training["new_job"](**settings, checkpoint_dir=checkpoints))
+    resumed = train_in_process(small_training["new_job"](**settings, checkpoint_dir=kept_after_one))
+    assert resumed["metrics"] == straight["metrics"]
+    constant = train_in_process(small_training["new_job"](epochs=3, lr_schedule="constant"))
+    assert constant["metrics"] != straight["metrics"]
