@@ -22,7 +22,11 @@ With ``--sweep``, also the MLP as the sweep trains it, per learning-rate schedul
 sweep's choice: ``mlp_<schedule>``), the epoch of each net that ranked them best
 (``train.keep_best_epoch``: ``mlp_<schedule>_best_epoch``), and the mean of the nets'
 probabilities (``mlp_<schedule>_mean``); each judged per day and pooled over the holdout (how the
-replay's window table compares families), with each family's pooled ROC AUC beside.
+replay's window table compares families), with each family's pooled ROC AUC beside. And blends
+(the mean of members' probabilities, as ``sweep.blend`` builds them): ``blend`` of logistic
+regression and XGBoost, ``blend_mlp`` with the ``train.lr_schedule`` sweep's choice as a third
+member, ``blend_mlp_mean`` with the mean of its candidates as the third. ``--schedules`` limits the
+schedules tried.
 
 One process, no Spark, no TorchDistributor: the models, not the machinery (the train job trains
 the same net on 2 ranks with batches of 512 per rank). Prints a table and writes
@@ -179,6 +183,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", default=None, help="the pipeline config (default: the bundled one)")
     parser.add_argument("--sweep", action="store_true",
                         help="also the sweep's MLP candidates per learning-rate schedule (constant, cosine)")
+    parser.add_argument("--schedules", default="constant,cosine", help="with --sweep: the schedules to try")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -214,25 +219,31 @@ def main(argv: list[str] | None = None) -> None:
             score[name] = judged(probabilities)
             pooled[name] = round(roc_auc(holdout[spec.label].to_numpy(), probabilities), 4)
 
-        scored("logistic_regression", fit_linear(pre, training, holdout, spec.label))
-        scored("xgboost", fit_trees(pre, training, holdout, spec.label, config.sweep.xgboost_params()[0]))
+        linear = fit_linear(pre, training, holdout, spec.label)
+        trees = fit_trees(pre, training, holdout, spec.label, config.sweep.xgboost_params()[0])
+        scored("logistic_regression", linear)
+        scored("xgboost", trees)
         for name, settings in (("mlp_before", BEFORE), ("mlp", now)):
             found = [judged(fit_mlp(pre, training, holdout, spec.label, settings, seed)) for seed in seeds]
             score[name] = round(float(np.mean(found)), 4)
             score[f"{name}_seeds"] = found
         if args.sweep and len(validation):
-            for schedule in ("constant", "cosine"):
+            scored("blend", (linear + trees) / 2)
+            for schedule in args.schedules.split(","):
                 swept = sweep_mlps(pre, training, validation, holdout, spec.label, {**now, "schedule": schedule},
                                    list(config.sweep.learning_rate or [train.learning_rate]), train.seed)
                 score[f"mlp_{schedule}_best_epochs"] = swept.pop("epochs")
                 for suffix, probabilities in swept.items():
                     scored(f"mlp_{schedule}{suffix}", probabilities)
+                if schedule == train.lr_schedule:
+                    scored("blend_mlp", (linear + trees + swept[""]) / 3)
+                    scored("blend_mlp_mean", (linear + trees + swept["_mean"]) / 3)
         print(json.dumps(score), flush=True)
         rows.append(score)
     families = ["logistic_regression", "xgboost", "mlp_before", "mlp"]
     if args.sweep:
-        families += [f"mlp_{s}{x}" for s in ("constant", "cosine") for x in ("", "_best_epoch", "_mean")
-                     if all(f"mlp_{s}{x}" in r for r in rows)]
+        families += [f for f in [*(f"mlp_{s}{x}" for s in ("constant", "cosine") for x in ("", "_best_epoch", "_mean")),
+                                 "blend", "blend_mlp", "blend_mlp_mean"] if all(f in r for r in rows)]
     means = {f: round(float(np.mean([r[f] for r in rows])), 4) for f in families}
     print("\n| window | training rows | " + " | ".join(families) + " |\n|---|---|" + "---|" * len(families))
     for r in rows:

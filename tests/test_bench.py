@@ -197,7 +197,7 @@ def test_the_model_families_benchmark_cuts_the_train_jobs_window_and_scores_ever
     swept = [f"mlp_{s}{x}" for s in ("constant", "cosine") for x in ("", "_best_epoch", "_mean")]
     for family in ("logistic_regression", "xgboost", "mlp_before", "mlp", *swept):
         assert 0.5 < window[family] < 1, (family, window)
-    for family in ("logistic_regression", "xgboost", *swept):
+    for family in ("logistic_regression", "xgboost", *swept, "blend", "blend_mlp", "blend_mlp_mean"):
         assert 0.5 < window["pooled"][family] < 1, (family, window)
     epochs = window["mlp_cosine_best_epochs"]
     assert len(epochs) == len(config.sweep.learning_rate) and all(1 <= e <= config.train.epochs for e in epochs)
