@@ -90,7 +90,7 @@ def fit_mlp(pre: Any, training: Any, holdout: Any, label: str, settings: dict[st
 
     from jobs.metrics import roc_auc
     from jobs.model.tabular import build_net, predict_proba
-    from jobs.training.loop import learning_rate_at
+    from jobs.training.loop import learning_rate_at, train_batches
 
     torch.manual_seed(seed)
     cats, nums = (torch.from_numpy(a) for a in pre.encode(training))
@@ -105,14 +105,11 @@ def fit_mlp(pre: Any, training: Any, holdout: Any, label: str, settings: dict[st
     for epoch in range(settings["epochs"]):
         net.train()
         order = torch.randperm(len(labels))
-        for step, start in enumerate(range(0, len(labels), 512)):
-            for group in optimizer.param_groups:
-                group["lr"] = learning_rate_at(settings["learning_rate"], settings.get("schedule", "constant"),
-                                               epoch * steps + step, steps * settings["epochs"])
-            batch = order[start:start + 512]
-            optimizer.zero_grad()
-            loss_fn(net(cats[batch], nums[batch]), labels[batch]).backward()
-            optimizer.step()
+        batches = ((cats[b], nums[b], labels[b]) for b in (order[i:i + 512] for i in range(0, len(labels), 512)))
+        train_batches(net, optimizer, loss_fn, batches, torch.device("cpu"),
+                      lr_at=lambda step, epoch=epoch: learning_rate_at(
+                          settings["learning_rate"], settings.get("schedule", "constant"),
+                          epoch * steps + step, steps * settings["epochs"]))
         if validation is not None:
             score = roc_auc(validation[label].to_numpy(), predict_proba(net, pre, validation))
             if score > best["best_score"]:
