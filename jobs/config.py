@@ -26,6 +26,7 @@ from jobs.lake.layout import ROOT_ENV, Lake, pipeline_home
 from jobs.model.calibration import METHODS as CALIBRATIONS  # train.calibration
 from jobs.monitoring.spec import MonitoringSpec, monitoring_spec
 from jobs.scoring.drift import DriftSpec
+from jobs.scoring.shift import ShiftSpec
 from jobs.selection.specs import BaselineSpec, EvaluationSpec, SweepSpec, baseline_specs, evaluation_spec, sweep_spec
 
 DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
@@ -303,6 +304,7 @@ class ScoreSpec:
     use_gpu: bool = False
     gpu_batch_size: int = 262144
     drift: DriftSpec = field(default_factory=DriftSpec)
+    recent_shift: ShiftSpec = field(default_factory=lambda: ShiftSpec(days=0))  # off unless configured
 
 
 @dataclass(frozen=True)
@@ -362,7 +364,8 @@ def load_config(path: str | os.PathLike[str] | None = None) -> PipelineConfig:
 def _score_spec(raw: dict[str, Any]) -> ScoreSpec:
     raw = dict(raw)
     drift = raw.pop("drift", None) or {}
-    return ScoreSpec(**raw, drift=DriftSpec(**{**drift, "ignore": list(drift.get("ignore") or [])}))
+    shift = ShiftSpec(**(raw.pop("recent_shift", None) or {"days": 0}))
+    return ScoreSpec(**raw, drift=DriftSpec(**{**drift, "ignore": list(drift.get("ignore") or [])}), recent_shift=shift)
 
 
 def _validation_spec(raw: dict[str, Any]) -> ValidationSpec:

@@ -37,8 +37,9 @@ from jobs.lake.layout import DRIFT_PLOT, DRIFT_REPORT, PARTITION, partition_valu
 from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, path_exists, read_days, require_cuda
 from jobs.lake.storage import delete_file, write_bytes, write_text
 from jobs.runner import run_job
-from jobs.scoring.predictor import model_preprocessor, resolve_model, score_features
+from jobs.scoring.predictor import model_preprocessor, recent_shifts, resolve_model, score_features
 from jobs.scoring.shadow import score_shadow
+from jobs.scoring.shift import with_shifts
 from jobs.timings import phase, preload
 from jobs.validation.partitions import zone_writer
 
@@ -123,6 +124,9 @@ def score_days(spark: SparkSession, lake: Lake, config: PipelineConfig, days: li
     one_day = days[0] if len(days) == 1 else None  # several: each row's run date is its partition's
     predictions = score_features(features, config.features, model, load_uri, batch_size, one_day,
                                  use_gpu, preprocessor)
+    with phase("recent shift"):  # each day's level matched to the last landed outcomes (jobs.scoring.shift)
+        shifts = recent_shifts(spark, lake, config, days, model, load_uri, preprocessor, batch_size, use_gpu)
+    predictions = with_shifts(predictions, shifts)
     # one writer of the days' predictions; staging a killed score job left is removed first
     with zone_writer(spark, lake, "predictions", lake.predictions, days, f"score-{days[-1]}"):
         predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(lake.predictions)
@@ -143,6 +147,11 @@ def score_days(spark: SparkSession, lake: Lake, config: PipelineConfig, days: li
             "mean_probability": float((row["avg(probability)"] if row else None) or 0.0),
             "path": target,
         }
+        if day in shifts:
+            summary["recent_shift"] = shifts[day]
+            log.info("%s: logit shift %+.4f from %s", day, shifts[day]["logit_shift"],
+                     shifts[day].get("reason") or f"{shifts[day]['rows']} landed rows of {len(shifts[day]['days'])} "
+                     f"days, realized {shifts[day]['realized_rate']:.3f} against {shifts[day]['predicted_rate']:.3f}")
         log.info("wrote %d predictions to %s (mean probability %.3f)", summary["rows"], summary["path"],
                  summary["mean_probability"])
         summaries.append(summary)

@@ -195,14 +195,15 @@ def worker_device(use_gpu: bool) -> str:
 
 def score_features(
     features: DataFrame, spec: FeatureSpec, model: ModelRef, load_uri: str, batch_size: int, run_date: dt.date | None,
-    use_gpu: bool = False, preprocessor: dict[str, Any] | None = None,
+    use_gpu: bool = False, preprocessor: dict[str, Any] | None = None, keep: list[str] | None = None,
 ) -> DataFrame:
     """Prediction rows: the id columns, ``probability``, the model's identity, the run date (None:
     each row's partition ``date``, for features of several days), the scoring time and the partition.
 
     With the model's ``preprocessor`` (:func:`model_preprocessor`), Spark encodes the inputs and the
     Python workers only run the net; without, the workers get the raw feature columns and call the
-    pyfunc's ``predict`` (any MLflow pyfunc that takes them works)."""
+    pyfunc's ``predict`` (any MLflow pyfunc that takes them works). ``keep``: feature columns
+    carried along (the recent-outcome shift keeps the label of the days it scores)."""
     from pyspark.ml.functions import predict_batch_udf
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType
@@ -214,7 +215,31 @@ def score_features(
         make = make_encoded_predict_fn(load_uri, n_categorical, n_numeric, use_gpu)
         inputs = encoded_columns(preprocessor)
     predict = predict_batch_udf(make, return_type=DoubleType(), batch_size=batch_size)
-    return features.select(*prediction_columns(spec, model, predict(*inputs), run_date))
+    return features.select(*prediction_columns(spec, model, predict(*inputs), run_date), *(keep or []))
+
+
+def recent_shifts(spark: Any, lake: Any, config: Any, days: list[dt.date], model: Any, load_uri: str,
+                  preprocessor: dict[str, Any] | None, batch_size: int,
+                  use_gpu: bool = False) -> dict[dt.date, dict[str, Any]]:
+    """Each of ``days``' shift for ``model`` (``score.recent_shift``, :mod:`jobs.scoring.shift`; {} when
+    off): its reference days' features (:func:`jobs.scoring.shift.reference_days`) scored with the
+    model, binned in Spark, solved here."""
+    from jobs.lake.spark import read_days
+    from jobs.monitoring.outcomes import features_days
+    from jobs.scoring.shift import day_shifts, logit_bins, reference_days
+
+    spec, delay = config.score.recent_shift, config.monitoring.label_delay_days
+    if not spec.days:
+        return {}
+    landed = features_days(spark, lake)
+    wanted = sorted({d for day in days for d in reference_days(day, spec, delay, landed)})
+    bins = {}
+    if wanted:
+        label = config.features.label
+        predictions = score_features(read_days(spark, lake.features, wanted), config.features, model, load_uri,
+                                     batch_size, None, use_gpu, preprocessor, keep=[label])
+        bins = logit_bins(predictions, label)
+    return day_shifts(bins, days, spec, delay, landed)
 
 
 def prediction_columns(spec: FeatureSpec, model: ModelRef, probability: Any, run_date: dt.date | None) -> list[Any]:

@@ -38,7 +38,8 @@ def score_shadow(spark: SparkSession, lake: Lake, config: PipelineConfig, featur
     from jobs.lake.layout import PARTITION, partition_value
     from jobs.monitoring.challengers import challenger_versions
     from jobs.registry import CHALLENGER, DamagedModelError, check_version
-    from jobs.scoring.predictor import model_preprocessor, score_features
+    from jobs.scoring.predictor import model_preprocessor, recent_shifts, score_features
+    from jobs.scoring.shift import with_shifts
     from jobs.tracking import client
     from jobs.validation.partitions import zone_writer
 
@@ -53,8 +54,12 @@ def score_shadow(spark: SparkSession, lake: Lake, config: PipelineConfig, featur
         target = lake.shadow_predictions(ref.version)
         try:
             load_uri = check_version(mlflow_client, ref.name, ref.version, CHALLENGER)
+            preprocessor = model_preprocessor(load_uri)
             predictions = score_features(features, config.features, ref, load_uri, batch_size, one_day, use_gpu,
-                                         model_preprocessor(load_uri))
+                                         preprocessor)
+            # its own shift, as it would be served: the live comparison judges what each would serve
+            shifts = recent_shifts(spark, lake, config, days, ref, load_uri, preprocessor, batch_size, use_gpu)
+            predictions = with_shifts(predictions, shifts)
             # one writer of the version's days; staging a killed score job left there is removed first
             with zone_writer(spark, lake, f"shadow-{ref.version}", target, days, f"shadow-{days[-1]}"):
                 predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(target)
@@ -76,5 +81,6 @@ def score_shadow(spark: SparkSession, lake: Lake, config: PipelineConfig, featur
             log.info("shadow: %s version %s scored %d rows of %s into %s", ref.name, ref.version, rows.get(day, 0),
                      day, target)
             done[day].append({"model_version": ref.version, "rows": rows.get(day, 0),
-                              "path": lake.partition(target, day)})
+                              "path": lake.partition(target, day),
+                              **({"logit_shift": shifts[day]["logit_shift"]} if day in shifts else {})})
     return done

@@ -394,3 +394,74 @@ def test_a_damaged_version_asked_for_with_model_version_is_a_data_error_naming_i
         main([*run, "--model-version", "9999"])
     assert {str(p): p.read_bytes() for p in (found["lake"] / "predictions").rglob("*") if p.is_file()} == \
         found["predictions"]
+
+
+def turned_labels(features_zone, zone, days: list[dt.date], label: str) -> None:
+    """``days``' partitions of the features zone ``zone`` rewritten from the session's with every
+    outcome turned around (late <-> on time); their inputs untouched."""
+    import shutil
+
+    from pyspark.sql import functions as F
+
+    for day in days:
+        target = zone / partition_name(day)
+        shutil.rmtree(target)
+        rows = features_zone.spark.read.parquet(str(features_zone.path / partition_name(day)))
+        rows.withColumn(label, (1 - F.col(label)).cast(rows.schema[label].dataType)).coalesce(1) \
+            .write.parquet(str(target))
+
+
+def test_a_days_level_follows_the_landed_outcomes_before_it_and_never_its_own(
+        scored_model, features_zone, config, tmp_path, monkeypatch):
+    """``score.recent_shift`` (on by default, 7 days): day D's probabilities are the model's, moved
+    by one logit intercept that makes the model's mean probability over D - 7..D - 1 equal their
+    realized rate, so its ranking within the day stays the model's. Turning around the outcomes of
+    D and the day after moves none of D's predictions; turning around D - 1's moves their level."""
+    import mlflow
+    import pandas as pd
+
+    from jobs.model.tabular import predict_proba
+    from jobs.scoring.job import main
+
+    day, label = dt.date(2013, 1, 8), config.features.label
+    days = [day - dt.timedelta(days=k) for k in range(7, -2, -1)]  # D - 7 .. D + 1
+    mlflow.set_tracking_uri(scored_model["tracking_uri"])
+    name = config.train.model_name
+    version = mlflow.register_model(scored_model["model_uri"], name).version
+    mlflow.MlflowClient().set_registered_model_alias(name, "champion", version)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", scored_model["tracking_uri"])
+    ids = ["carrier", "flight", "origin", "sched_dep_time"]
+
+    def scored(changed: list[dt.date]) -> tuple[pd.DataFrame, dict]:
+        root = tmp_path / "-".join(str(d) for d in changed) if changed else tmp_path / "as-landed"
+        features_zone.copy(days, root / "features")
+        turned_labels(features_zone, root / "features", changed, label)
+        main(["--run-date", day.isoformat(), "--lake-root", str(root)])
+        rows = pd.read_parquet(root / "predictions" / partition_name(day)).sort_values(ids).reset_index(drop=True)
+        summary = json.loads((root / "reports" / "scoring" / partition_name(day) / "summary.json").read_text())
+        return rows, summary["recent_shift"]
+
+    rows, shift = scored([])
+    earlier = features_zone.frame(days[:7]).toPandas()
+    earlier = earlier[earlier[label].notna()]
+    assert shift["days"] == [d.isoformat() for d in days[:7]] and shift["rows"] == len(earlier)
+    assert shift["realized_rate"] == pytest.approx(earlier[label].mean(), abs=1e-6)
+    model_mean = predict_proba(scored_model["net"], scored_model["pre"], earlier).mean()
+    assert shift["predicted_rate"] == pytest.approx(model_mean, abs=2e-3)  # the bins' centres
+    assert abs(shift["logit_shift"]) > 0.1  # an untrained net: far from the flights' rate
+    frame = features_zone.frame([day]).toPandas().sort_values(ids).reset_index(drop=True)
+    logit = np.log(p := predict_proba(scored_model["net"], scored_model["pre"], frame)) - np.log1p(-p)
+    expected = 1 / (1 + np.exp(-(logit + shift["logit_shift"])))
+    np.testing.assert_allclose(rows["probability"].to_numpy(), expected, rtol=0, atol=1e-6)
+    # the day's order is the model's: the shift is one number for all of the day's flights
+    assert (np.argsort(rows["probability"].to_numpy(), kind="stable")
+            == np.argsort(np.round(expected, 9), kind="stable")).mean() > 0.99
+
+    unseen, unseen_shift = scored([day, day + dt.timedelta(days=1)])
+    pd.testing.assert_series_equal(unseen["probability"], rows["probability"])
+    assert unseen_shift == shift
+    landed, landed_shift = scored([day - dt.timedelta(days=1)])
+    assert landed_shift["realized_rate"] != shift["realized_rate"]
+    assert landed_shift["logit_shift"] != shift["logit_shift"]
+    assert not np.allclose(landed["probability"], rows["probability"])
+    np.testing.assert_array_equal(landed["probability"].rank().to_numpy(), rows["probability"].rank().to_numpy())

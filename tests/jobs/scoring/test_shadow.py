@@ -78,7 +78,13 @@ def test_challengers_are_scored_in_shadow_and_the_served_predictions_stay_byte_f
     np.testing.assert_allclose(shadow["probability"], expected, rtol=0, atol=1e-6)
     assert not np.allclose(shadow["probability"], served["probability"])
     summary = json.loads(Path(scoring.report("scoring", DAY)).read_text())
-    assert summary["shadow"] == [{"model_version": str(challenger), "rows": len(day_rows), "path": str(shadow_dir)}]
+    # the lake's first day: no outcomes landed before it, so neither model's level is moved, and it says so
+    assert summary["shadow"] == [{"model_version": str(challenger), "rows": len(day_rows), "path": str(shadow_dir),
+                                  "logit_shift": 0.0}]
+    assert summary["recent_shift"]["logit_shift"] == 0.0 and "0 labelled rows" in summary["recent_shift"]["reason"]
+    later = json.loads(Path(scoring.report("scoring", OTHER)).read_text())  # the day before has landed
+    assert later["recent_shift"]["days"] == [DAY.isoformat()] and later["recent_shift"]["logit_shift"] != 0.0
+    assert later["shadow"][0]["logit_shift"] not in (0.0, later["recent_shift"]["logit_shift"])  # its own
 
     # The shadow step again (a retry): the served zone is byte-for-byte what it was, the shadow
     # partition of the day replaced (not appended), the other day's shadow partition untouched.
