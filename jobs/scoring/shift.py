@@ -153,7 +153,9 @@ def with_shifts(predictions: DataFrame, shifts: dict[dt.date, dict[str, Any]]) -
     """``predictions`` (rows of :func:`jobs.scoring.predictor.score_features`) with each day's
     ``probability`` moved by its shift (the ``date`` partition names the day)."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import DateType
 
     from jobs.lake.layout import PARTITION
 
-    return predictions.withColumn("probability", shifted(F.col("probability"), F.col(PARTITION).cast("date"), shifts))
+    day = F.col(PARTITION).cast(DateType())
+    return predictions.withColumn("probability", shifted(F.col("probability"), day, shifts))
