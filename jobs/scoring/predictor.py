@@ -193,9 +193,6 @@ def worker_device(use_gpu: bool) -> str:
     return f"cuda:{gpus.addresses[0]}" if gpus is not None and gpus.addresses else "cuda:0"
 
 
-_PREDICT_UDFS: dict[tuple[Any, ...], Any] = {}  # (model location, inputs, batch size, GPU) -> its predict_batch_udf
-
-
 def score_features(
     features: DataFrame, spec: FeatureSpec, model: ModelRef, load_uri: str, batch_size: int, run_date: dt.date | None,
     use_gpu: bool = False, preprocessor: dict[str, Any] | None = None, keep: list[str] | None = None,
@@ -212,19 +209,12 @@ def score_features(
     from pyspark.sql.types import DoubleType
 
     if preprocessor is None:
-        inputs, shape = [F.col(c) for c in spec.inputs], ("raw", *spec.inputs)
+        make, inputs = make_predict_fn(load_uri, spec.inputs, use_gpu), [F.col(c) for c in spec.inputs]
     else:
         n_categorical, n_numeric = len(preprocessor["categorical"]), len(preprocessor["numeric"])
-        inputs, shape = encoded_columns(preprocessor), ("encoded", n_categorical, n_numeric)
-    # One udf per model and shape in this process: predict_batch_udf gives each udf an id under which
-    # a Python worker keeps the model it loaded, so the score job's second pass with the same model
-    # (the recent-outcome shift's days, jobs.scoring.shift) finds it loaded.
-    key = (load_uri, shape, batch_size, use_gpu)
-    predict = _PREDICT_UDFS.get(key)
-    if predict is None:
-        make = (make_predict_fn(load_uri, spec.inputs, use_gpu) if preprocessor is None
-                else make_encoded_predict_fn(load_uri, n_categorical, n_numeric, use_gpu))
-        predict = _PREDICT_UDFS[key] = predict_batch_udf(make, return_type=DoubleType(), batch_size=batch_size)
+        make = make_encoded_predict_fn(load_uri, n_categorical, n_numeric, use_gpu)
+        inputs = encoded_columns(preprocessor)
+    predict = predict_batch_udf(make, return_type=DoubleType(), batch_size=batch_size)
     return features.select(*prediction_columns(spec, model, predict(*inputs), run_date), *(keep or []))
 
 
