@@ -93,14 +93,19 @@ def history_days(spec: FeatureSpec, days: list[dt.date], label_delay_days: int) 
     return sorted(wanted - set(days))
 
 
-def add_history(rows: DataFrame, spec: FeatureSpec, label_delay_days: int) -> DataFrame:
+def add_history(rows: DataFrame, spec: FeatureSpec, label_delay_days: int,
+                built_days: list[dt.date] | None = None) -> DataFrame:
     """``rows`` (the builder's, over the days built and the days before them) with the history
-    columns of :class:`HistorySpec`, each from the outcomes of earlier days only."""
+    columns of :class:`HistorySpec`, each from the outcomes of earlier days only; only the rows of
+    ``built_days`` when given (the earlier days' rows are read for their outcomes)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     history = spec.history
     assert history is not None
+    # Every key's branch reads the builder's rows: computed once (its joins and the Parquet scans),
+    # not once per key. Eager, so the query below starts from these blocks; freed with the frame.
+    rows = rows.localCheckpoint()
     label, delay = spec.label, label_delay_days
 
     def trailing(w: int, keys: list[str]) -> Any:
@@ -127,14 +132,18 @@ def add_history(rows: DataFrame, spec: FeatureSpec, label_delay_days: int) -> Da
                     F.count(F.when(within & (F.col("_past_n") > 0), 1)).cast("double").alias(f"hist_days_{w}d")]
     days = days.groupBy(PARTITION).agg(*overall)
     priors: dict[int, Column] = {w: F.col(f"hist_all_{w}d_rate") for w in history.windows}
-    out = rows.join(days, PARTITION, "left")
+
+    def built(frame: DataFrame) -> DataFrame:
+        return frame if built_days is None else frame.where(F.col(PARTITION).isin(list(built_days)))
+
+    out = built(rows).join(built(days), PARTITION, "left")
     for key, cols in history.keys.items():
         known = rows.where(" AND ".join(f"`{c}` IS NOT NULL" for c in cols))
         sums = {}
         for w in history.windows:
             sums[f"_{key}_n{w}"] = F.sum("_n").over(trailing(w, cols))
             sums[f"_{key}_pos{w}"] = F.sum("_pos").over(trailing(w, cols))
-        per_key = counts(known, cols).withColumns(sums).drop("_n", "_pos", "_day")
+        per_key = built(counts(known, cols).withColumns(sums).drop("_n", "_pos", "_day"))
         # rows whose key has a null part match nothing: no history, the prior
         out = out.join(per_key, [*cols, PARTITION], "left")
     derived = {}

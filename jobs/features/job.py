@@ -96,7 +96,7 @@ def build_features(
     if missing:
         raise ValueError(f"feature builder {spec.builder} did not produce columns {missing}")
     if spec.history is not None:
-        features = add_history(features, spec, config.monitoring.label_delay_days)
+        features = add_history(features, spec, config.monitoring.label_delay_days, days)
     if days is not None:
         features = features.where(F.col(PARTITION).isin(list(days)))
     if spec.calendar is not None:
