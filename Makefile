@@ -10,7 +10,8 @@ ENV := source scripts/env.sh &&
 help:
 	@echo "make demo       install, land the example data, train and score through Airflow, print a summary"
 	@echo "make test       run the whole test suite"
-	@echo "make test-fast  the suite without the end-to-end runs (about 8 minutes): the loop while developing"
+	@echo "make test-fast  the suite without the end-to-end runs and the slow whole-job tests (about 7 minutes):"
+	@echo "                the loop while developing"
 	@echo "make class-archive  Spark's JVM classes in one file that every spark-submit maps (make test and"
 	@echo "                make airflow build it): jobs start on less CPU"
 	@echo "make lint       ruff"
@@ -79,7 +80,7 @@ test: install class-archive system-packages
 	$(PYTEST)
 
 test-fast: install class-archive
-	$(PYTEST) -m "not e2e"
+	$(PYTEST) -m "not e2e and not slow"
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -201,6 +201,7 @@ run_job(main)
 """
 
 
+@pytest.mark.slow
 def test_a_failed_training_rank_leaves_no_screens_of_torchrun_output_below_debug_level():
     """A rank that raises: its traceback, torchrun's and torchrun's failure table (40 lines and
     more) are held back and counted in one line; PIPELINE_LOG_LEVEL=DEBUG shows them."""

@@ -102,6 +102,7 @@ def row_fault_run(spark, lake, config_without_gx, tmp_path_factory):
     return bad, report
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", list(ROW_FAULTS))
 def test_a_bad_row_is_quarantined_with_its_reason_and_rows_are_counted_in_records(row_fault_run, fault):
     bad, report = row_fault_run

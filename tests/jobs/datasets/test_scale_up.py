@@ -48,6 +48,7 @@ def test_same_seed_same_rows_other_seed_other_tails(source_days):
     assert not (a["tailnum"].to_numpy() == c["tailnum"].to_numpy()).all()
 
 
+@pytest.mark.slow
 def test_scaled_raw_zone_validates_and_builds_one_feature_row_per_flight(spark, config_without_gx, tmp_path,
                                                                          source_days):
     from pyspark.sql import functions as F

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from jobs.features.job import build_features, read_inputs
@@ -56,6 +57,7 @@ def test_one_row_per_flight_with_label_and_joined_context(spark, config):
     assert first["dep_minute_of_day"] == 360.0 and third["dep_minute_of_day"] == 495.0
 
 
+@pytest.mark.slow
 def test_the_schedule_features_read_the_day_s_timetable_only(spark, config):
     """Block time is the scheduled gate-to-gate minutes in UTC (past midnight too); the flights
     the day's schedule puts at the origin in the hour count cancelled ones (they were scheduled);
@@ -97,6 +99,7 @@ def test_output_schema_is_the_model_contract(spark, config):
     assert types["label"] == "double" and types["date"] == "date"
 
 
+@pytest.mark.slow
 def test_rebuilding_a_day_replaces_its_partition(spark, lake, config, features_zone, tmp_path):
     from jobs.features.job import write_features
 
@@ -115,6 +118,7 @@ def test_rebuilding_a_day_replaces_its_partition(spark, lake, config, features_z
     assertDataFrameEqual(shared, features)
 
 
+@pytest.mark.slow
 def test_staging_a_killed_features_job_left_is_removed_by_the_next_run(spark, lake, tmp_path):
     """What a features job killed mid-write leaves in the zone (Spark's ``.spark-staging-*`` and
     ``_temporary`` with half-written files) is removed by the next run, unless another live run
@@ -161,6 +165,7 @@ def test_staging_a_killed_features_job_left_is_removed_by_the_next_run(spark, la
     assert sorted(p.name for p in zone.iterdir()) == [partition_name(day)]
 
 
+@pytest.mark.slow
 def test_a_full_disk_fails_the_write_saying_so_and_keeps_the_day(spark, lake, tmp_path, caplog, small_disk):
     """The features zone on a small disk of its own with no room left: the job fails saying the
     disk is full, the day's partition stays what it was and no staging is left behind; with room

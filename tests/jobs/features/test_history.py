@@ -43,6 +43,7 @@ def delayed(config, config_patch):
     return config_patch.replace(config, monitoring={"label_delay_days": 2})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delay", [0, 2])
 def test_a_days_inputs_never_see_its_own_or_later_outcomes(spark, lake, config, delayed, delay):
     """Turning around the outcomes of every day from D - delay on changes none of D's model inputs
@@ -64,6 +65,7 @@ def test_a_days_inputs_never_see_its_own_or_later_outcomes(spark, lake, config, 
     pd.testing.assert_frame_equal(landed[cfg.features.numeric], before[cfg.features.numeric])
 
 
+@pytest.mark.slow
 def test_history_equals_a_plain_computation_of_the_past_days(spark, lake, config):
     """hist_<key>_<w>d_* of day D against pandas over the validated flights of the days before D."""
     spec = config.features.history
@@ -86,6 +88,7 @@ def test_history_equals_a_plain_computation_of_the_past_days(spark, lake, config
             assert got[f"hist_{key}_{w}d_log_rows"].to_numpy() == pytest.approx(log_rows), (key, w)
 
 
+@pytest.mark.slow
 def test_first_days_get_the_prior_and_gaps_are_counted(spark, lake, config):
     """The lake's first day has no history: every rate is the configured prior, every count 0, and
     hist_days says so; a missing day in the window is one day fewer, and an unseen or null key gets

@@ -235,6 +235,7 @@ def test_rescoring_a_day_replaces_its_partition_and_leaves_other_days(
     assert served.equals(after)  # refused before anything was written
 
 
+@pytest.mark.slow
 def test_days_scored_in_one_pass_equal_each_day_scored_alone(scored_model, features_zone, config, config_patch,
                                                              tmp_path, monkeypatch):
     """``--days 2``: one Spark pass over two days writes, per day, the predictions, the drift
@@ -411,6 +412,7 @@ def turned_labels(features_zone, zone, days: list[dt.date], label: str) -> None:
             .write.parquet(str(target))
 
 
+@pytest.mark.slow
 def test_a_days_level_follows_the_landed_outcomes_before_it_and_never_its_own(
         scored_model, features_zone, config, tmp_path, monkeypatch):
     """``score.recent_shift`` (on by default, 7 days): day D's probabilities are the model's, moved

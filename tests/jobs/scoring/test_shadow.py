@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from jobs.lake.layout import Lake, partition_name
 
@@ -49,6 +50,7 @@ def _two_versions(features_zone, config, tmp_path, monkeypatch, days, experiment
     return scoring, frame, client, name, versions
 
 
+@pytest.mark.slow
 def test_challengers_are_scored_in_shadow_and_the_served_predictions_stay_byte_for_byte(
         spark, features_zone, config, tmp_path, monkeypatch):
     import mlflow

@@ -304,6 +304,7 @@ def test_a_window_that_leaves_a_rank_no_rows_is_refused_before_the_ranks_start(
     assert time.monotonic() - started < 60 and epochs_done(home) == 0  # no rank started
 
 
+@pytest.mark.slow
 def test_auto_trains_a_small_window_as_one_rank_in_the_job_s_own_process(features, config, config_patch,
                                                                          tmp_path, monkeypatch):
     """``train.launcher: auto`` on a CPU window of at most ``in_process_max_rows`` labelled rows: the
@@ -396,6 +397,7 @@ def test_a_feature_with_non_finite_statistics_stops_training_naming_it(features,
 # --- 5. days with very few rows -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_day_with_too_few_rows_is_not_judged_as_drift(features, config):
     import numpy as np
 

@@ -163,6 +163,7 @@ def small_training(spark, features_zone, config, tmp_path_factory):
 STREAMING = {"data_path": "stream", "buffer_rows": 300, "read_ahead": 1, "read_batch_rows": 128}
 
 
+@pytest.mark.slow
 def test_distributed_training_is_deterministic_and_sees_every_row_once(spark, config, small_training):
     """Two ranks under TorchDistributor, streaming their shares through a buffer smaller than them
     (the in-memory path trains in the other tests here, and in the train job's tests)."""

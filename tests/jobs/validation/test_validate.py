@@ -78,6 +78,7 @@ def soft_run(spark, lake, config_without_gx, tmp_path_factory):
                                    {SOFT_DAYS[c.name]: c.mutate for c in SOFT})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", SOFT, ids=lambda c: c.name)
 def test_bad_rows_are_quarantined_with_their_rules_and_nothing_is_lost(soft_run, case):
     bad, before, report = soft_run
@@ -151,6 +152,7 @@ def test_the_job_writes_report_and_fails_with_the_reasons(spark, lake, tmp_path)
     assert "FAILED" in page and "renamed to" in page
 
 
+@pytest.mark.slow
 def test_great_expectations_and_the_split_agree_on_every_rule(spark, lake, config, tmp_path):
     broken = Case("several", lambda d, p: b"")  # combine several row-level cases in one file
     data = Path(lake.raw_file("flights", DAY)).read_bytes()
@@ -170,6 +172,7 @@ def test_great_expectations_and_the_split_agree_on_every_rule(spark, lake, confi
     assert all(r.examples for r in flights.rules if r.flagged)
 
 
+@pytest.mark.slow
 def test_a_rerun_rewrites_the_same_bytes_and_a_clean_rerun_clears_the_quarantine(spark, lake, config, tmp_path):
     # GX stays on here: its cross-check must see the re-delivered file, not rows cached by a run before.
     case = next(c for c in CASES if c.name == "duplicate_flights")
@@ -212,6 +215,7 @@ def test_schema_drift_in_a_header_is_described_precisely(header, problem):
     assert (problem in found) if problem else found == ""
 
 
+@pytest.mark.slow
 def test_an_unchanged_reference_table_is_not_validated_again(spark, lake, config_without_gx, config_patch, tmp_path):
     """The fingerprint skip: a second night reuses the reference snapshots (and their values for the
     feed's rules); a changed raw file, and the setting turned off, validate the table again."""
