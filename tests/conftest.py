@@ -121,7 +121,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     def longest_rank(scope: str) -> int:
         return longest.index(scope) if scope in longest else len(longest)
 
-    first = min(with_lake, key=longest_rank, default="")
+    # ties broken by name: each worker collects on its own and must come to the same order (a set's
+    # order of strings differs between processes)
+    first = min(with_lake, key=lambda scope: (longest_rank(scope), scope), default="")
 
     def rank(item: pytest.Item) -> tuple[int, int]:
         scope = _scope(item.nodeid)

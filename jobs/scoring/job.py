@@ -34,12 +34,19 @@ from jobs.config import WindowArgs, job_parser, parse_bool, parse_job_args
 from jobs.features.lineage import check_fresh
 from jobs.lake.integrity import check_partitions, check_unique_keys
 from jobs.lake.layout import DRIFT_PLOT, DRIFT_REPORT, PARTITION, partition_value
-from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, path_exists, read_days, require_cuda
+from jobs.lake.spark import (
+    MissingPartitionError,
+    configure_logging,
+    get_spark,
+    list_partitions,
+    path_exists,
+    read_days,
+    require_cuda,
+)
 from jobs.lake.storage import delete_file, write_bytes, write_text
 from jobs.runner import run_job
-from jobs.scoring.predictor import model_preprocessor, recent_shifts, resolve_model, score_features
+from jobs.scoring.predictor import model_preprocessor, resolve_model, served_predictions
 from jobs.scoring.shadow import score_shadow
-from jobs.scoring.shift import with_shifts
 from jobs.timings import phase, preload
 from jobs.validation.partitions import zone_writer
 
@@ -121,12 +128,9 @@ def score_days(spark: SparkSession, lake: Lake, config: PipelineConfig, days: li
     features = read_days(spark, lake.features, days)  # each partition checked: a damaged or doubled file
     # one row per entity and day: a repeated one would be served (and judged) twice
     check_unique_keys(features, config.features.id_columns, "the features to score", lake.features)
-    one_day = days[0] if len(days) == 1 else None  # several: each row's run date is its partition's
-    predictions = score_features(features, config.features, model, load_uri, batch_size, one_day,
-                                 use_gpu, preprocessor)
-    with phase("recent shift"):  # each day's level matched to the last landed outcomes (jobs.scoring.shift)
-        shifts = recent_shifts(spark, lake, config, days, model, load_uri, preprocessor, batch_size, use_gpu)
-    predictions = with_shifts(predictions, shifts)
+    landed = set(list_partitions(spark, lake.features))  # listed once: for each model's shift
+    predictions, shifts = served_predictions(spark, lake, config, features, days, model, load_uri, preprocessor,
+                                             batch_size, use_gpu, landed)
     # one writer of the days' predictions; staging a killed score job left is removed first
     with zone_writer(spark, lake, "predictions", lake.predictions, days, f"score-{days[-1]}"):
         predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(lake.predictions)
@@ -158,7 +162,7 @@ def score_days(spark: SparkSession, lake: Lake, config: PipelineConfig, days: li
     with phase("drift"):
         drifts = report_drift(spark, lake, days, model, features, written, config.score.drift)
     with phase("shadow"):  # the challengers, after the served predictions are written (jobs.scoring.shadow)
-        shadows = score_shadow(spark, lake, config, features, days, model, batch_size, use_gpu)
+        shadows = score_shadow(spark, lake, config, features, days, model, batch_size, use_gpu, landed)
     for summary, day in zip(summaries, days, strict=True):
         summary["drift"], summary["shadow"] = drifts.get(day), shadows.get(day, [])
         write_text(lake.report("scoring", day), json.dumps(summary, indent=2))

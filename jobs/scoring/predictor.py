@@ -219,11 +219,12 @@ def score_features(
 
 
 def recent_shifts(spark: Any, lake: Any, config: Any, days: list[dt.date], model: Any, load_uri: str,
-                  preprocessor: dict[str, Any] | None, batch_size: int,
-                  use_gpu: bool = False) -> dict[dt.date, dict[str, Any]]:
+                  preprocessor: dict[str, Any] | None, batch_size: int, use_gpu: bool = False,
+                  landed: set[dt.date] | None = None) -> dict[dt.date, dict[str, Any]]:
     """Each of ``days``' shift for ``model`` (``score.recent_shift``, :mod:`jobs.scoring.shift`; {} when
     off): its reference days' features (:func:`jobs.scoring.shift.reference_days`) scored with the
-    model, binned in Spark, solved here."""
+    model, binned in Spark, solved here. ``landed``: the days the features zone holds, when the
+    caller has listed them already (:func:`jobs.monitoring.outcomes.features_days`)."""
     from jobs.lake.spark import read_days
     from jobs.monitoring.outcomes import features_days
     from jobs.scoring.shift import day_shifts, logit_bins, reference_days
@@ -231,7 +232,7 @@ def recent_shifts(spark: Any, lake: Any, config: Any, days: list[dt.date], model
     spec, delay = config.score.recent_shift, config.monitoring.label_delay_days
     if not spec.days:
         return {}
-    landed = features_days(spark, lake)
+    landed = features_days(spark, lake) if landed is None else landed
     wanted = sorted({d for day in days for d in reference_days(day, spec, delay, landed)})
     bins = {}
     if wanted:
@@ -240,6 +241,25 @@ def recent_shifts(spark: Any, lake: Any, config: Any, days: list[dt.date], model
                                      batch_size, None, use_gpu, preprocessor, keep=[label])
         bins = logit_bins(predictions, label)
     return day_shifts(bins, days, spec, delay, landed)
+
+
+def served_predictions(spark: Any, lake: Any, config: Any, features: DataFrame, days: list[dt.date], model: Any,
+                       load_uri: str, preprocessor: dict[str, Any] | None, batch_size: int, use_gpu: bool = False,
+                       landed: set[dt.date] | None = None) -> tuple[DataFrame, dict[dt.date, dict[str, Any]]]:
+    """What ``model`` would serve for ``features`` (the rows of ``days``): its predictions
+    (:func:`score_features`) with each day's recent-outcome shift applied, and the shifts
+    (:func:`recent_shifts`, timed as the ``recent shift`` phase). The served model and each
+    challenger in shadow get theirs the same way."""
+    from jobs.scoring.shift import with_shifts
+    from jobs.timings import phase
+
+    one_day = days[0] if len(days) == 1 else None  # several: each row's run date is its partition's
+    predictions = score_features(features, config.features, model, load_uri, batch_size, one_day, use_gpu,
+                                 preprocessor)
+    with phase("recent shift"):  # each day's level matched to the last landed outcomes (jobs.scoring.shift)
+        shifts = recent_shifts(spark, lake, config, days, model, load_uri, preprocessor, batch_size, use_gpu,
+                               landed)
+    return with_shifts(predictions, shifts), shifts
 
 
 def prediction_columns(spec: FeatureSpec, model: ModelRef, probability: Any, run_date: dt.date | None) -> list[Any]:

@@ -31,15 +31,16 @@ log = logging.getLogger("jobs.scoring.shadow")
 
 
 def score_shadow(spark: SparkSession, lake: Lake, config: PipelineConfig, features: DataFrame, days: list[dt.date],
-                 served: ModelRef, batch_size: int, use_gpu: bool = False) -> dict[dt.date, list[dict[str, Any]]]:
+                 served: ModelRef, batch_size: int, use_gpu: bool = False,
+                 landed: set[dt.date] | None = None) -> dict[dt.date, list[dict[str, Any]]]:
     """Score ``features`` (the days', as the served scoring read them) with each challenger that is
-    not ``served``, into its shadow zone, all days in one pass per challenger; per day, one
-    ``{"model_version", "rows", "path"}`` (or ``"error"``) per challenger."""
+    not ``served``, into its shadow zone, all days in one pass per challenger, each with its own
+    recent-outcome shift (``landed``: the features zone's days, as the served scoring listed them);
+    per day, one ``{"model_version", "rows", "path"}`` (or ``"error"``) per challenger."""
     from jobs.lake.layout import PARTITION, partition_value
     from jobs.monitoring.challengers import challenger_versions
     from jobs.registry import CHALLENGER, DamagedModelError, check_version
-    from jobs.scoring.predictor import model_preprocessor, recent_shifts, score_features
-    from jobs.scoring.shift import with_shifts
+    from jobs.scoring.predictor import model_preprocessor, served_predictions
     from jobs.tracking import client
     from jobs.validation.partitions import zone_writer
 
@@ -47,7 +48,6 @@ def score_shadow(spark: SparkSession, lake: Lake, config: PipelineConfig, featur
     chosen = challenger_versions(mlflow_client, served.name, config.monitoring.challengers,
                                  config.train.promotion_margin)
     done: dict[dt.date, list[dict[str, Any]]] = {day: [] for day in days}
-    one_day = days[0] if len(days) == 1 else None
     for ref in chosen:
         if ref.version == served.version:
             continue
@@ -55,11 +55,9 @@ def score_shadow(spark: SparkSession, lake: Lake, config: PipelineConfig, featur
         try:
             load_uri = check_version(mlflow_client, ref.name, ref.version, CHALLENGER)
             preprocessor = model_preprocessor(load_uri)
-            predictions = score_features(features, config.features, ref, load_uri, batch_size, one_day, use_gpu,
-                                         preprocessor)
             # its own shift, as it would be served: the live comparison judges what each would serve
-            shifts = recent_shifts(spark, lake, config, days, ref, load_uri, preprocessor, batch_size, use_gpu)
-            predictions = with_shifts(predictions, shifts)
+            predictions, shifts = served_predictions(spark, lake, config, features, days, ref, load_uri,
+                                                     preprocessor, batch_size, use_gpu, landed)
             # one writer of the version's days; staging a killed score job left there is removed first
             with zone_writer(spark, lake, f"shadow-{ref.version}", target, days, f"shadow-{days[-1]}"):
                 predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(target)
