@@ -129,8 +129,10 @@ def score_days(spark: SparkSession, lake: Lake, config: PipelineConfig, days: li
     # one row per entity and day: a repeated one would be served (and judged) twice
     check_unique_keys(features, config.features.id_columns, "the features to score", lake.features)
     landed = set(list_partitions(spark, lake.features))  # listed once: for each model's shift
-    predictions, shifts = served_predictions(spark, lake, config, features, days, model, load_uri, preprocessor,
-                                             batch_size, use_gpu, landed)
+    # the predictions are lazy (written below): the phase is the shift's pass over the reference days
+    with phase("recent shift"):  # each day's level matched to the last landed outcomes (jobs.scoring.shift)
+        predictions, shifts = served_predictions(spark, lake, config, features, days, model, load_uri,
+                                                 preprocessor, batch_size, use_gpu, landed)
     # one writer of the days' predictions; staging a killed score job left is removed first
     with zone_writer(spark, lake, "predictions", lake.predictions, days, f"score-{days[-1]}"):
         predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(lake.predictions)

@@ -247,18 +247,15 @@ def served_predictions(spark: Any, lake: Any, config: Any, features: DataFrame, 
                        load_uri: str, preprocessor: dict[str, Any] | None, batch_size: int, use_gpu: bool = False,
                        landed: set[dt.date] | None = None) -> tuple[DataFrame, dict[dt.date, dict[str, Any]]]:
     """What ``model`` would serve for ``features`` (the rows of ``days``): its predictions
-    (:func:`score_features`) with each day's recent-outcome shift applied, and the shifts
-    (:func:`recent_shifts`, timed as the ``recent shift`` phase). The served model and each
+    (:func:`score_features`, lazy) with each day's recent-outcome shift applied, and the shifts
+    (:func:`recent_shifts`: the reference days are scored here). The served model and each
     challenger in shadow get theirs the same way."""
     from jobs.scoring.shift import with_shifts
-    from jobs.timings import phase
 
     one_day = days[0] if len(days) == 1 else None  # several: each row's run date is its partition's
     predictions = score_features(features, config.features, model, load_uri, batch_size, one_day, use_gpu,
                                  preprocessor)
-    with phase("recent shift"):  # each day's level matched to the last landed outcomes (jobs.scoring.shift)
-        shifts = recent_shifts(spark, lake, config, days, model, load_uri, preprocessor, batch_size, use_gpu,
-                               landed)
+    shifts = recent_shifts(spark, lake, config, days, model, load_uri, preprocessor, batch_size, use_gpu, landed)
     return with_shifts(predictions, shifts), shifts
 
 
