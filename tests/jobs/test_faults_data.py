@@ -121,6 +121,7 @@ def test_a_bad_row_is_quarantined_with_its_reason_and_rows_are_counted_in_record
         assert "N14\n228" in kept
 
 
+@pytest.mark.slow  # the row faults' validate run (the module fixture) is what takes the time
 def test_quarantined_rows_carry_their_file_record_number_and_key(row_fault_run):
     bad, report = row_fault_run
     day = FAULT_DAYS[UNPARSEABLE.name]
