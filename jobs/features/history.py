@@ -101,13 +101,15 @@ def add_history(rows: DataFrame, spec: FeatureSpec, label_delay_days: int,
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    from jobs.lake.spark import local_mode
+
     history = spec.history
     assert history is not None
     # Every key's branch reads the builder's rows: in local mode computed once (its joins and the
     # Parquet scans), not once per key; eager, so the query below starts from these blocks, freed
     # with the frame. On a cluster a lost executor would take such blocks with it and fail the job,
     # so there each branch computes them again (Spark's lineage can).
-    if str(rows.sparkSession.conf.get("spark.master", "")).startswith("local"):
+    if local_mode(rows.sparkSession):
         rows = rows.localCheckpoint()
     label, delay = spec.label, label_delay_days
 

@@ -213,6 +213,12 @@ def list_entries(spark: SparkSession, folder: str) -> list[tuple[str, bool]]:
     return [(status.getPath().getName(), bool(status.isDirectory())) for status in fs.listStatus(hpath)]
 
 
+def local_mode(spark: SparkSession) -> bool:
+    """Whether the session's executors are its driver's own process (``local[...]``), a classic
+    session's or a Spark Connect server's."""
+    return str(spark.conf.get("spark.master", "")).startswith("local")
+
+
 def list_partitions(spark: SparkSession, path: str) -> list[dt.date]:
     """The ``date=YYYY-MM-DD`` partitions under ``path`` (none if it does not exist), oldest first."""
     days = [partition_day(name) for name, folder in list_entries(spark, path) if folder]

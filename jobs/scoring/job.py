@@ -38,12 +38,13 @@ from jobs.lake.spark import (
     MissingPartitionError,
     configure_logging,
     get_spark,
-    list_partitions,
+    local_mode,
     path_exists,
     read_days,
     require_cuda,
 )
 from jobs.lake.storage import delete_file, write_bytes, write_text
+from jobs.monitoring.outcomes import features_days
 from jobs.runner import run_job
 from jobs.scoring.predictor import model_preprocessor, resolve_model, served_predictions
 from jobs.scoring.shadow import score_shadow
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     spark = get_spark(f"score-{args.run_date}", connect=True)
     lake, config = args.lake, args.config
     use_gpu = config.score.use_gpu if args.use_gpu is None else args.use_gpu
-    if use_gpu and spark.conf.get("spark.master", "").startswith("local"):  # the Python workers run here
+    if use_gpu and local_mode(spark):  # the Python workers run here
         require_cuda("GPU scoring (--use-gpu true / score.use_gpu)",
                      "score on the CPU with --use-gpu false, or run the job where the executors have GPUs")
     for day in args.window:  # every day's features first: a backfill stops before writing anything
@@ -128,7 +129,7 @@ def score_days(spark: SparkSession, lake: Lake, config: PipelineConfig, days: li
     features = read_days(spark, lake.features, days)  # each partition checked: a damaged or doubled file
     # one row per entity and day: a repeated one would be served (and judged) twice
     check_unique_keys(features, config.features.id_columns, "the features to score", lake.features)
-    landed = set(list_partitions(spark, lake.features))  # listed once: for each model's shift
+    landed = features_days(spark, lake)  # listed once: for each model's shift
     # the predictions are lazy (written below): the phase is the shift's pass over the reference days
     with phase("recent shift"):  # each day's level matched to the last landed outcomes (jobs.scoring.shift)
         predictions, shifts = served_predictions(spark, lake, config, features, days, model, load_uri,
