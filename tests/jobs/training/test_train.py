@@ -424,6 +424,47 @@ def test_precision_auto_is_fp32_on_the_cpu_and_an_unknown_precision_is_refused(c
         dataclasses.replace(config.train, precision="fp8")
 
 
+def test_a_world_of_one_trains_the_net_itself_to_ddp_s_weights_to_the_bit(config, tmp_path):
+    """DDP in a world of one copies the gradients into a bucket, all-reduces them with nobody and
+    divides by one: a rank without peers trains the net itself (``wrap_model``), and the same steps
+    from the same start give DDP's losses and weights, to the bit."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from jobs.model.tabular import Preprocessor, build_model
+    from jobs.training.loop import make_optimizer, train_batches, wrap_model
+
+    pre = Preprocessor(categorical=["carrier", "origin"], numeric=["distance", "dep_hour"],
+                       vocab={"carrier": ["AA", "B6", "UA"], "origin": ["EWR", "JFK", "LGA"]},
+                       mean={"distance": 900.0, "dep_hour": 13.0}, std={"distance": 500.0, "dep_hour": 5.0})
+    draw = torch.Generator().manual_seed(7)
+    batches = [(torch.randint(0, 4, (256, 2), generator=draw), torch.randn(256, 2, generator=draw),
+                (torch.rand(256, generator=draw) < 0.3).float()) for _ in range(12)]
+    cpu = torch.device("cpu")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        trained = {}
+        for name, wrap in (("ddp", DistributedDataParallel), ("plain", lambda net: wrap_model(net, 1, cpu))):
+            torch.manual_seed(0)
+            net = build_model(config.train.model, pre, dict(config.train.hyperparameters))
+            start = {k: v.clone() for k, v in net.state_dict().items()}
+            model = wrap(net)
+            torch.manual_seed(1)  # the dropout masks
+            totals = train_batches(model, make_optimizer(model.parameters(), 0.01, cpu),
+                                   torch.nn.BCEWithLogitsLoss(reduction="sum"), batches, cpu)
+            trained[name] = (model, net, start, totals)
+    finally:
+        dist.destroy_process_group()
+    (ddp, ddp_net, ddp_start, ddp_totals), (plain, net, start, totals) = trained["ddp"], trained["plain"]
+    assert isinstance(ddp, DistributedDataParallel) and plain is net
+    assert all(torch.equal(start[k], ddp_start[k]) for k in start)
+    weights, ddp_weights = net.state_dict(), ddp_net.state_dict()
+    assert weights.keys() == ddp_weights.keys()
+    assert not all(torch.equal(weights[k], start[k]) for k in weights)  # the steps trained
+    assert all(torch.equal(weights[k], ddp_weights[k]) for k in weights)
+    assert torch.equal(totals, ddp_totals)
+
+
 USER_MODEL = '''
 import torch
 
