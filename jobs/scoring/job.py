@@ -24,6 +24,7 @@ that one version serves: :mod:`orchestration.replay`).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -130,13 +131,15 @@ def score_days(spark: SparkSession, lake: Lake, config: PipelineConfig, days: li
     # one row per entity and day: a repeated one would be served (and judged) twice
     check_unique_keys(features, config.features.id_columns, "the features to score", lake.features)
     landed = features_days(spark, lake)  # listed once: for each model's shift
-    # the predictions are lazy (written below): the phase is the shift's pass over the reference days
-    with phase("recent shift"):  # each day's level matched to the last landed outcomes (jobs.scoring.shift)
-        predictions, shifts = served_predictions(spark, lake, config, features, days, model, load_uri,
-                                                 preprocessor, batch_size, use_gpu, landed)
-    # one writer of the days' predictions; staging a killed score job left is removed first
-    with zone_writer(spark, lake, "predictions", lake.predictions, days, f"score-{days[-1]}"):
-        predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(lake.predictions)
+    with contextlib.ExitStack() as scoring:
+        # the phase: the pass that scores the days with their reference days and solves the shifts
+        # (jobs.scoring.shift); the write below reads its kept rows
+        with phase("recent shift"):
+            predictions, shifts = scoring.enter_context(served_predictions(
+                spark, lake, config, features, days, model, load_uri, preprocessor, batch_size, use_gpu, landed))
+        # one writer of the days' predictions; staging a killed score job left is removed first
+        with zone_writer(spark, lake, "predictions", lake.predictions, days, f"score-{days[-1]}"):
+            predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(lake.predictions)
 
     targets = [lake.partition(lake.predictions, day) for day in days]
     written = spark.read.option("basePath", lake.predictions).parquet(*targets)

@@ -13,7 +13,8 @@ import json
 import math
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -218,45 +219,71 @@ def score_features(
     return features.select(*prediction_columns(spec, model, predict(*inputs), run_date), *(keep or []))
 
 
-def recent_shifts(spark: Any, lake: Any, config: Any, days: list[dt.date], model: Any, load_uri: str,
-                  preprocessor: dict[str, Any] | None, batch_size: int, use_gpu: bool = False,
-                  landed: set[dt.date] | None = None) -> dict[dt.date, dict[str, Any]]:
-    """Each of ``days``' shift for ``model`` (``score.recent_shift``, :mod:`jobs.scoring.shift`; {} when
-    off): its reference days' features (:func:`jobs.scoring.shift.reference_days`) scored with the
-    model, binned in Spark, solved here. ``landed``: the days the features zone holds, when the
-    caller has listed them already (:func:`jobs.monitoring.outcomes.features_days`)."""
-    from jobs.lake.spark import read_days
+def reference_days_of(spark: Any, lake: Any, config: Any, days: list[dt.date],
+                      landed: set[dt.date] | None = None) -> tuple[list[dt.date], set[dt.date]]:
+    """The reference days of ``days``' recent-outcome shifts (``score.recent_shift``,
+    :func:`jobs.scoring.shift.reference_days`), oldest first, and the features zone's days
+    (``landed``, listed here when the caller has not: :func:`jobs.monitoring.outcomes.features_days`)."""
     from jobs.monitoring.outcomes import features_days
-    from jobs.scoring.shift import day_shifts, logit_bins, reference_days
+    from jobs.scoring.shift import reference_days
 
     spec, delay = config.score.recent_shift, config.monitoring.label_delay_days
-    if not spec.days:
-        return {}
     landed = features_days(spark, lake) if landed is None else landed
-    wanted = sorted({d for day in days for d in reference_days(day, spec, delay, landed)})
-    bins = {}
-    if wanted:
-        label = config.features.label
-        predictions = score_features(read_days(spark, lake.features, wanted), config.features, model, load_uri,
-                                     batch_size, None, use_gpu, preprocessor, keep=[label])
-        bins = logit_bins(predictions, label)
-    return day_shifts(bins, days, spec, delay, landed)
+    return sorted({d for day in days for d in reference_days(day, spec, delay, landed)}), landed
 
 
+@contextmanager
 def served_predictions(spark: Any, lake: Any, config: Any, features: DataFrame, days: list[dt.date], model: Any,
                        load_uri: str, preprocessor: dict[str, Any] | None, batch_size: int, use_gpu: bool = False,
-                       landed: set[dt.date] | None = None) -> tuple[DataFrame, dict[dt.date, dict[str, Any]]]:
-    """What ``model`` would serve for ``features`` (the rows of ``days``): its predictions
-    (:func:`score_features`, lazy) with each day's recent-outcome shift applied, and the shifts
-    (:func:`recent_shifts`: the reference days are scored here). The served model and each
-    challenger in shadow get theirs the same way."""
-    from jobs.scoring.shift import with_shifts
+                       landed: set[dt.date] | None = None) -> Iterator[tuple[DataFrame, dict[dt.date, dict[str, Any]]]]:
+    """What ``model`` would serve for ``features`` (the rows of ``days``), while the block runs: its
+    predictions (:func:`score_features`, to be written in the block) with each day's recent-outcome
+    shift applied, and the shifts (``score.recent_shift``, :mod:`jobs.scoring.shift`; {} when off).
+    The served model and each challenger in shadow get theirs the same way.
 
+    One pass scores the days and their reference days together (a day of a several-day pass is
+    often another's reference day): its rows are kept (``persist``) while the reference days'
+    labelled rows are binned in Spark and the shifts solved here, and the block's write reads them
+    from there; they are let go when the block ends. ``landed``: the days the features zone holds,
+    when the caller has listed them already."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DateType
+
+    from jobs.lake.spark import read_days
+    from jobs.scoring.shift import day_shifts, logit_bins, with_shifts
+
+    spec, label = config.score.recent_shift, config.features.label
     one_day = days[0] if len(days) == 1 else None  # several: each row's run date is its partition's
-    predictions = score_features(features, config.features, model, load_uri, batch_size, one_day, use_gpu,
-                                 preprocessor)
-    shifts = recent_shifts(spark, lake, config, days, model, load_uri, preprocessor, batch_size, use_gpu, landed)
-    return with_shifts(predictions, shifts), shifts
+    if not spec.days:
+        yield score_features(features, config.features, model, load_uri, batch_size, one_day, use_gpu,
+                             preprocessor), {}
+        return
+    wanted, landed = reference_days_of(spark, lake, config, days, landed)
+    if not wanted:  # the first days of a lake: nothing has landed, nothing is shifted (each day says why)
+        yield score_features(features, config.features, model, load_uri, batch_size, one_day, use_gpu,
+                             preprocessor), day_shifts({}, days, spec, config.monitoring.label_delay_days, landed)
+        return
+    # the columns the scoring reads, in the days' order: a reference day needs those, not the rest
+    used = {*config.features.id_columns, label, PARTITION,
+            *([*preprocessor["categorical"], *preprocessor["numeric"]] if preprocessor else config.features.inputs)}
+    columns = [c for c in features.columns if c in used]
+    rows = features.select(*columns)
+    if extra := [d for d in wanted if d not in set(days)]:
+        rows = rows.unionByName(read_days(spark, lake.features, extra).select(*columns))
+    scored = score_features(rows, config.features, model, load_uri, batch_size, None, use_gpu, preprocessor,
+                            keep=[label]).persist()
+    try:
+        def of(chosen: list[dt.date]) -> Any:
+            return F.col(PARTITION).cast(DateType()).isin(chosen)
+
+        bins = logit_bins(scored.where(of(wanted)), label)
+        shifts = day_shifts(bins, days, spec, config.monitoring.label_delay_days, landed)
+        predictions = scored.where(of(days)).drop(label)
+        if one_day is not None:  # the run date as one literal, as a day scored on its own has it
+            predictions = predictions.withColumn("run_date", F.lit(one_day))
+        yield with_shifts(predictions, shifts), shifts
+    finally:
+        scored.unpersist()
 
 
 def prediction_columns(spec: FeatureSpec, model: ModelRef, probability: Any, run_date: dt.date | None) -> list[Any]:

@@ -56,11 +56,11 @@ def score_shadow(spark: SparkSession, lake: Lake, config: PipelineConfig, featur
             load_uri = check_version(mlflow_client, ref.name, ref.version, CHALLENGER)
             preprocessor = model_preprocessor(load_uri)
             # its own shift, as it would be served: the live comparison judges what each would serve
-            predictions, shifts = served_predictions(spark, lake, config, features, days, ref, load_uri,
-                                                     preprocessor, batch_size, use_gpu, landed)
-            # one writer of the version's days; staging a killed score job left there is removed first
-            with zone_writer(spark, lake, f"shadow-{ref.version}", target, days, f"shadow-{days[-1]}"):
-                predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(target)
+            with served_predictions(spark, lake, config, features, days, ref, load_uri, preprocessor, batch_size,
+                                    use_gpu, landed) as (predictions, shifts):
+                # one writer of the version's days; staging a killed score job left there is removed first
+                with zone_writer(spark, lake, f"shadow-{ref.version}", target, days, f"shadow-{days[-1]}"):
+                    predictions.write.mode("overwrite").partitionBy(PARTITION).parquet(target)
             written = spark.read.option("basePath", target).parquet(*[lake.partition(target, d) for d in days])
             counts = written.groupBy(PARTITION).count().collect()
             rows = {partition_value(r[PARTITION]): int(r["count"]) for r in counts}

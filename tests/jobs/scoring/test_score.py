@@ -289,6 +289,9 @@ def test_days_scored_in_one_pass_equal_each_day_scored_alone(scored_model, featu
             summary.pop("path")
             summary["drift"].pop("report")
         assert summaries[0] == summaries[1] and summaries[0]["rows"] == len(one)
+    # the first day is the second's reference day, scored in the same pass as it: shifted all the same
+    second = json.loads((together / "reports" / "scoring" / partition_name(days[1]) / "summary.json").read_text())
+    assert second["recent_shift"]["days"] == [days[0].isoformat()] and "solved" in second["recent_shift"], second
     assert len({json.dumps(d["features"]) for d in (
         json.loads((together / "reports" / "drift" / partition_name(day) / "drift.json").read_text())
         for day in days)}) == len(days)  # each day judged on its own rows, not the days pooled
