@@ -82,6 +82,7 @@ def test_a_target_s_verdict_is_what_its_measured_ratio_gives():
             check_verdict(result, wrong)
 
 
+@pytest.mark.slow
 def test_validation_hand_aggregation_counts_what_the_validate_job_flags(spark, lake, config_without_gx):
     from benchmarks.validation import ROWS, check_counts, hand_aggregation
     from jobs.config import import_object

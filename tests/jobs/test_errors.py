@@ -100,6 +100,7 @@ def trace_lines(text: str) -> int:
     return sum(bool(TRACE_LINE.match(line)) for line in text.splitlines())
 
 
+@pytest.mark.slow
 def test_a_real_job_on_a_missing_partition_ends_with_its_one_line_the_traceback_only_at_debug_level(tmp_path):
     """The features job on a lake without the day's validated partition: exit 65, the last line of
     stderr says what is missing and what to do, no traceback; PIPELINE_LOG_LEVEL=DEBUG adds it."""

@@ -233,6 +233,7 @@ def test_the_score_job_refuses_features_that_repeat_a_key_before_writing(spark, 
     assert tree(Path(lake.root)) == before and not Path(lake.predictions).exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["truncated", "copied"])
 def test_a_damaged_reference_snapshot_is_never_reused_and_its_own_day_writes_it_anew(
     spark, lake, config_without_gx, tmp_path, how,

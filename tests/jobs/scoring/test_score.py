@@ -194,6 +194,7 @@ def test_spark_predictions_equal_single_process_predictions(scored_model, config
     assert (spark_rows["date"] == DAY).all() and (spark_rows["run_date"] == DAY).all()
 
 
+@pytest.mark.slow
 def test_rescoring_a_day_replaces_its_partition_and_leaves_other_days(
     scored_model, spark, features_zone, config, tmp_path, monkeypatch
 ):

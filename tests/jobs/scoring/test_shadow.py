@@ -134,6 +134,7 @@ def test_a_challenger_that_fails_to_score_never_fails_the_served_scoring(spark, 
     assert score_shadow(spark, scoring, config, features, [DAY], ModelRef(name, str(version), ""), 100) == {DAY: []}
 
 
+@pytest.mark.slow
 def test_a_challenger_whose_files_are_gone_is_skipped_and_the_champion_still_served(
         features_zone, config, tmp_path, monkeypatch, caplog):
     """Its artifact folder deleted: the score job writes the champion's predictions, warns once
