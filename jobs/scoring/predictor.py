@@ -219,19 +219,6 @@ def score_features(
     return features.select(*prediction_columns(spec, model, predict(*inputs), run_date), *(keep or []))
 
 
-def reference_days_of(spark: Any, lake: Any, config: Any, days: list[dt.date],
-                      landed: set[dt.date] | None = None) -> tuple[list[dt.date], set[dt.date]]:
-    """The reference days of ``days``' recent-outcome shifts (``score.recent_shift``,
-    :func:`jobs.scoring.shift.reference_days`), oldest first, and the features zone's days
-    (``landed``, listed here when the caller has not: :func:`jobs.monitoring.outcomes.features_days`)."""
-    from jobs.monitoring.outcomes import features_days
-    from jobs.scoring.shift import reference_days
-
-    spec, delay = config.score.recent_shift, config.monitoring.label_delay_days
-    landed = features_days(spark, lake) if landed is None else landed
-    return sorted({d for day in days for d in reference_days(day, spec, delay, landed)}), landed
-
-
 @contextmanager
 def served_predictions(spark: Any, lake: Any, config: Any, features: DataFrame, days: list[dt.date], model: Any,
                        load_uri: str, preprocessor: dict[str, Any] | None, batch_size: int, use_gpu: bool = False,
@@ -250,18 +237,19 @@ def served_predictions(spark: Any, lake: Any, config: Any, features: DataFrame, 
     from pyspark.sql.types import DateType
 
     from jobs.lake.spark import read_days
-    from jobs.scoring.shift import day_shifts, logit_bins, with_shifts
+    from jobs.monitoring.outcomes import features_days
+    from jobs.scoring.shift import day_shifts, logit_bins, reference_days, with_shifts
 
-    spec, label = config.score.recent_shift, config.features.label
+    spec, label, delay = config.score.recent_shift, config.features.label, config.monitoring.label_delay_days
     one_day = days[0] if len(days) == 1 else None  # several: each row's run date is its partition's
-    if not spec.days:
+    wanted: list[dt.date] = []
+    if spec.days:
+        landed = features_days(spark, lake) if landed is None else landed
+        wanted = sorted({d for day in days for d in reference_days(day, spec, delay, landed)})
+    if not wanted:  # off, or the first days of a lake: nothing has landed, nothing is shifted (each day says why)
+        shifts = day_shifts({}, days, spec, delay, landed) if spec.days else {}
         yield score_features(features, config.features, model, load_uri, batch_size, one_day, use_gpu,
-                             preprocessor), {}
-        return
-    wanted, landed = reference_days_of(spark, lake, config, days, landed)
-    if not wanted:  # the first days of a lake: nothing has landed, nothing is shifted (each day says why)
-        yield score_features(features, config.features, model, load_uri, batch_size, one_day, use_gpu,
-                             preprocessor), day_shifts({}, days, spec, config.monitoring.label_delay_days, landed)
+                             preprocessor), shifts
         return
     # the columns the scoring reads, in the days' order: a reference day needs those, not the rest
     used = {*config.features.id_columns, label, PARTITION,
@@ -277,7 +265,7 @@ def served_predictions(spark: Any, lake: Any, config: Any, features: DataFrame, 
             return F.col(PARTITION).cast(DateType()).isin(chosen)
 
         bins = logit_bins(scored.where(of(wanted)), label)
-        shifts = day_shifts(bins, days, spec, config.monitoring.label_delay_days, landed)
+        shifts = day_shifts(bins, days, spec, delay, landed)
         predictions = scored.where(of(days)).drop(label)
         if one_day is not None:  # the run date as one literal, as a day scored on its own has it
             predictions = predictions.withColumn("run_date", F.lit(one_day))
