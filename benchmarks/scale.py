@@ -218,14 +218,13 @@ def row_groups(dirs: list[str]) -> int:
 def run_distributed(job: Any, experiment_id: str, processes: int, local_mode: bool) -> dict[str, Any]:
     """TorchDistributor over :func:`benchmarks.scale_rank.train_and_measure` (train_fn, then each
     rank's peak RSS), timed from outside as the training benchmark times it."""
-    from pyspark.ml.torch.distributor import TorchDistributor
-
     from benchmarks.scale_rank import rank_peaks, train_and_measure
     from benchmarks.training import finish, launch, marks_file, new_job, read_marks
     from jobs.tracking import client
+    from jobs.training.launcher import LeanTorchDistributor
 
     job = new_job(job, experiment_id, use_gpu=False)
-    distributor = TorchDistributor(num_processes=processes, local_mode=local_mode, use_gpu=False)
+    distributor = LeanTorchDistributor(num_processes=processes, local_mode=local_mode, use_gpu=False)
     with marks_file(None) as marks, tempfile.TemporaryDirectory(prefix="bench-scale-rss-") as folder:
         launched, started, relayed = time.time(), time.perf_counter(), {}
         # as the train job launches them: rank 0 logs through this process (jobs.training.relay)

@@ -273,14 +273,19 @@ def finish(job: RankConfig, result: dict[str, Any] | None, wall_s: float, launch
 
 
 def distributed(job: RankConfig, experiment_id: str, processes: int, use_gpu: bool, code: str | None = None) -> Timing:
-    """``TorchDistributor(...).run(train_fn, job)`` in local mode, timed from the outside; with
-    ``code``, the ranks import ``jobs`` from that folder (:func:`marks_file`)."""
+    """``TorchDistributor(...).run(train_fn, job)`` in local mode as the train job launches it
+    (:class:`jobs.training.launcher.LeanTorchDistributor`), timed from the outside; with ``code``, the
+    ranks import ``jobs`` from that folder (:func:`marks_file`), launched as that code did (pyspark's
+    own ``TorchDistributor`` where it has no ``jobs/training/launcher.py``)."""
     from pyspark.ml.torch.distributor import TorchDistributor
 
+    from jobs.training.launcher import LeanTorchDistributor
     from jobs.training.loop import train_fn
 
     job = new_job(job, experiment_id, use_gpu)
-    distributor = TorchDistributor(num_processes=processes, local_mode=True, use_gpu=use_gpu)
+    pyspark_s = code and not Path(code, "jobs", "training", "launcher.py").exists()
+    kind = TorchDistributor if pyspark_s else LeanTorchDistributor
+    distributor = kind(num_processes=processes, local_mode=True, use_gpu=use_gpu)
     with marks_file(code) as marks:
         launched, started, relayed = time.time(), time.perf_counter(), {}
         result = launch(job, lambda ready: distributor.run(train_fn, ready), code, relayed)

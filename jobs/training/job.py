@@ -278,9 +278,10 @@ def main(argv: list[str] | None = None) -> None:
             if launcher == IN_PROCESS:  # its own error, as it is: no rank output to read it from
                 result = train_in_process(rank)
             else:
-                from pyspark.ml.torch.distributor import TorchDistributor
+                from jobs.training.launcher import LeanTorchDistributor
 
-                distributor = TorchDistributor(num_processes=num_processes, local_mode=local_mode, use_gpu=use_gpu)
+                distributor = LeanTorchDistributor(num_processes=num_processes, local_mode=local_mode,
+                                                   use_gpu=use_gpu)
                 with ranks_output_until_a_failure():
                     # rank 0 logs through files beside the checkpoints, forwarded from here as they come
                     result = run_relayed(rank.replace(events_dir=f"{run.checkpoint_dir}/events"),

@@ -193,10 +193,10 @@ def rank():
 def main():
     configure_logging()
     get_spark("failing-rank")
-    from pyspark.ml.torch.distributor import TorchDistributor
+    from jobs.training.launcher import LeanTorchDistributor
 
     with ranks_output_until_a_failure():  # as the train job runs its ranks
-        TorchDistributor(num_processes=1, local_mode=True, use_gpu=False).run(rank)
+        LeanTorchDistributor(num_processes=1, local_mode=True, use_gpu=False).run(rank)
 
 run_job(main)
 """

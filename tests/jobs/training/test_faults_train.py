@@ -311,12 +311,11 @@ def test_auto_trains_a_small_window_as_one_rank_in_the_job_s_own_process(feature
     job trains it as one rank in its own process (no TorchDistributor, no torchrun, no rank
     processes), says so in the run's params, and the model is the one a TorchDistributor rank in a
     world of one trains on the same window: the same metrics, to the bit."""
-    from pyspark.ml.torch.distributor import TorchDistributor
-
     from jobs.training import job
+    from jobs.training.launcher import LeanTorchDistributor
 
     runs, calls = {}, []
-    real_in_process, real_run = job.train_in_process, TorchDistributor.run
+    real_in_process, real_run = job.train_in_process, LeanTorchDistributor.run
 
     def in_process(rank):
         calls.append("in_process")
@@ -327,7 +326,7 @@ def test_auto_trains_a_small_window_as_one_rank_in_the_job_s_own_process(feature
         return real_run(self, *args, **kwargs)
 
     monkeypatch.setattr(job, "train_in_process", in_process)
-    monkeypatch.setattr(TorchDistributor, "run", distributor_run)
+    monkeypatch.setattr(LeanTorchDistributor, "run", distributor_run)
     for launcher in ("auto", "torch_distributor"):
         # a buffer smaller than the window: auto still holds it in memory in process (rank_data_path);
         # the TorchDistributor rank is told to, so both train the same way

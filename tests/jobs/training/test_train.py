@@ -168,14 +168,14 @@ def test_distributed_training_is_deterministic_and_sees_every_row_once(spark, co
     """Two ranks under TorchDistributor, streaming their shares through a buffer smaller than them
     (the in-memory path trains in the other tests here, and in the train job's tests)."""
     import mlflow
-    from pyspark.ml.torch.distributor import TorchDistributor
 
+    from jobs.training.launcher import LeanTorchDistributor
     from jobs.training.loop import train_fn
     from jobs.training.relay import run_relayed
 
     def train() -> tuple[dict, str]:  # as the train job launches them: rank 0 logs through this process
         job = small_training["new_job"](**STREAMING)
-        distributor = TorchDistributor(num_processes=2, local_mode=True, use_gpu=False)
+        distributor = LeanTorchDistributor(num_processes=2, local_mode=True, use_gpu=False)
         return run_relayed(job, lambda relayed: distributor.run(train_fn, relayed)), job.run_id
 
     (first, first_run), (second, _) = train(), train()
