@@ -25,7 +25,8 @@ overrides the epochs):
   (gloo), without TorchDistributor: the pipeline's own fixed cost without starting any process.
 - ``TorchDistributor, N processes`` (``local_mode=True``, ``use_gpu=False``, N = 1 and 2):
   ``TorchDistributor(...).run(train_fn, job)`` as the train job launches it, rank 0 logging through
-  this process (:func:`jobs.training.relay.run_relayed`). Its fixed cost is its wall time minus the
+  this process (:func:`jobs.training.relay.run_relayed`), torchrun started through the train job's own
+  wrapper (:class:`jobs.training.launcher.LeanTorchDistributor`). Its fixed cost is its wall time minus the
   epochs' training loops (train_fn's ``epoch_seconds``, the all-reduce included): starting torchrun
   and the rank processes (Python, torch and ``jobs`` imports), the process-group init, each rank
   reading and encoding its share, rank 0 reading the holdout, evaluating it after every epoch and at
@@ -53,7 +54,9 @@ rank's interpreter), the rank's imports, the process group, its share and the mo
 opened (MLflow's import and run where rank 0 logs itself) and its holdout read, the epochs'
 evaluation and logging beyond their loops, the final evaluation (with the plots and model where
 rank 0 logs them), the teardown, the exit back to the launcher, and the launcher logging the plots
-and the model (under the relay). ``--before DIR`` adds
+and the model (under the relay); and TorchDistributor again as pyspark launches it, through its own
+wrapper process (code ``pyspark's wrapper`` in the launcher table, against the same torchrun rows).
+``--before DIR`` adds
 every launcher again with the ranks importing ``jobs`` from ``DIR`` instead (a copy of the code
 before a change: ``git archive <commit> | tar -x -C DIR``), the two taking turns in one process on one
 window: before and after on the same machine at the same time (code that writes no marks gets only
@@ -95,6 +98,7 @@ from jobs.training.rank import RankConfig
 
 DEFAULT_RUN_DATE = dt.date(2013, 1, 28)  # the training job's example run date
 LOSS_TOLERANCE = 1e-4  # plain loop vs one rank: the same rows, batches and initial weights
+PYSPARK_WRAPPER_CODE = "pyspark's wrapper"  # the launcher table's code of TorchDistributor launched as pyspark does
 LAUNCHER_TARGET_S = 5.0  # TorchDistributor's launcher overhead (wall time less the epochs' loops) at most
 REPO = Path(__file__).resolve().parents[1]
 
@@ -272,18 +276,20 @@ def finish(job: RankConfig, result: dict[str, Any] | None, wall_s: float, launch
                   result["metrics"]["roc_auc"], first_step, phases(marks or {}, launched, launched + wall_s, loop_s))
 
 
-def distributed(job: RankConfig, experiment_id: str, processes: int, use_gpu: bool, code: str | None = None) -> Timing:
+def distributed(job: RankConfig, experiment_id: str, processes: int, use_gpu: bool, code: str | None = None,
+                pyspark_wrapper: bool = False) -> Timing:
     """``TorchDistributor(...).run(train_fn, job)`` in local mode as the train job launches it
     (:class:`jobs.training.launcher.LeanTorchDistributor`), timed from the outside; with ``code``, the
     ranks import ``jobs`` from that folder (:func:`marks_file`), launched as that code did (pyspark's
-    own ``TorchDistributor`` where it has no ``jobs/training/launcher.py``)."""
+    own ``TorchDistributor`` where it has no ``jobs/training/launcher.py``); ``pyspark_wrapper``:
+    pyspark's own ``TorchDistributor`` (torchrun started through pyspark's wrapper process)."""
     from pyspark.ml.torch.distributor import TorchDistributor
 
     from jobs.training.launcher import LeanTorchDistributor
     from jobs.training.loop import train_fn
 
     job = new_job(job, experiment_id, use_gpu)
-    pyspark_s = code and not Path(code, "jobs", "training", "launcher.py").exists()
+    pyspark_s = pyspark_wrapper or (code and not Path(code, "jobs", "training", "launcher.py").exists())
     kind = TorchDistributor if pyspark_s else LeanTorchDistributor
     distributor = kind(num_processes=processes, local_mode=True, use_gpu=use_gpu)
     with marks_file(code) as marks:
@@ -409,6 +415,12 @@ def contenders(
             *[Contender(f"TorchDistributor, {n} process{'es' if n > 1 else ''}{tag}", n, "cpu", cpu_batch, "fp32",
                         lambda n=n, c=code: distributed(cpu, experiment_id, n, use_gpu=False, code=c),
                         "TorchDistributor", "before" if code else "") for n in (1, 2)],
+            # the same launch through pyspark's own wrapper process (what LeanTorchDistributor replaces)
+            *([Contender(f"TorchDistributor, {n} process{'es' if n > 1 else ''}, pyspark's wrapper", n, "cpu",
+                         cpu_batch, "fp32", lambda n=n: distributed(cpu, experiment_id, n, use_gpu=False,
+                                                                    pyspark_wrapper=True),
+                         "TorchDistributor", PYSPARK_WRAPPER_CODE) for n in (1, 2)] if rows == "launch" and not code
+              else []),
             *[Contender(f"torchrun, {n} process{'es' if n > 1 else ''}{tag}", n, "cpu", cpu_batch, "fp32",
                         lambda n=n, c=code: torchrun(cpu, experiment_id, n, code=c), "torchrun",
                         "before" if code else "") for n in (1, 2)],
@@ -463,9 +475,11 @@ def launchers(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     meets :data:`LAUNCHER_TARGET_S`."""
     fixed = {(r["code"], r["launcher"], r["processes"]): r for r in results if r["launcher"] and r["device"] == "cpu"}
     out = []
-    for code, _, processes in sorted({(c, "", n) for c, _, n in fixed}, key=lambda k: (k[0] != "before", k[2])):
-        distributor, standalone = fixed.get((code, "TorchDistributor", processes)), fixed.get(
-            (code, "torchrun", processes))
+    for code, _, processes in sorted({(c, "", n) for c, _, n in fixed},
+                                     key=lambda k: (k[0] != "before", k[0] != PYSPARK_WRAPPER_CODE, k[2])):
+        distributor = fixed.get((code, "TorchDistributor", processes))
+        # pyspark's wrapper: against this code's torchrun (the same ranks)
+        standalone = fixed.get(("" if code == PYSPARK_WRAPPER_CODE else code, "torchrun", processes))
         if not (distributor and standalone):
             continue
         out.append({

@@ -210,7 +210,7 @@ def test_the_training_benchmark_plans_its_gpu_rows_first_and_measures_them_as_a_
     lease may end mid-way (scripts/gpu_verify.sh); --rows gpu and --rows cpu keep one side only."""
     import dataclasses
 
-    from benchmarks.training import contenders, groups, plan
+    from benchmarks.training import PYSPARK_WRAPPER_CODE, contenders, groups, launchers, plan
 
     @dataclasses.dataclass(frozen=True)
     class Job:  # what contenders() reads of a RankConfig
@@ -230,4 +230,10 @@ def test_the_training_benchmark_plans_its_gpu_rows_first_and_measures_them_as_a_
     assert {c.device for c in contenders(Job(), "0", 2, 2048, gpus=None, rows="cpu")} == {"cpu"}
     launch = contenders(Job(), "0", 2, 2048, gpus=None, rows="launch", before="/tmp/before")
     assert {c.launcher for c in launch} == {"in_process", "TorchDistributor", "torchrun"}
-    assert sorted(c.code for c in launch) == [""] * 5 + ["before"] * 4  # in process: this code only
+    # in process, and TorchDistributor through pyspark's own wrapper: this code only
+    assert sorted(c.code for c in launch) == [""] * 5 + ["before"] * 4 + ["pyspark's wrapper"] * 2
+    # the launcher table pairs pyspark's wrapper with this code's torchrun, the same ranks
+    measured = [{"code": code, "launcher": launcher, "processes": 1, "device": "cpu", "fixed_s": fixed,
+                 "first_step_s": 1.0} for code, launcher, fixed in (
+        ("", "TorchDistributor", 4.4), ("", "torchrun", 4.0), (PYSPARK_WRAPPER_CODE, "TorchDistributor", 5.2))]
+    assert [(o["code"], o["ratio"]) for o in launchers(measured)] == [(PYSPARK_WRAPPER_CODE, 1.3), ("", 1.1)]

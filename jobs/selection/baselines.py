@@ -215,6 +215,26 @@ def train_baseline(
             "spark_model": model, "preprocessor": pre}
 
 
+def logged_feature_bins(client: Any, run_id: str, run_date: dt.date, window: str) -> dict[str, Any] | None:
+    """The drift baseline's feature part (:func:`jobs.scoring.drift.feature_bins`) that a baseline of
+    the training of run ``run_id`` (its identity tags: the same window, config and data) logged with
+    its model, or None where none did (no baselines configured, a run without identity tags). Every
+    model of one window and preprocessor has the same feature part: the train job promoting a sweep's
+    candidate takes it from here instead of fitting the preprocessor and binning the window again."""
+    from jobs.scoring.drift import PREDICTION, load_baseline
+    from jobs.selection.bar import window_runs
+    from jobs.selection.identity import identity_of
+
+    run = client.get_run(run_id)
+    found = window_runs(client, run.info.experiment_id, run_date, window, "baseline", identity_of(run.data.tags))
+    for baseline in found.values():
+        logged = load_baseline(baseline.info.run_id)
+        if logged is not None:
+            log.info("the drift baseline's feature bins of this window: from baseline run %s", baseline.info.run_id)
+            return {key: value for key, value in logged.items() if key != PREDICTION}
+    return None
+
+
 def train_baselines(spark: SparkSession, lake: Lake, config: PipelineConfig, run_date: dt.date,
                     started_by: str | None = None, training_id: str | None = None) -> list[dict[str, Any]]:
     """Every configured baseline on the window ending with ``run_date`` (see :func:`train_baseline`),

@@ -186,8 +186,12 @@ def main(argv: list[str] | None = None) -> None:
     train_dirs, holdout_dirs = feature_dirs(spark, args.lake, train_days), feature_dirs(spark, args.lake, holdout_days)
     validation_dirs = feature_dirs(spark, args.lake, validation_days)
     features = spark.read.option("basePath", args.lake.features).parquet(*train_dirs)
-    # Labels first: a window without them fails here, in seconds, not inside the ranks.
     train_window = f"training window {train_days[0]}..{train_days[-1]} ({args.lake.features})"
+    windows = (f"{train_days[0]}..{train_days[-1]}", f"{holdout_days[0]}..{holdout_days[-1]}")
+    if args.promote_run:  # the sweep's best: trained already on this window, register and gate it
+        promote(spark, args, features, train_window, windows, validation_dirs, holdout_dirs)
+        return
+    # Labels first: a window without them fails here, in seconds, not inside the ranks.
     labelled_rows = check_labels(features, spec.label, train_window)
     check_labels(spark.read.option("basePath", args.lake.features).parquet(*holdout_dirs), spec.label,
                  f"holdout window {holdout_days[0]}..{holdout_days[-1]} ({args.lake.features})", both_classes=False)
@@ -213,28 +217,6 @@ def main(argv: list[str] | None = None) -> None:
                            cfg.in_process_max_rows, labelled_rows)
     log.info("training on %s..%s, holdout %s..%s; vocabularies: %s", train_days[0], train_days[-1],
              holdout_days[0], holdout_days[-1], {c: len(v) for c, v in pre.vocab.items()})
-    windows = (f"{train_days[0]}..{train_days[-1]}", f"{holdout_days[0]}..{holdout_days[-1]}")
-    if args.promote_run:  # the sweep's best: trained already, register and gate it
-        from jobs.selection.bar import in_its_place
-        from jobs.selection.sweep import candidate_result
-        from jobs.tracking import client
-
-        forward = args.promote_run
-        if args.config.sweep.blend:  # the blend of sweep.blend's members, if it beats the sweep's choice
-            from jobs.selection.blend import blend_candidate, preferred
-
-            blend = blend_candidate(spark, args.config, args.promote_run, args.run_date,
-                                    {"validation": validation_dirs, "holdout": holdout_dirs}, windows[1])
-            forward = preferred(args.config, client(), args.promote_run, blend)
-        # the better family serves: a baseline that may (promote: true) and beats it goes in its place
-        serving = in_its_place(args.config, client(), forward, args.run_date, windows[1])
-        chosen = serving.info.run_id if serving is not None else forward
-        result, experiment_id = candidate_result(chosen)
-        # no checkpoints to drop: a folder no training uses
-        run = TrainingRun(chosen, experiment_id, args.lake.checkpoint("training", args.run_date, "promoted"))
-        publish(spark, args.lake, args.config, args.run_date, run, result, features, pre, holdout_dirs, windows,
-                validation_dirs=validation_dirs, started=started(args))
-        return
 
     # Open (or resume) the MLflow run with everything that shapes the training as its parameters.
     from jobs.config import tracking_uri
@@ -300,8 +282,45 @@ def main(argv: list[str] | None = None) -> None:
                              windows[1], args.candidate_name or run.run_id, run.checkpoint_dir, family="mlp")
             return
         # Register, gate and report.
-        publish(spark, args.lake, args.config, args.run_date, run, result, features, pre, holdout_dirs, windows,
+        from jobs.scoring.drift import feature_bins
+
+        bins = feature_bins(features, pre, args.config.score.drift.bins, cfg.in_process_max_rows)
+        publish(spark, args.lake, args.config, args.run_date, run, result, bins, holdout_dirs, windows,
                 validation_dirs=validation_dirs, started=started(args))
+
+
+def promote(spark: SparkSession, args: TrainArgs, features: DataFrame, train_window: str, windows: tuple[str, str],
+            validation_dirs: list[str], holdout_dirs: list[str]) -> None:
+    """``--promote-run``: the sweep's chosen run (or the blend of ``sweep.blend`` where it beats it, or
+    a baseline that may serve and beats it) registered, barred and gated. Nothing is trained: the
+    window's preprocessor is fitted, and the window binned for the drift baseline, only where no
+    baseline of the same training logged those bins (:func:`jobs.selection.baselines.logged_feature_bins`)."""
+    from jobs.scoring.drift import feature_bins
+    from jobs.selection.bar import in_its_place
+    from jobs.selection.baselines import logged_feature_bins
+    from jobs.selection.sweep import candidate_result
+    from jobs.tracking import client
+
+    cfg, forward = args.config.train, args.promote_run
+    if args.config.sweep.blend:  # the blend of sweep.blend's members, if it beats the sweep's choice
+        from jobs.selection.blend import blend_candidate, preferred
+
+        blend = blend_candidate(spark, args.config, args.promote_run, args.run_date,
+                                {"validation": validation_dirs, "holdout": holdout_dirs}, windows[1])
+        forward = preferred(args.config, client(), args.promote_run, blend)
+    # the better family serves: a baseline that may (promote: true) and beats it goes in its place
+    serving = in_its_place(args.config, client(), forward, args.run_date, windows[1])
+    chosen = serving.info.run_id if serving is not None else forward
+    result, experiment_id = candidate_result(chosen)
+    bins = logged_feature_bins(client(), args.promote_run, args.run_date, windows[1])
+    if bins is None:
+        pre = fit_preprocessor(features, args.config.features, cfg.min_category_count, train_window,
+                               cfg.clip_to_training_range, cfg.in_process_max_rows)
+        bins = feature_bins(features, pre, args.config.score.drift.bins, cfg.in_process_max_rows)
+    # no checkpoints to drop: a folder no training uses
+    run = TrainingRun(chosen, experiment_id, args.lake.checkpoint("training", args.run_date, "promoted"))
+    publish(spark, args.lake, args.config, args.run_date, run, result, bins, holdout_dirs, windows,
+            validation_dirs=validation_dirs, started=started(args))
 
 
 def train_xgboost(spark: SparkSession, args: TrainArgs, num_workers: int, features: DataFrame, train_window: str,

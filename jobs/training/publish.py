@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from jobs.config import PipelineConfig
     from jobs.lake.layout import Lake
@@ -78,10 +78,12 @@ def days_span(partition_dirs: list[str]) -> str:
 
 def publish(
     spark: SparkSession, lake: Lake, config: PipelineConfig, run_date: dt.date, run: TrainingRun,
-    result: dict[str, Any], features: DataFrame, pre: Preprocessor, holdout_dirs: list[str], windows: tuple[str, str],
+    result: dict[str, Any], bins_of_features: dict[str, Any], holdout_dirs: list[str], windows: tuple[str, str],
     validation_dirs: list[str] | None = None, started: dict[str, str] | None = None,
 ) -> None:
-    """Register the model rank 0 logged, log its drift baseline, apply the champion gate, tag the
+    """Register the model rank 0 logged, log its drift baseline (``bins_of_features``: the training
+    window's part, :func:`jobs.scoring.drift.feature_bins`, with the bins of the version's own
+    predictions on the holdout), apply the champion gate, tag the
     version, finish the run, drop the checkpoints and write ``reports/training/date=D/summary.json``.
     ``started``: what started the run (``trigger``, ``started_by``), tagged on the run (a promoted
     sweep candidate's run too) and written to the summary."""
@@ -89,7 +91,7 @@ def publish(
     import mlflow.pyfunc
 
     from jobs.lake.storage import delete_dir, write_text
-    from jobs.scoring.drift import BASELINE_ARTIFACT, build_baseline
+    from jobs.scoring.drift import BASELINE_ARTIFACT, with_predictions
     from jobs.selection.gate import apply_gate
     from jobs.tracking import best_effort_calls, client, run_url
 
@@ -108,8 +110,8 @@ def publish(
     # The registered version's own pyfunc on the holdout: the drift baseline's prediction bins (which
     # travel with the run before the version can become champion) and the gate's challenger score.
     predictions = mlflow.pyfunc.load_model(result["model_uri"]).predict(holdout[spec.inputs])
-    baseline = build_baseline(features, pre, predictions, config.score.drift.bins, cfg.in_process_max_rows)
-    mlflow_client.log_dict(run.run_id, baseline, BASELINE_ARTIFACT)
+    mlflow_client.log_dict(run.run_id, with_predictions(bins_of_features, predictions, config.score.drift.bins),
+                           BASELINE_ARTIFACT)
     from jobs.selection.bar import FAMILY, KIND, NAME, assess
 
     # The evaluation report, and the bar: a candidate that does not beat the best baseline stops here.

@@ -263,6 +263,31 @@ def test_with_no_baselines_configured_the_bar_is_open_whatever_the_experiment_ho
     assert client().get_run(run.info.run_id).data.tags["bar_decision"] == "no baselines configured"
 
 
+def test_the_window_s_drift_feature_bins_come_from_a_baseline_of_the_same_training_only(spark, trained):
+    """What the train job promoting a sweep's candidate reads instead of binning the window again: a
+    baseline's logged feature bins, equal to those of the window's rows binned afresh with a
+    preprocessor fitted afresh; for a run of another training, or one without identity tags, none."""
+    from jobs.scoring.drift import PREDICTION, feature_bins
+    from jobs.selection.baselines import logged_feature_bins
+    from jobs.tracking import client
+    from jobs.training.data import feature_dirs, fit_preprocessor
+
+    config, lake = trained["config"], trained["lake"]
+    window = "2013-01-05..2013-01-05"
+    run, _ = candidate_run(trained)
+    found = logged_feature_bins(client(), run.info.run_id, RUN_DATE, window)
+    days = [dt.date(2013, 1, 2), dt.date(2013, 1, 3)]  # the baselines' training days
+    features = spark.read.option("basePath", lake.features).parquet(*feature_dirs(spark, lake, days))
+    pre = fit_preprocessor(features, config.features, config.train.min_category_count,
+                           clip=config.train.clip_to_training_range, local_max_rows=config.train.in_process_max_rows)
+    afresh = feature_bins(features, pre, config.score.drift.bins, config.train.in_process_max_rows)
+    assert found is not None and PREDICTION not in found and found["rows"] > 0
+    assert json.loads(json.dumps(afresh)) == found  # as logged: JSON
+    for other in ({"training_id": "train_pipeline/manual__another"}, {"training_id": None}):
+        stranger, _ = candidate_run(trained, **other)
+        assert logged_feature_bins(client(), stranger.info.run_id, RUN_DATE, window) is None
+
+
 @pytest.mark.e2e  # the train job's --promote-run, in this process as the replay runs it
 def test_a_baseline_that_may_serve_and_beats_the_candidate_goes_to_the_gate_in_its_place(
         spark, trained, config_patch, tmp_path):
@@ -288,8 +313,14 @@ def test_a_baseline_that_may_serve_and_beats_the_candidate_goes_to_the_gate_in_i
              "experiment": "baseline-tests", "min_category_count": 1}
     may_serve = [{"name": s.name, "kind": s.kind, "params": s.params, "promote": True} for s in BASELINES]
     config_path = config_patch.write(tmp_path, baselines=may_serve, train=train, evaluation={"plots": False})
-    train_job.main(["--run-date", str(RUN_DATE), "--config", str(config_path), "--lake-root", lake.root,
-                    "--promote-run", run.info.run_id, "--started-by", "a test"])
+
+    def refit(*_args, **_kwargs):
+        raise AssertionError("promoting refitted the preprocessor: the baselines of its training logged the bins")
+
+    with pytest.MonkeyPatch.context() as patch:  # nothing is trained: the drift bins come from a baseline
+        patch.setattr(train_job, "fit_preprocessor", refit)
+        train_job.main(["--run-date", str(RUN_DATE), "--config", str(config_path), "--lake-root", lake.root,
+                        "--promote-run", run.info.run_id, "--started-by", "a test"])
     best = max(results.values(), key=lambda r: r["metrics"]["roc_auc"])
     champion = champion_version("served_baselines")
     assert champion is not None and champion.run_id == best["run_id"]  # the better of the two: it beat the other

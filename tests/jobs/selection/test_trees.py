@@ -201,6 +201,7 @@ def test_the_xgboost_run_is_promoted_gated_and_served_like_any_version(spark, sw
     in one process and through predict_batch_udf."""
     import mlflow.pyfunc
 
+    from jobs.scoring.drift import feature_bins
     from jobs.scoring.predictor import make_predict_fn, model_preprocessor, resolve_model, score_features
     from jobs.selection.sweep import candidate_result
     from jobs.tracking import client
@@ -212,7 +213,7 @@ def test_the_xgboost_run_is_promoted_gated_and_served_like_any_version(spark, sw
     assert result["model_uri"] == swept["xgboost"]["model_uri"]
     publish(spark, lake, config, RUN_DATE, TrainingRun(run_id, experiment_id, lake.checkpoint("training", RUN_DATE,
                                                                                             "promoted")),
-            result, swept["features"], swept["pre"], swept["dirs"]["holdout"],
+            result, feature_bins(swept["features"], swept["pre"], config.score.drift.bins), swept["dirs"]["holdout"],
             (swept["windows"]["train"], swept["windows"]["holdout"]), validation_dirs=swept["dirs"]["validation"])
     ref, load_uri = resolve_model(config.train.model_name, None)  # the champion
     assert ref.run_id == run_id
