@@ -479,7 +479,7 @@ def launchers(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                      key=lambda k: (k[0] != "before", k[0] != PYSPARK_WRAPPER_CODE, k[2])):
         distributor = fixed.get((code, "TorchDistributor", processes))
         # pyspark's wrapper: against this code's torchrun (the same ranks)
-        standalone = fixed.get(("" if code == PYSPARK_WRAPPER_CODE else code, "torchrun", processes))
+        standalone = fixed.get(("this" if code == PYSPARK_WRAPPER_CODE else code, "torchrun", processes))
         if not (distributor and standalone):
             continue
         out.append({

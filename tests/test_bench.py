@@ -235,5 +235,5 @@ def test_the_training_benchmark_plans_its_gpu_rows_first_and_measures_them_as_a_
     # the launcher table pairs pyspark's wrapper with this code's torchrun, the same ranks
     measured = [{"code": code, "launcher": launcher, "processes": 1, "device": "cpu", "fixed_s": fixed,
                  "first_step_s": 1.0} for code, launcher, fixed in (
-        ("", "TorchDistributor", 4.4), ("", "torchrun", 4.0), (PYSPARK_WRAPPER_CODE, "TorchDistributor", 5.2))]
-    assert [(o["code"], o["ratio"]) for o in launchers(measured)] == [(PYSPARK_WRAPPER_CODE, 1.3), ("", 1.1)]
+        ("this", "TorchDistributor", 4.4), ("this", "torchrun", 4.0), (PYSPARK_WRAPPER_CODE, "TorchDistributor", 5.2))]
+    assert [(o["code"], o["ratio"]) for o in launchers(measured)] == [(PYSPARK_WRAPPER_CODE, 1.3), ("this", 1.1)]
