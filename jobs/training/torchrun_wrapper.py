@@ -4,8 +4,9 @@ between the train job and torchrun (see :mod:`jobs.training.launcher`).
 
 Run as a file (``python .../torchrun_wrapper.py <torchrun's arguments>``), importing the standard
 library only: pyspark's own wrapper (``python -m pyspark.ml.torch.torch_run_process_wrapper``)
-imports ``pyspark.ml`` first (pandas, SciPy, every MLlib module), 0.3 to 0.8 s on this machine
-before torchrun even starts, in every launch. This one does the same work without that import.
+imports ``pyspark.ml`` first (pandas, SciPy, every MLlib module) before torchrun even starts, in
+every launch: about 1 s on a quiet 2-core machine (docs/bench/training.md). This one does the same
+work without that import.
 """
 
 from __future__ import annotations
