@@ -289,8 +289,8 @@ def distributed(job: RankConfig, experiment_id: str, processes: int, use_gpu: bo
     from jobs.training.loop import train_fn
 
     job = new_job(job, experiment_id, use_gpu)
-    pyspark_s = pyspark_wrapper or (code and not Path(code, "jobs", "training", "launcher.py").exists())
-    kind = TorchDistributor if pyspark_s else LeanTorchDistributor
+    through_pyspark = pyspark_wrapper or (code and not Path(code, "jobs", "training", "launcher.py").exists())
+    kind = TorchDistributor if through_pyspark else LeanTorchDistributor
     distributor = kind(num_processes=processes, local_mode=True, use_gpu=use_gpu)
     with marks_file(code) as marks:
         launched, started, relayed = time.time(), time.perf_counter(), {}
