@@ -305,6 +305,13 @@ class ScoreSpec:
     gpu_batch_size: int = 262144
     drift: DriftSpec = field(default_factory=DriftSpec)
     recent_shift: ShiftSpec = field(default_factory=lambda: ShiftSpec(days=0))  # off unless configured
+    # rows a scoring task takes at least: fewer rows go to fewer tasks, each of which starts a Python
+    # worker that loads the model (jobs.scoring.predictor.scoring_tasks); 0: as Spark split the files
+    rows_per_task: int = 500_000
+
+    def __post_init__(self) -> None:
+        if self.rows_per_task < 0:
+            raise ValueError(f"score.rows_per_task must be 0 (Spark's split) or more, got {self.rows_per_task}")
 
 
 @dataclass(frozen=True)

@@ -248,8 +248,8 @@ def served_predictions(spark: Any, lake: Any, config: Any, features: DataFrame, 
         wanted = sorted({d for day in days for d in reference_days(day, spec, delay, landed)})
     if not wanted:  # off, or the first days of a lake: nothing has landed, nothing is shifted (each day says why)
         shifts = day_shifts({}, days, spec, delay, landed) if spec.days else {}
-        yield score_features(features, config.features, model, load_uri, batch_size, one_day, use_gpu,
-                             preprocessor), shifts
+        yield score_features(scoring_tasks(features, config.score.rows_per_task), config.features, model, load_uri,
+                             batch_size, one_day, use_gpu, preprocessor), shifts
         return
     # the columns the scoring reads, in the days' order: a reference day needs those, not the rest
     used = {*config.features.id_columns, label, PARTITION,
@@ -258,8 +258,8 @@ def served_predictions(spark: Any, lake: Any, config: Any, features: DataFrame, 
     rows = features.select(*columns)
     if extra := [d for d in wanted if d not in set(days)]:
         rows = rows.unionByName(read_days(spark, lake.features, extra).select(*columns))
-    scored = score_features(rows, config.features, model, load_uri, batch_size, None, use_gpu, preprocessor,
-                            keep=[label]).persist()
+    scored = score_features(scoring_tasks(rows, config.score.rows_per_task), config.features, model, load_uri,
+                            batch_size, None, use_gpu, preprocessor, keep=[label]).persist()
     try:
         def of(chosen: list[dt.date]) -> Any:
             return F.col(PARTITION).cast(DateType()).isin(chosen)
@@ -272,6 +272,18 @@ def served_predictions(spark: Any, lake: Any, config: Any, features: DataFrame, 
         yield with_shifts(predictions, shifts), shifts
     finally:
         scored.unpersist()
+
+
+def scoring_tasks(rows: DataFrame, rows_per_task: int) -> DataFrame:
+    """``rows`` in at most ``ceil(count / rows_per_task)`` partitions (``score.rows_per_task``; 0:
+    as they are). Spark splits even a small read across every core, and each task of the scoring
+    starts a Python worker that imports torch and loads the model (seconds each, whatever its
+    rows): a day and its reference days, a few thousand rows, are scored by one worker instead of
+    one per core. Counting costs one Spark job over the Parquet footers; a ``coalesce`` only merges
+    partitions (no shuffle), so a big day keeps Spark's split."""
+    if rows_per_task <= 0:
+        return rows
+    return rows.coalesce(max(1, math.ceil(rows.count() / rows_per_task)))
 
 
 def prediction_columns(spec: FeatureSpec, model: ModelRef, probability: Any, run_date: dt.date | None) -> list[Any]:

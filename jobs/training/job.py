@@ -73,6 +73,7 @@ from jobs.runner import run_job
 from jobs.selection.bar import FAMILY
 from jobs.selection.gate import PROMOTION_METRICS
 from jobs.selection.specs import FAMILIES
+from jobs.timings import phase
 from jobs.tracking import check_tracking_server
 from jobs.training.data import check_labels, feature_dirs, featured_days, fit_preprocessor, training_window
 from jobs.training.lifecycle import failed_on_error, terminate_on_signal
@@ -173,7 +174,8 @@ def main(argv: list[str] | None = None) -> None:
     terminate_on_signal()  # SIGTERM or a dead parent: end the run as FAILED and stop the ranks
     # MLflow's calls are bounded (parse_job_args applied tracking.*); a tracking server that does not
     # answer fails the job now, saying so.
-    check_tracking_server(timeout=args.config.tracking.check_timeout)
+    with phase("tracking server"):
+        check_tracking_server(timeout=args.config.tracking.check_timeout)
     cfg, spec = args.config.train, args.config.features
     use_gpu, local_mode, precision = cfg.use_gpu, cfg.local_mode, cfg.precision
     num_processes = training_processes(use_gpu, local_mode, args.num_processes, cfg.num_processes)
@@ -181,10 +183,12 @@ def main(argv: list[str] | None = None) -> None:
     # Fit the preprocessing on the training days with Spark. GPU resources must be known when the
     # session starts; spark-submit --conf settings win.
     spark = get_spark(f"train-{args.run_date}", gpu_resources(local_mode, num_processes) if use_gpu else None)
-    featured = featured_days(spark, args.lake, cfg)
-    train_days, validation_days, holdout_days = training_window(args.run_date, cfg, featured)
-    train_dirs, holdout_dirs = feature_dirs(spark, args.lake, train_days), feature_dirs(spark, args.lake, holdout_days)
-    validation_dirs = feature_dirs(spark, args.lake, validation_days)
+    with phase("window"):
+        featured = featured_days(spark, args.lake, cfg)
+        train_days, validation_days, holdout_days = training_window(args.run_date, cfg, featured)
+        train_dirs = feature_dirs(spark, args.lake, train_days)
+        holdout_dirs = feature_dirs(spark, args.lake, holdout_days)
+        validation_dirs = feature_dirs(spark, args.lake, validation_days)
     features = spark.read.option("basePath", args.lake.features).parquet(*train_dirs)
     train_window = f"training window {train_days[0]}..{train_days[-1]} ({args.lake.features})"
     windows = (f"{train_days[0]}..{train_days[-1]}", f"{holdout_days[0]}..{holdout_days[-1]}")
@@ -192,9 +196,11 @@ def main(argv: list[str] | None = None) -> None:
         promote(spark, args, features, train_window, windows, validation_dirs, holdout_dirs)
         return
     # Labels first: a window without them fails here, in seconds, not inside the ranks.
-    labelled_rows = check_labels(features, spec.label, train_window)
-    check_labels(spark.read.option("basePath", args.lake.features).parquet(*holdout_dirs), spec.label,
-                 f"holdout window {holdout_days[0]}..{holdout_days[-1]} ({args.lake.features})", both_classes=False)
+    with phase("labels"):
+        labelled_rows = check_labels(features, spec.label, train_window)
+        check_labels(spark.read.option("basePath", args.lake.features).parquet(*holdout_dirs), spec.label,
+                     f"holdout window {holdout_days[0]}..{holdout_days[-1]} ({args.lake.features})",
+                     both_classes=False)
     if args.family == "xgboost":  # a tree candidate of the sweep: XGBoost's own workers, no ranks to plan
         train_xgboost(spark, args, num_processes, features, train_window, labelled_rows,
                       {"train": train_dirs, "validation": validation_dirs, "holdout": holdout_dirs},
@@ -202,7 +208,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     # Each rank's share from the Parquet footers: a rank left without a labelled row is refused here,
     # saying why, not found out by ranks waiting for each other.
-    plan = plan_shares(train_dirs, num_processes, spec.label)
+    with phase("shares"):
+        plan = plan_shares(train_dirs, num_processes, spec.label)
     launcher, why = choose_launcher(cfg.launcher, use_gpu=use_gpu, local_mode=local_mode,
                                     labelled_rows=sum(plan.share_rows), max_rows=cfg.in_process_max_rows)
     log.info("launcher: %s (%s)", launcher, why)
@@ -213,8 +220,9 @@ def main(argv: list[str] | None = None) -> None:
     data_path = rank_data_path(cfg.data_path, launcher, sum(plan.share_rows), cfg.in_process_max_rows)
     log.info("labelled rows per rank: %s; data path: %s (train.data_path %s, buffer_rows %s)", plan.share_rows,
              resolve_data_path(data_path, max(plan.share_rows), cfg.buffer_rows), cfg.data_path, cfg.buffer_rows)
-    pre = fit_preprocessor(features, spec, cfg.min_category_count, train_window, cfg.clip_to_training_range,
-                           cfg.in_process_max_rows, labelled_rows)
+    with phase("preprocessor"):
+        pre = fit_preprocessor(features, spec, cfg.min_category_count, train_window, cfg.clip_to_training_range,
+                               cfg.in_process_max_rows, labelled_rows)
     log.info("training on %s..%s, holdout %s..%s; vocabularies: %s", train_days[0], train_days[-1],
              holdout_days[0], holdout_days[-1], {c: len(v) for c, v in pre.vocab.items()})
 
@@ -238,15 +246,17 @@ def main(argv: list[str] | None = None) -> None:
     tags = {**started(args), FAMILY: "mlp"}
     if args.parent_run_id:
         tags["mlflow.parentRunId"] = args.parent_run_id
-    run = open_run(args.lake, args.run_date, cfg.experiment, params, pre, cfg.epochs, tags)
+    with phase("open run"):
+        run = open_run(args.lake, args.run_date, cfg.experiment, params, pre, cfg.epochs, tags)
     from jobs.selection.identity import data_fingerprint, identity_tags
     from jobs.tracking import client
 
     # Which training, config and data version the run is of: the bar and the sweep compare it with
     # runs of the same only. Set on a resumed run too: the attempt's own.
-    data = data_fingerprint(spark, [*train_dirs, *validation_dirs, *holdout_dirs])
-    for key, value in identity_tags(args.config, data, args.training_id).items():
-        client().set_tag(run.run_id, key, value)
+    with phase("fingerprint"):
+        data = data_fingerprint(spark, [*train_dirs, *validation_dirs, *holdout_dirs])
+        for key, value in identity_tags(args.config, data, args.training_id).items():
+            client().set_tag(run.run_id, key, value)
 
     # Train: TorchDistributor runs train_fn in every rank (or this process runs it as the only rank);
     # rank 0 logs to the run (through this process under TorchDistributor) and the model is logged.
@@ -258,13 +268,14 @@ def main(argv: list[str] | None = None) -> None:
         rank_errors(run.checkpoint_dir, clear=True)  # what an earlier attempt's ranks said
         try:
             if launcher == IN_PROCESS:  # its own error, as it is: no rank output to read it from
-                result = train_in_process(rank)
+                with phase("ranks"):
+                    result = train_in_process(rank)
             else:
                 from jobs.training.launcher import LeanTorchDistributor
 
                 distributor = LeanTorchDistributor(num_processes=num_processes, local_mode=local_mode,
                                                    use_gpu=use_gpu)
-                with ranks_output_until_a_failure():
+                with ranks_output_until_a_failure(), phase("ranks"):
                     # rank 0 logs through files beside the checkpoints, forwarded from here as they come
                     result = run_relayed(rank.replace(events_dir=f"{run.checkpoint_dir}/events"),
                                          lambda job: distributor.run(train_fn, job))
@@ -278,13 +289,16 @@ def main(argv: list[str] | None = None) -> None:
         if args.parent_run_id:  # a sweep candidate: the report, no registration
             from jobs.selection.sweep import finish_candidate
 
-            finish_candidate(spark, args.config, run.run_id, result, holdout_dirs, validation_dirs, args.run_date,
-                             windows[1], args.candidate_name or run.run_id, run.checkpoint_dir, family="mlp")
+            with phase("candidate report"):
+                finish_candidate(spark, args.config, run.run_id, result, holdout_dirs, validation_dirs,
+                                 args.run_date, windows[1], args.candidate_name or run.run_id, run.checkpoint_dir,
+                                 family="mlp")
             return
         # Register, gate and report.
         from jobs.scoring.drift import feature_bins
 
-        bins = feature_bins(features, pre, args.config.score.drift.bins, cfg.in_process_max_rows)
+        with phase("feature bins"):
+            bins = feature_bins(features, pre, args.config.score.drift.bins, cfg.in_process_max_rows)
         publish(spark, args.lake, args.config, args.run_date, run, result, bins, holdout_dirs, windows,
                 validation_dirs=validation_dirs, started=started(args))
 
@@ -293,9 +307,12 @@ def promote(spark: SparkSession, args: TrainArgs, features: DataFrame, train_win
             validation_dirs: list[str], holdout_dirs: list[str]) -> None:
     """``--promote-run``: the sweep's chosen run (or the blend of ``sweep.blend`` where it beats it, or
     a baseline that may serve and beats it) registered, barred and gated. Nothing is trained: the
-    window's preprocessor is fitted, and the window binned for the drift baseline, only where no
-    baseline of the same training logged those bins (:func:`jobs.selection.baselines.logged_feature_bins`)."""
+    window is binned for the drift baseline only where no baseline of the same training logged those
+    bins (:func:`jobs.selection.baselines.logged_feature_bins`), with the preprocessor the chosen
+    model carries (an MLP's; fitted on the window where it carries none, as an XGBoost pyfunc)."""
+    from jobs.model.tabular import Preprocessor
     from jobs.scoring.drift import feature_bins
+    from jobs.scoring.predictor import model_preprocessor
     from jobs.selection.bar import in_its_place
     from jobs.selection.baselines import logged_feature_bins
     from jobs.selection.sweep import candidate_result
@@ -305,18 +322,23 @@ def promote(spark: SparkSession, args: TrainArgs, features: DataFrame, train_win
     if args.config.sweep.blend:  # the blend of sweep.blend's members, if it beats the sweep's choice
         from jobs.selection.blend import blend_candidate, preferred
 
-        blend = blend_candidate(spark, args.config, args.promote_run, args.run_date,
-                                {"validation": validation_dirs, "holdout": holdout_dirs}, windows[1])
-        forward = preferred(args.config, client(), args.promote_run, blend)
+        with phase("blend"):
+            blend = blend_candidate(spark, args.config, args.promote_run, args.run_date,
+                                    {"validation": validation_dirs, "holdout": holdout_dirs}, windows[1])
+            forward = preferred(args.config, client(), args.promote_run, blend)
     # the better family serves: a baseline that may (promote: true) and beats it goes in its place
-    serving = in_its_place(args.config, client(), forward, args.run_date, windows[1])
-    chosen = serving.info.run_id if serving is not None else forward
-    result, experiment_id = candidate_result(chosen)
-    bins = logged_feature_bins(client(), args.promote_run, args.run_date, windows[1])
-    if bins is None:
-        pre = fit_preprocessor(features, args.config.features, cfg.min_category_count, train_window,
-                               cfg.clip_to_training_range, cfg.in_process_max_rows)
-        bins = feature_bins(features, pre, args.config.score.drift.bins, cfg.in_process_max_rows)
+    with phase("chosen"):
+        serving = in_its_place(args.config, client(), forward, args.run_date, windows[1])
+        chosen = serving.info.run_id if serving is not None else forward
+        result, experiment_id = candidate_result(chosen)
+    with phase("feature bins"):
+        bins = logged_feature_bins(client(), args.promote_run, args.run_date, windows[1])
+        if bins is None:  # binned here: with the preprocessor the chosen model carries, fitted only if none
+            logged = model_preprocessor(result["model_uri"])
+            pre = Preprocessor(**logged) if logged else fit_preprocessor(
+                features, args.config.features, cfg.min_category_count, train_window, cfg.clip_to_training_range,
+                cfg.in_process_max_rows)
+            bins = feature_bins(features, pre, args.config.score.drift.bins, cfg.in_process_max_rows)
     # no checkpoints to drop: a folder no training uses
     run = TrainingRun(chosen, experiment_id, args.lake.checkpoint("training", args.run_date, "promoted"))
     publish(spark, args.lake, args.config, args.run_date, run, result, bins, holdout_dirs, windows,

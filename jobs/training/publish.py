@@ -11,6 +11,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from jobs.timings import phase
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -98,7 +100,8 @@ def publish(
     cfg, spec = config.train, config.features
     mlflow_client = client()
     try:
-        version = mlflow.register_model(result["model_uri"], cfg.model_name)
+        with phase("register"):
+            version = mlflow.register_model(result["model_uri"], cfg.model_name)
     except BaseException:
         with best_effort_calls():  # the server may be what failed
             mlflow_client.set_terminated(run.run_id, status="FAILED")
@@ -106,22 +109,25 @@ def publish(
     metrics = result["metrics"]
     from jobs.selection.bar import read_rows
 
-    holdout = read_rows(spark, holdout_dirs, spec.inputs, spec.label)  # with each row's day: the daily metrics
-    # The registered version's own pyfunc on the holdout: the drift baseline's prediction bins (which
-    # travel with the run before the version can become champion) and the gate's challenger score.
-    predictions = mlflow.pyfunc.load_model(result["model_uri"]).predict(holdout[spec.inputs])
+    with phase("holdout predictions"):
+        holdout = read_rows(spark, holdout_dirs, spec.inputs, spec.label)  # with each row's day: the daily metrics
+        # The registered version's own pyfunc on the holdout: the drift baseline's prediction bins (which
+        # travel with the run before the version can become champion) and the gate's challenger score.
+        predictions = mlflow.pyfunc.load_model(result["model_uri"]).predict(holdout[spec.inputs])
     mlflow_client.log_dict(run.run_id, with_predictions(bins_of_features, predictions, config.score.drift.bins),
                            BASELINE_ARTIFACT)
     from jobs.selection.bar import FAMILY, KIND, NAME, assess
 
     # The evaluation report, and the bar: a candidate that does not beat the best baseline stops here.
-    stopped = assess(spark, config, run.run_id, result["model_uri"], holdout_dirs, validation_dirs or [],
-                     run_date, windows[1], version=str(version.version))
-    decision = stopped or apply_gate(
-        mlflow_client, cfg.model_name, str(version.version), holdout, spec.inputs, spec.label,
-        cfg.promotion_metric, cfg.promotion_margin, predictions, cfg.require_approval,
-        live_evidence=config.monitoring.promotion_evidence == "live",
-    )
+    with phase("report and bar"):
+        stopped = assess(spark, config, run.run_id, result["model_uri"], holdout_dirs, validation_dirs or [],
+                         run_date, windows[1], version=str(version.version))
+    with phase("gate"):
+        decision = stopped or apply_gate(
+            mlflow_client, cfg.model_name, str(version.version), holdout, spec.inputs, spec.label,
+            cfg.promotion_metric, cfg.promotion_margin, predictions, cfg.require_approval,
+            live_evidence=config.monitoring.promotion_evidence == "live",
+        )
     train_window, holdout_window = windows
     validation_window = days_span(validation_dirs or [])
     tags = mlflow_client.get_run(run.run_id).data.tags

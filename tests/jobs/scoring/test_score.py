@@ -194,6 +194,59 @@ def test_spark_predictions_equal_single_process_predictions(scored_model, config
     assert (spark_rows["date"] == DAY).all() and (spark_rows["run_date"] == DAY).all()
 
 
+def test_scoring_tasks_merge_a_small_read_and_leave_a_big_one_as_spark_split_it(spark):
+    """``score.rows_per_task``: ``ceil(rows / rows_per_task)`` partitions at most, never more than
+    Spark read (a coalesce merges, it does not split), and 0 leaves the read as it is."""
+    from jobs.scoring.predictor import scoring_tasks
+
+    rows = spark.range(10).repartition(3)
+    assert rows.rdd.getNumPartitions() == 3
+    for rows_per_task, partitions in ((100, 1), (5, 2), (4, 3), (1, 3), (0, 3)):
+        merged = scoring_tasks(rows, rows_per_task)
+        assert merged.rdd.getNumPartitions() == partitions, rows_per_task
+        assert sorted(r.id for r in merged.collect()) == list(range(10))
+
+
+@pytest.mark.parametrize("rows_per_task", [500_000, 0], ids=["small-day-merged", "spark-split"])
+def test_a_small_day_is_scored_by_one_task_so_one_python_worker_loads_the_model(scored_model, config, rows_per_task):
+    """The score job's scoring pass over a day of a few hundred flights read in three partitions
+    runs as one task (one Python worker imports torch and loads the model, not one per core), with
+    the predictions of the three; ``rows_per_task: 0`` keeps Spark's three."""
+    import dataclasses
+
+    from jobs.scoring.predictor import model_preprocessor, served_predictions
+    from jobs.scoring.shift import ShiftSpec
+    from jobs.tracking import ModelRef
+
+    score = dataclasses.replace(config.score, recent_shift=ShiftSpec(days=0), rows_per_task=rows_per_task)
+    features = scored_model["features"].repartition(3)
+    ref, pre = ModelRef("score-tests", "1", "run"), model_preprocessor(scored_model["uri"])
+    with served_predictions(None, None, dataclasses.replace(config, score=score), features, [DAY], ref,
+                            scored_model["uri"], pre, 4096) as (predictions, shifts):
+        assert shifts == {}
+        assert predictions.rdd.getNumPartitions() == (1 if rows_per_task else 3)
+        served = predictions.select("probability").toPandas()["probability"]
+    assert len(served) == scored_model["features"].count() and served.between(0.0, 1.0).all()
+
+
+def test_the_preprocessor_a_model_carries_bins_the_window_as_the_one_fitted_for_it(scored_model, config):
+    """What the train job's ``--promote-run`` bins the window with where no baseline logged its
+    bins: the chosen model's own preprocessor, read back from its files, gives the bins of the
+    preprocessor fitted on the window (so nothing is fitted again)."""
+    import json
+
+    from jobs.model.tabular import Preprocessor
+    from jobs.scoring.drift import feature_bins
+    from jobs.scoring.predictor import model_preprocessor
+
+    logged = Preprocessor(**model_preprocessor(scored_model["uri"]))
+    assert logged == scored_model["pre"]
+    for local_max_rows in (0, 10**6):  # binned by Spark and in this process
+        bins = [feature_bins(scored_model["features"], pre, config.score.drift.bins, local_max_rows)
+                for pre in (logged, scored_model["pre"])]
+        assert bins[0]["rows"] > 100 and json.dumps(bins[0], sort_keys=True) == json.dumps(bins[1], sort_keys=True)
+
+
 @pytest.mark.slow
 def test_rescoring_a_day_replaces_its_partition_and_leaves_other_days(
     scored_model, spark, features_zone, config, tmp_path, monkeypatch
