@@ -19,6 +19,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import random
 import secrets
 import signal
 import socket
@@ -71,8 +72,39 @@ class AirflowError(RuntimeError):
     """The test server did not start, or a call or run did not go as expected."""
 
 
+# Listening ports come from below the kernel's ephemeral range (``ip_local_port_range``, 32768-60999
+# by default): a port taken from that range can be given, between the check and the server's bind
+# (an ``airflow db migrate`` later), to any outgoing connection as its source port, and the server
+# then fails with "address already in use" (seen in CI). Each xdist worker draws from a band of
+# its own, so two workers never race for one port either.
+PORT_LOW, PORT_BAND = 20000, 1500
+_handed_out: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def _free_port() -> int:
-    with socket.socket() as sock:
+    """A port on 127.0.0.1 that nothing listens on, outside the ephemeral range, not handed out
+    before by this process."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    start = PORT_LOW + (int(worker) if worker.isdigit() else 0) % 8 * PORT_BAND
+    candidates = [port for port in range(start, start + PORT_BAND)
+                  if port < _ephemeral_low() and port not in _handed_out]
+    random.shuffle(candidates)
+    for port in candidates:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    with socket.socket() as sock:  # a band used up (or a narrowed range): the kernel's choice
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 

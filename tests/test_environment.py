@@ -68,3 +68,42 @@ def test_the_test_session_keeps_every_jit_tier_and_the_jobs_the_tests_start_stop
     assert jit.tier(spark.sparkContext._jvm) == 4
     assert sorted(jit.collectors(spark.sparkContext._jvm)) == ["PS MarkSweep", "PS Scavenge"]  # the parallel one
     assert os.environ["SPARK_SUBMIT_OPTS"].split()[-1] == jit.ONE_JOB
+
+
+def test_the_test_servers_listen_on_ports_no_outgoing_connection_can_be_given(monkeypatch):
+    """The stack's servers get ports below the kernel's ephemeral range (an outgoing connection's
+    source port comes from that range and took an api-server's port once in CI), each xdist
+    worker from a band of its own, never one port twice, none that something listens on."""
+    import socket
+
+    from tests import airflow_server
+
+    # a band of ten ports of its own and a memory of its own: this process's stack keeps its band
+    monkeypatch.setattr(airflow_server, "PORT_LOW", 31000)
+    monkeypatch.setattr(airflow_server, "PORT_BAND", 10)
+    monkeypatch.setattr(airflow_server, "_handed_out", set())
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    band = range(31010, 31020)
+    with socket.socket() as busy:  # something listens on one port of gw1's band
+        taken = next(port for port in band if _bindable(port))
+        busy.bind(("127.0.0.1", taken))
+        busy.listen()
+        free = [port for port in band if port != taken and _bindable(port)]
+        ports = [airflow_server._free_port() for _ in free]
+        fallback = airflow_server._free_port()  # the band used up: the kernel's choice, still free
+    assert sorted(ports) == free and taken not in ports
+    assert all(port < airflow_server._ephemeral_low() for port in ports)
+    assert fallback not in band and _bindable(fallback)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    assert airflow_server._free_port() in range(31000, 31010)
+
+
+def _bindable(port: int) -> bool:
+    import socket
+
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
