@@ -128,6 +128,8 @@ def test_sixteen_days_under_two_policies_keep_the_invariants(spark, config_patch
     assert len({state["policies"][name]["trainings"][0]["run_id"] for name in POLICIES}) == 1
     assert report["policies"]["never"]["retrainings"]["started"] == 0
     assert report["policies"]["default"]["days_judged"] == len(days)
+    # each judged day with its weight in the means, what a combined report of parts recomputes them from
+    assert all(day["rows"] > 0 for name in POLICIES for day in report["policies"][name]["daily"])
     # which family served, per window each family's holdout score (here the MLP's only: no baselines)
     for name in POLICIES:
         assert report["policies"][name]["days_by_family"] == {"mlp": report["policies"][name]["days_served"]}

@@ -105,7 +105,8 @@ def policy_figures(replay: Replay, name: str) -> dict[str, Any]:
         "segments": state.get("segments", []),
         "phases": replay.state.get("phases", {}).get(name, {}),  # inside the stages: drift, model load, ...
         "lake_bytes": _folder_bytes(replay.policy_lake(name)),
-        "daily": [{"day": e["day"], "version": str(e["model_version"]),
+        # "rows": the day's labelled rows, its weight in the means (what combine() needs)
+        "daily": [{"day": e["day"], "version": str(e["model_version"]), "rows": e.get("rows_with_outcome"),
                    "roc_auc": (e["metrics"].get("roc_auc") or {}).get("value"),
                    "log_loss": (e["metrics"].get("log_loss") or {}).get("value")} for e in entries],
         "trainings": later,
@@ -152,9 +153,10 @@ def _figure(path: Path, size: tuple[float, float], title: str) -> Iterator[Any]:
     plt.close(fig)
 
 
-def plot(figures: dict[str, dict[str, Any]], path: Path) -> None:
+def plot(figures: dict[str, dict[str, Any]], path: Path, restarts: list[str] | None = None) -> None:
     """The realized ROC AUC of the served model over the days per policy (7-day rolling mean),
-    a mark on each day a retraining made a new champion."""
+    a mark on each day a retraining made a new champion; a dashed line where a combined report's
+    next part starts (``restarts``: its first days; a first champion of its own serves from there)."""
     import pandas as pd
 
     title = "the served model's realized ROC AUC per retraining policy (v: a new champion)"
@@ -171,6 +173,10 @@ def plot(figures: dict[str, dict[str, Any]], path: Path) -> None:
             marks = series.reindex(promoted, method="nearest") if promoted and len(series) else None
             if marks is not None:
                 ax.scatter(marks.index, marks.values, color=line.get_color(), marker="v", zorder=3)
+        for day in restarts or []:
+            ax.axvline(pd.Timestamp(day), color="grey", linestyle="--", linewidth=1)
+            ax.annotate("a part of its own from here", (pd.Timestamp(day), ax.get_ylim()[1]), fontsize=7,
+                        textcoords="offset points", xytext=(3, -10), color="grey")
         ax.set_ylabel(f"realized ROC AUC ({WINDOW_DAYS}-day mean)")
         ax.legend(loc="lower left", fontsize=8)
 
@@ -210,9 +216,14 @@ def cost_plot(figures: dict[str, dict[str, Any]], path: Path) -> None:
 
 
 def markdown(report: dict[str, Any]) -> str:
+    parts = report.get("parts", [])
     lines = [f"# Replay {report['start']}..{report['end']}", "",
              f"Measured {report['measured']} on {report['machine']}; shared work (landing, validation, "
              f"features, model selection): {report['shared_seconds']:.0f} s.", "",
+             *([f"Combined from {len(parts)} replays of consecutive spans, each in a home of its own and from "
+                "a first champion of its own (selected on the window that ends the day before its first day): "
+                + "; ".join(f"{part['start']}..{part['end']} (measured {part['measured']})" for part in parts)
+                + ".", ""] if parts else []),
              "| policy | days | mean ROC AUC | worst 7-day ROC AUC | mean log loss | worst 7-day log loss "
              "| retrainings started | promoted | stopped at bar | seconds | compute s |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -271,3 +282,120 @@ def write_report(replay: Replay) -> dict[str, Any]:
     soak_plot(figures, out / REPORT_FILES["soak"])
     cost_plot(figures, out / REPORT_FILES["cost"])
     return report
+
+
+def _summed(values: list[dict[str, Any]]) -> dict[str, Any]:
+    """Key-wise sums of dicts of numbers (nested dicts summed the same way)."""
+    out: dict[str, Any] = {}
+    for value in values:
+        for key, item in value.items():
+            if isinstance(item, dict):
+                out[key] = _summed([out.get(key, {}), item])
+            else:
+                out[key] = round(out.get(key, 0) + item, 3)
+    return dict(sorted(out.items()))
+
+
+def daily_quality(daily: list[dict[str, Any]], metric: str, lower_is_better: bool) -> dict[str, Any]:
+    """:func:`quality` of a report's ``daily`` entries (each day's value and its labelled rows)."""
+    missing = [day["day"] for day in daily if not day.get("rows")]
+    if missing:
+        raise ValueError(f"{len(missing)} served days carry no labelled-row count (the first {missing[0]}): "
+                         "the report predates it; write the part's report again with this code")
+    entries = [{"day": day["day"], "rows_with_outcome": day["rows"],
+                "metrics": {metric: {"value": day[metric], "low": day[metric], "high": day[metric]}}}
+               for day in daily if day.get(metric) is not None]
+    return quality(entries, metric, lower_is_better)
+
+
+def combine(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One report of several replays (their ``replay.json``) of consecutive spans, in order: a year
+    replayed in parts, each from a first champion of its own. The served days, trainings and
+    windows are the parts' one after another; the means and the worst weeks are computed again over
+    all the days (a week may span two parts); days, retrainings and seconds are summed."""
+    from jobs.selection.gate import LOWER_IS_BETTER
+
+    if len(parts) < 2:
+        raise ValueError("combine needs two reports or more")
+    for before, after in zip(parts, parts[1:], strict=False):
+        following = dt.date.fromisoformat(before["end"]) + dt.timedelta(days=1)
+        if dt.date.fromisoformat(after["start"]) != following:
+            raise ValueError(f"the parts are not consecutive: {before['start']}..{before['end']} is followed by "
+                             f"{after['start']}..{after['end']} (expected a part from {following})")
+    policies = [name for name in parts[0]["policies"] if all(name in part["policies"] for part in parts)]
+    if not policies:
+        raise ValueError("the parts have no policy in common")
+    figures = {}
+    for name in policies:
+        mine = [part["policies"][name] for part in parts]
+        daily = [day for found in mine for day in found["daily"]]
+        trainings = [t for found in mine for t in found["trainings"]]
+        retrainings = [found["retrainings"] for found in mine]
+        figures[name] = {
+            "days_served": sum(found["days_served"] for found in mine),
+            "days_judged": sum(found["days_judged"] for found in mine),
+            "roc_auc": daily_quality(daily, "roc_auc", False),
+            "log_loss": daily_quality(daily, "log_loss", "log_loss" in LOWER_IS_BETTER),
+            "retrainings": {**{key: sum(r[key] for r in retrainings)
+                               for key in ("started", "promoted", "stopped_at_bar", "rejected")},
+                            "by_trigger": _summed([r["by_trigger"] for r in retrainings])},
+            "versions": sum(found["versions"] for found in mine),
+            "days_by_family": _summed([found["days_by_family"] for found in mine]),
+            "seconds": _summed([found["seconds"] for found in mine]),
+            "compute_seconds": round(sum(found["compute_seconds"] for found in mine), 1),
+            "segments": [segment for found in mine for segment in found["segments"]],
+            "phases": _summed([found["phases"] for found in mine]),
+            "lake_bytes": sum(found["lake_bytes"] for found in mine),
+            "daily": daily,
+            "trainings": trainings,
+        }
+    return {
+        "start": parts[0]["start"], "end": parts[-1]["end"],
+        "measured": max(part["measured"] for part in parts),
+        "machine": parts[-1]["machine"],
+        "parts": [{key: part[key] for key in ("start", "end", "measured", "machine", "setup", "trained_windows")}
+                  for part in parts],
+        "setup": parts[0]["setup"],
+        "shared_seconds": round(sum(part["shared_seconds"] for part in parts), 3),
+        "shared": _summed([part["shared"] for part in parts]),
+        "shared_phases": _summed([part["shared_phases"] for part in parts]),
+        "trained_windows": sum(part["trained_windows"] for part in parts),
+        "policies": figures,
+        "windows": [row for part in parts for row in part["windows"]],
+    }
+
+
+def write_combined(paths: list[Path], out: Path) -> dict[str, Any]:
+    """:func:`combine` of the reports at ``paths``, written to ``out`` as the replay writes its own
+    (:data:`REPORT_FILES`, the realized ROC AUC with a line where each later part starts)."""
+    report = combine([json.loads(Path(path).read_text()) for path in paths])
+    out.mkdir(parents=True, exist_ok=True)
+    report["paths"] = dict(REPORT_FILES)  # beside replay.json
+    (out / REPORT_FILES["json"]).write_text(json.dumps(report, indent=2))
+    (out / REPORT_FILES["markdown"]).write_text(markdown(report))
+    plot(report["policies"], out / REPORT_FILES["plot"], [part["start"] for part in report["parts"][1:]])
+    soak_plot(report["policies"], out / REPORT_FILES["soak"])
+    cost_plot(report["policies"], out / REPORT_FILES["cost"])
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m orchestration.replay.report --combine A/replay.json B/replay.json --out DIR``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="one report of replays of consecutive spans")
+    parser.add_argument("--combine", nargs="+", type=Path, required=True,
+                        help="the parts' replay.json, oldest span first")
+    parser.add_argument("--out", type=Path, required=True, help="the folder the combined report goes to")
+    args = parser.parse_args(argv)
+    try:
+        report = write_combined(args.combine, args.out)
+    except (ValueError, OSError) as error:
+        raise SystemExit(f"replay report: {error}") from None
+    except KeyError as error:
+        raise SystemExit(f"replay report: a part has no {error}: give the replay.json files of replays") from None
+    print(json.dumps({name: str(args.out / path) for name, path in report["paths"].items()}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
