@@ -56,7 +56,9 @@ def test_sixteen_days_under_two_policies_keep_the_invariants(spark, config_patch
     monkeypatch.setenv("PIPELINE_MLFLOW_ARTIFACTS", str(tmp_path / "mlartifacts"))
     config = config_patch.write(
         tmp_path / "config",
-        train={"train_days": 10, "validation_days": 2, "holdout_days": 3, "epochs": 2, "num_processes": 1},
+        # exactly 10 training days (no expanding window): the shared lake is the first window's 15 days on
+        train={"train_days": 10, "max_train_days": None, "validation_days": 2, "holdout_days": 3, "epochs": 2,
+               "num_processes": 1},
         validation={"great_expectations": False},
         sweep={"families": ["mlp"]},  # the xgboost family is tested in tests/jobs/selection/test_trees.py
     )

@@ -147,7 +147,7 @@ class Replay:
         # "store": a home replayed before it had a store of its own has its runs elsewhere: not resumable
         return {"start": self.start.isoformat(), "end": self.end.isoformat(), "config": self.base.source,
                 "sweep_size": self.sweep_size, "baselines": self.baselines, "segment_days": self.segment_days,
-                "store": "home"}
+                "store": "home", "lake_from": self.lake_from.isoformat()}
 
     # --- where things are ---------------------------------------------------------------------
 
@@ -155,6 +155,19 @@ class Replay:
     def first_training(self) -> dt.date:
         """The first champion's window ends the day before the first served day."""
         return self.start - dt.timedelta(days=1)
+
+    @property
+    def lake_from(self) -> dt.date:
+        """The first day the shared lake holds: as far back as the first window can reach (the
+        expanding window's ``train.max_train_days``, its validation and holdout days), not before
+        the example data's first day. A replay that starts in July trains its first champion on
+        the months before, as a replay from February has them by July (it held the first window's
+        28 days only, so its windows grew from there)."""
+        from jobs.datasets.land_flights import FIRST_DAY as DATA_FIRST_DAY
+
+        train = self.base.train
+        reach = (train.max_train_days or train.train_days) + train.validation_days + train.holdout_days
+        return max(DATA_FIRST_DAY, self.first_training - dt.timedelta(days=reach - 1))
 
     def policy_lake(self, policy: str) -> Path:
         return self.home / "policies" / policy / "lake"
@@ -249,7 +262,7 @@ class Replay:
         from jobs.features import job as features_job
         from jobs.validation import job as validate_job
 
-        first = self.first_training - dt.timedelta(days=self.base.train.window_days - 1)
+        first = self.lake_from
         days = _days(first, self.end)
         if not self.state["prepared"]:
             with self.timed("land"):

@@ -85,6 +85,33 @@ def test_an_unknown_policy_or_a_reversed_span_is_refused(tmp_path):
         Replay(tmp_path, start=dt.date(2013, 3, 1), end=dt.date(2013, 2, 1))
 
 
+def test_the_shared_lake_reaches_as_far_back_as_the_expanding_window_does(tmp_path, config_patch):
+    """A replay from July lands and validates the months before it (the 180-day cap's reach, not
+    before the data's first day), so its first windows are as long as a replay from February has
+    them by July; a window of fixed length reaches back its own days only. A home prepared from
+    another first day is not resumed."""
+    import json
+
+    from orchestration.replay.engine import Replay
+
+    july = Replay(tmp_path / "july", start=dt.date(2013, 7, 14), policies=("never",))
+    assert july.base.train.max_train_days == 180
+    assert july.lake_from == dt.date(2013, 1, 5)  # the window of 2013-07-13: 190 days, 01-05..07-13
+    assert july.state["setup"]["lake_from"] == "2013-01-05"
+    assert Replay(tmp_path / "february", policies=("never",)).lake_from == dt.date(2013, 1, 1)  # the data's first
+    fixed = config_patch.write(tmp_path / "config", train={"max_train_days": None})
+    assert Replay(tmp_path / "fixed", start=dt.date(2013, 7, 14), policies=("never",),
+                  base_config=str(fixed)).lake_from == dt.date(2013, 6, 16)  # 18 + 3 + 7 days
+
+    state = tmp_path / "older" / "state.json"  # prepared before the lake reached back: its first window's days
+    state.parent.mkdir()
+    setup = {**july.state["setup"]}
+    del setup["lake_from"]
+    state.write_text(json.dumps({"setup": setup}))
+    with pytest.raises(ValueError, match="holds a replay with other settings"):
+        Replay(tmp_path / "older", start=dt.date(2013, 7, 14), policies=("never",))
+
+
 def test_each_replay_home_has_an_mlflow_store_of_its_own(tmp_path, monkeypatch):
     """An earlier replay's runs (a baseline of the first champion's window), versions and aliases
     live in its home's store: a replay in a fresh home sees none of them, whatever store the
