@@ -93,8 +93,8 @@ def _free_port() -> int:
     before by this process."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
     start = PORT_LOW + (int(worker) if worker.isdigit() else 0) % 8 * PORT_BAND
-    candidates = [port for port in range(start, start + PORT_BAND)
-                  if port < _ephemeral_low() and port not in _handed_out]
+    below = _ephemeral_low()
+    candidates = [port for port in range(start, start + PORT_BAND) if port < below and port not in _handed_out]
     random.shuffle(candidates)
     for port in candidates:
         with socket.socket() as sock:

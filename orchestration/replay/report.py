@@ -276,12 +276,18 @@ def write_report(replay: Replay) -> dict[str, Any]:
         # relative to the replay's home
         "paths": {name: portable_path(out / file, replay.home) for name, file in REPORT_FILES.items()},
     }
+    _write(report, out)
+    return report
+
+
+def _write(report: dict[str, Any], out: Path, restarts: list[str] | None = None) -> None:
+    """``report`` and its plots in ``out`` (:data:`REPORT_FILES`)."""
+    figures = report["policies"]
     (out / REPORT_FILES["json"]).write_text(json.dumps(report, indent=2))
     (out / REPORT_FILES["markdown"]).write_text(markdown(report))
-    plot(figures, out / REPORT_FILES["plot"])
+    plot(figures, out / REPORT_FILES["plot"], restarts)
     soak_plot(figures, out / REPORT_FILES["soak"])
     cost_plot(figures, out / REPORT_FILES["cost"])
-    return report
 
 
 def _summed(values: list[dict[str, Any]]) -> dict[str, Any]:
@@ -371,11 +377,7 @@ def write_combined(paths: list[Path], out: Path) -> dict[str, Any]:
     report = combine([json.loads(Path(path).read_text()) for path in paths])
     out.mkdir(parents=True, exist_ok=True)
     report["paths"] = dict(REPORT_FILES)  # beside replay.json
-    (out / REPORT_FILES["json"]).write_text(json.dumps(report, indent=2))
-    (out / REPORT_FILES["markdown"]).write_text(markdown(report))
-    plot(report["policies"], out / REPORT_FILES["plot"], [part["start"] for part in report["parts"][1:]])
-    soak_plot(report["policies"], out / REPORT_FILES["soak"])
-    cost_plot(report["policies"], out / REPORT_FILES["cost"])
+    _write(report, out, [part["start"] for part in report["parts"][1:]])
     return report
 
 
