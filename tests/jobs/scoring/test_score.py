@@ -342,6 +342,10 @@ def test_days_scored_in_one_pass_equal_each_day_scored_alone(scored_model, featu
         for summary in summaries:
             summary.pop("path")
             summary["drift"].pop("report")
+        # a batch of two days and one of a day alone may round a probability a float32 ulp apart
+        # (CI saw 0.5910665323742881 against ...3026478): the mean agrees to that, the rest exactly
+        means = [summary.pop("mean_probability") for summary in summaries]
+        assert means[0] == pytest.approx(means[1], rel=1e-6, abs=0) and 0 < means[0] < 1
         assert summaries[0] == summaries[1] and summaries[0]["rows"] == len(one)
     # the first day is the second's reference day, scored in the same pass as it: shifted all the same
     second = json.loads((together / "reports" / "scoring" / partition_name(days[1]) / "summary.json").read_text())
