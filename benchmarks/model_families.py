@@ -3,7 +3,8 @@
 Usage::
 
     python -m benchmarks.model_families --features LAKE/features [--windows 2013-02-20,2013-03-10,...]
-                                        [--seeds 13,14] [--max-train-days 90] [--out DIR]
+                                        [--seeds 13,14] [--max-train-days 90] [--sweep] [--members 2,4]
+                                        [--mlp-only] [--config YAML] [--out DIR]
 
 For each window (the holdout's last day), the training, validation and holdout days as the train
 job cuts them (``train.validation_days``, ``holdout_days``, up to ``--max-train-days`` of training
@@ -27,6 +28,12 @@ replay's window table compares families), with each family's pooled ROC AUC besi
 regression and XGBoost, ``blend_mlp`` with the ``train.lr_schedule`` sweep's choice as a third
 member, ``blend_mlp_mean`` with the mean of its candidates as the third. ``--schedules`` limits the
 schedules tried.
+
+With ``--members 2,4``, also the MLP as an ensemble of that many nets (``train.hyperparameters.members``:
+:class:`~jobs.model.tabular.TabularEnsemble`, at ``train.learning_rate`` and ``train.lr_schedule``, seed
+``train.seed``): ``mlp_members<K>``, judged per day and pooled. ``--mlp-only`` fits only those and the
+``--sweep`` MLPs (no logistic regression, XGBoost or the seeds' nets): a pass over a year's windows
+in minutes, to set against the bar of the replay that built the features.
 
 One process, no Spark, no TorchDistributor: the models, not the machinery (the train job trains
 the same net on 2 ranks with batches of 512 per rank). Prints a table and writes
@@ -181,6 +188,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sweep", action="store_true",
                         help="also the sweep's MLP candidates per learning-rate schedule (constant, cosine)")
     parser.add_argument("--schedules", default="constant,cosine", help="with --sweep: the schedules to try")
+    parser.add_argument("--members", default="",
+                        help="also the MLP as an ensemble of K nets (hyperparameter members), at train.learning_rate "
+                             "and train.lr_schedule, seed train.seed: K comma-separated, e.g. 2,4 (mlp_members<K>)")
+    parser.add_argument("--mlp-only", action="store_true",
+                        help="only the MLPs of --sweep and --members: no logistic regression, XGBoost or seeds")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -216,28 +228,34 @@ def main(argv: list[str] | None = None) -> None:
             score[name] = judged(probabilities)
             pooled[name] = round(roc_auc(holdout[spec.label].to_numpy(), probabilities), 4)
 
-        linear = fit_linear(pre, training, holdout, spec.label)
-        trees = fit_trees(pre, training, holdout, spec.label, config.sweep.xgboost_params()[0])
-        scored("logistic_regression", linear)
-        scored("xgboost", trees)
-        for name, settings in (("mlp_before", BEFORE), ("mlp", now)):
-            found = [judged(fit_mlp(pre, training, holdout, spec.label, settings, seed)) for seed in seeds]
-            score[name] = round(float(np.mean(found)), 4)
-            score[f"{name}_seeds"] = found
+        if not args.mlp_only:
+            linear = fit_linear(pre, training, holdout, spec.label)
+            trees = fit_trees(pre, training, holdout, spec.label, config.sweep.xgboost_params()[0])
+            scored("logistic_regression", linear)
+            scored("xgboost", trees)
+            for name, settings in (("mlp_before", BEFORE), ("mlp", now)):
+                found = [judged(fit_mlp(pre, training, holdout, spec.label, settings, seed)) for seed in seeds]
+                score[name] = round(float(np.mean(found)), 4)
+                score[f"{name}_seeds"] = found
+        for members in (int(k) for k in args.members.split(",") if k):
+            ensemble = {**now, "hyperparameters": {**now["hyperparameters"], "members": members}}
+            scored(f"mlp_members{members}", fit_mlp(pre, training, holdout, spec.label, ensemble, train.seed))
         if args.sweep and len(validation):
-            scored("blend", (linear + trees) / 2)
+            if not args.mlp_only:
+                scored("blend", (linear + trees) / 2)
             for schedule in args.schedules.split(","):
                 swept = sweep_mlps(pre, training, validation, holdout, spec.label, {**now, "schedule": schedule},
                                    list(config.sweep.learning_rate or [train.learning_rate]), train.seed)
                 score[f"mlp_{schedule}_best_epochs"] = swept.pop("epochs")
                 for suffix, probabilities in swept.items():
                     scored(f"mlp_{schedule}{suffix}", probabilities)
-                if schedule == train.lr_schedule:
+                if schedule == train.lr_schedule and not args.mlp_only:
                     scored("blend_mlp", (linear + trees + swept[""]) / 3)
                     scored("blend_mlp_mean", (linear + trees + swept["_mean"]) / 3)
         print(json.dumps(score), flush=True)
         rows.append(score)
-    families = ["logistic_regression", "xgboost", "mlp_before", "mlp"]
+    families = [] if args.mlp_only else ["logistic_regression", "xgboost", "mlp_before", "mlp"]
+    families += [f"mlp_members{k}" for k in args.members.split(",") if k]
     if args.sweep:
         families += [f for f in [*(f"mlp_{s}{x}" for s in ("constant", "cosine") for x in ("", "_best_epoch", "_mean")),
                                  "blend", "blend_mlp", "blend_mlp_mean"] if all(f in r for r in rows)]

@@ -203,6 +203,14 @@ def test_the_model_families_benchmark_cuts_the_train_jobs_window_and_scores_ever
     epochs = window["mlp_cosine_best_epochs"]
     assert len(epochs) == len(config.sweep.learning_rate) and all(1 <= e <= config.train.epochs for e in epochs)
     assert found["settings"]["mlp"]["dropout"] == config.train.hyperparameters["dropout"] > 0
+    # the MLP as an ensemble, alone (--mlp-only): no other family fitted, its figures beside the sweep's
+    main(["--features", str(features_zone.path), "--windows", last.isoformat(), "--config", str(short),
+          "--max-train-days", "7", "--out", str(tmp_path / "ensemble"), "--sweep", "--schedules", "cosine",
+          "--members", "2", "--mlp-only"])
+    (window,) = json.loads((tmp_path / "ensemble" / "model_families.json").read_text())["windows"]
+    assert 0.5 < window["mlp_members2"] < 1 and 0.5 < window["pooled"]["mlp_members2"] < 1, window
+    assert {"logistic_regression", "xgboost", "mlp", "blend", "blend_mlp"}.isdisjoint({*window, *window["pooled"]})
+    assert 0.5 < window["pooled"]["mlp_cosine_mean"] < 1
 
 
 def test_the_training_benchmark_plans_its_gpu_rows_first_and_measures_them_as_a_group_of_their_own():

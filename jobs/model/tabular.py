@@ -4,6 +4,7 @@
   training window; saved with the model so scoring cannot drift from training.
 - :class:`TabularNet`: embeddings for categorical columns, an MLP over them and the standardised
   numeric columns, one logit out; dropout on the embeddings and after each hidden layer.
+  :class:`TabularEnsemble`: several of them trained side by side, their mean probability out.
 - :class:`TabularClassifier`: the MLflow pyfunc that bundles both; ``predict`` takes a pandas
   DataFrame of raw feature columns and returns the probability of the positive class. Defined on
   first use (:func:`__getattr__`): its base class is MLflow's, and a training rank, which encodes
@@ -132,12 +133,84 @@ class TabularNet(nn.Module):
         return out.squeeze(1)
 
 
-def build_net(pre: Preprocessor, hyper: dict[str, Any]) -> TabularNet:
+class StackedLinear(nn.Module):
+    """``members`` linear layers of the same shape applied at once: [members, n, in] -> [members, n, out],
+    each member's own weights (initialised as :class:`torch.nn.Linear` initialises one)."""
+
+    def __init__(self, members: int, in_features: int, out_features: int) -> None:
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_features) if in_features else 0.0
+        self.weight = nn.Parameter(torch.empty(members, in_features, out_features).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(members, 1, out_features).uniform_(-bound, bound))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+class TabularEnsemble(nn.Module):
+    """``members`` :class:`TabularNet` s of one shape, trained side by side as one module (a deep
+    ensemble): each member has its own embeddings, layers and initial weights and learns from its
+    own loss on the same batches, its dropout masks its own; their matrix products run stacked, so a
+    step of four members costs little more than a step of one (the step's time is overhead, not
+    arithmetic, at these widths).
+
+    In training mode ``forward`` gives each member's logit, [n, members], and the training loop
+    (:func:`jobs.training.loop.batch_loss`) scores every member on its own; in eval mode one logit
+    per row, that of the members' mean probability, so the model predicts, calibrates and serves
+    as any net does. Averaging nets trained from other initial weights ranks a day's flights better
+    and steadier than one of them (docs/training.md, "The MLP as an ensemble")."""
+
+    def __init__(
+        self, cardinalities: list[int], n_numeric: int, embedding_dim: int, hidden_units: list[int],
+        dropout: float = 0.0, wide: bool = False, members: int = 2,
+    ) -> None:
+        super().__init__()
+        if members < 2:
+            raise ValueError(f"an ensemble needs at least 2 members, got {members}")
+        self.members, self.embedding_dim = members, embedding_dim
+        self.embeddings = nn.ModuleList(nn.Embedding(size, members * embedding_dim) for size in cardinalities)
+        self.dropout = nn.Dropout(dropout)  # no weights: the same module zeroes embeddings and hidden outputs
+        self.use_dropout = bool(dropout)
+        width = embedding_dim * len(cardinalities) + n_numeric
+        self.wide = StackedLinear(members, width, 1) if wide else None
+        self.hidden = nn.ModuleList()
+        for units in hidden_units:
+            self.hidden.append(StackedLinear(members, width, units))
+            width = units
+        self.out = StackedLinear(members, width, 1)
+
+    def member_logits(self, cats: torch.Tensor, nums: torch.Tensor) -> torch.Tensor:
+        """Each member's logit of each row, [members, n]."""
+        n, k = len(cats), self.members
+        embedded = [emb(cats[:, j]).view(n, k, self.embedding_dim) for j, emb in enumerate(self.embeddings)]
+        inputs = self.dropout(torch.cat(embedded, dim=2)).transpose(0, 1) if embedded else nums.new_zeros(k, n, 0)
+        inputs = torch.cat([inputs, nums.unsqueeze(0).expand(k, n, nums.shape[1])], dim=2)
+        hidden = inputs
+        for layer in self.hidden:
+            hidden = torch.relu(layer(hidden))
+            if self.use_dropout:
+                hidden = self.dropout(hidden)
+        out = self.out(hidden) if self.wide is None else self.out(hidden) + self.wide(inputs)
+        return out.squeeze(2)
+
+    def forward(self, cats: torch.Tensor, nums: torch.Tensor) -> torch.Tensor:
+        logits = self.member_logits(cats, nums)
+        if self.training:
+            return logits.transpose(0, 1)
+        # logit of the mean probability: log(mean p) - log(mean (1 - p)), the log of k cancelling
+        return (torch.logsumexp(nn.functional.logsigmoid(logits), dim=0)
+                - torch.logsumexp(nn.functional.logsigmoid(-logits), dim=0))
+
+
+def build_net(pre: Preprocessor, hyper: dict[str, Any]) -> nn.Module:
     """The default model (``train.model``): :class:`TabularNet` sized by the preprocessor, with
     ``hyper``'s ``embedding_dim``, ``hidden_units``, ``dropout`` (0 when absent) and ``wide`` (a
-    linear term beside the MLP; false when absent)."""
-    return TabularNet(pre.cardinalities, len(pre.numeric), hyper["embedding_dim"], list(hyper["hidden_units"]),
-                      float(hyper.get("dropout", 0.0)), bool(hyper.get("wide", False)))
+    linear term beside the MLP; false when absent); with ``members`` above 1, a
+    :class:`TabularEnsemble` of that many such nets."""
+    shape = (pre.cardinalities, len(pre.numeric), hyper["embedding_dim"], list(hyper["hidden_units"]),
+             float(hyper.get("dropout", 0.0)), bool(hyper.get("wide", False)))
+    members = int(hyper.get("members", 1))
+    return TabularEnsemble(*shape, members=members) if members > 1 else TabularNet(*shape)
 
 
 def build_model(builder: str, pre: Preprocessor, hyper: dict[str, Any]) -> nn.Module:

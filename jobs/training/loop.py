@@ -115,6 +115,16 @@ def train_steps(
     return train_batches(model, optimizer, loss_fn, rows, device, precision, scaler)
 
 
+def batch_loss(loss_fn: Any, logits: Any, labels: Any) -> Any:
+    """The loss of a batch: ``loss_fn`` of one logit per row, or, for a model that gives one per
+    member in training ([n, members]: :class:`jobs.model.tabular.TabularEnsemble`), each member's
+    loss on the same labels, averaged over the members (so every member learns from its own error
+    alone, and the loss reads per row as a single net's does)."""
+    if logits.dim() == 2:
+        return sum(loss_fn(logits[:, member], labels) for member in range(logits.shape[1])) / logits.shape[1]
+    return loss_fn(logits, labels)
+
+
 def train_batches(
     model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Any, batches: Any, device: torch.device,
     precision: str = "fp32", scaler: Any = None, lr_at: Any = None,
@@ -137,7 +147,7 @@ def train_batches(
                 group["lr"] = rate
         optimizer.zero_grad()
         with autocast(device, precision):
-            loss = loss_fn(model(c, n), y)
+            loss = batch_loss(loss_fn, model(c, n), y)
         if scaler is None:
             loss.backward()
             optimizer.step()

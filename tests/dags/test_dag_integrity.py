@@ -200,7 +200,8 @@ def test_the_sweep_is_mapped_over_as_many_candidates_as_configured(dag_bag, conf
     defaults = {key: dag.params[name] for name, key in SWEEP_PARAMS.items()}
     found = candidates(config.sweep, base, defaults)
     assert [c["family"] for c in found] == ["mlp"] * config.sweep.size + ["xgboost"] * len(config.sweep.xgboost)
-    assert config.sweep.size == 2 and config.sweep.families == ["mlp", "xgboost"]
+    assert config.sweep.size == 1 and config.sweep.families == ["mlp", "xgboost"]
+    assert config.train.hyperparameters["members"] == 2  # the one MLP candidate: an ensemble
     params = {"sweep_size": 3, "sweep_learning_rates": [0.01, 0.02], "sweep_widths": [16, 8], "sweep_depths": [1],
               "sweep_epochs": [1]}
     # What the DAG's params resolve the values to (a schema that coerced or dropped one would show

@@ -98,6 +98,77 @@ def test_a_wide_net_adds_a_linear_term_of_its_inputs_and_an_older_net_loads_as_i
     assert plain.wide is None and not any(name.startswith("wide") for name in plain.state_dict())
 
 
+def _into_ensemble(nets: list[TabularNet], ensemble) -> None:
+    """Copy each net's weights into its member of ``ensemble`` (member i: embedding columns
+    i*d..(i+1)*d, the i-th of each stacked layer; torch's Linear keeps [out, in], stacked [in, out])."""
+    d = ensemble.embedding_dim
+    linears = [[m for m in net.mlp if isinstance(m, torch.nn.Linear)] for net in nets]
+    with torch.no_grad():
+        for i, net in enumerate(nets):
+            for j, emb in enumerate(net.embeddings):
+                ensemble.embeddings[j].weight[:, i * d:(i + 1) * d] = emb.weight
+            for layer, linear in zip([*ensemble.hidden, ensemble.out], linears[i], strict=True):
+                layer.weight[i] = linear.weight.T
+                layer.bias[i, 0] = linear.bias
+            ensemble.wide.weight[i] = net.wide.weight.T
+            ensemble.wide.bias[i, 0] = net.wide.bias
+
+
+def test_an_ensemble_is_its_members_side_by_side_each_learning_from_its_own_loss():
+    """``members``: k nets of one shape in one module. Each member computes what a TabularNet with
+    its weights computes; in eval mode the ensemble's logit is that of the members' mean
+    probability; one optimizer step on the ensemble's loss (:func:`batch_loss`, the members' mean)
+    moves every member as a step of its own net on its own loss would (the members share nothing)."""
+    from jobs.model.tabular import TabularEnsemble, build_net
+    from jobs.training.loop import batch_loss
+
+    torch.manual_seed(0)
+    hyper = {"embedding_dim": 3, "hidden_units": [8, 4], "wide": True}
+    nets = [build_net(PRE, hyper) for _ in range(3)]
+    ensemble = build_net(PRE, {**hyper, "members": 3})
+    assert isinstance(ensemble, TabularEnsemble) and isinstance(build_net(PRE, {**hyper, "members": 1}), TabularNet)
+    _into_ensemble(nets, ensemble)
+    rows = pd.DataFrame({"carrier": ["UA", "AA", "XX", None, "UA"], "distance": [1.0, 200.0, 35.0, np.nan, 90.0]})
+    cats, nums = (torch.from_numpy(a) for a in PRE.encode(rows))
+    labels = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0])
+    apart = torch.stack([net.eval()(cats, nums) for net in nets], dim=1)
+    assert torch.allclose(ensemble.train()(cats, nums), apart, atol=1e-6)  # training mode: [n, members]
+    mean = torch.sigmoid(apart).mean(dim=1)
+    assert torch.allclose(ensemble.eval()(cats, nums), torch.log(mean / (1 - mean)), atol=1e-5)
+    assert predict_proba(ensemble, PRE, rows).shape == (5,)
+
+    loss_fn = torch.nn.BCEWithLogitsLoss(reduction="sum")
+    step = torch.optim.SGD(ensemble.parameters(), lr=0.5)
+    step.zero_grad()
+    batch_loss(loss_fn, ensemble.train()(cats, nums), labels).backward()
+    step.step()
+    for net in nets:
+        own = torch.optim.SGD(net.parameters(), lr=0.5)
+        own.zero_grad()
+        (batch_loss(loss_fn, net.train()(cats, nums), labels) / len(nets)).backward()
+        own.step()
+    moved = torch.stack([net.eval()(cats, nums) for net in nets], dim=1)
+    assert not torch.allclose(moved, apart, atol=1e-3)
+    assert torch.allclose(ensemble.train()(cats, nums), moved, atol=1e-5)
+
+
+def test_an_ensemble_s_members_start_apart_and_its_dropout_masks_each_member_on_its_own():
+    from jobs.model.tabular import build_net
+
+    torch.manual_seed(0)
+    ensemble = build_net(PRE, {"embedding_dim": 3, "hidden_units": [16], "dropout": 0.5, "members": 4})
+    rows = pd.DataFrame({"carrier": ["UA"] * 64, "distance": [1.0] * 64})
+    cats, nums = (torch.from_numpy(a) for a in PRE.encode(rows))
+    logits = ensemble.eval().member_logits(cats, nums)
+    assert logits.shape == (4, 64) and logits[:, 0].unique().numel() == 4  # other initial weights each
+    assert torch.equal(ensemble(cats, nums), ensemble(cats, nums))
+    trained = ensemble.train()(cats, nums)
+    assert trained.shape == (64, 4) and all(trained[:, i].unique().numel() > 1 for i in range(4))
+    with pytest.raises(ValueError, match="at least 2 members"):
+        from jobs.model.tabular import TabularEnsemble
+        TabularEnsemble(PRE.cardinalities, 1, 3, [4], members=1)
+
+
 def test_evaluate_scores_a_perfect_and_a_single_class_holdout():
     perfect = evaluate([0, 1, 1, 0], [0.1, 0.9, 0.8, 0.2])
     assert perfect["roc_auc"] == 1.0 and perfect["accuracy"] == 1.0 and perfect["positive_rate"] == 0.5

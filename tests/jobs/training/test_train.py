@@ -5,6 +5,7 @@ import dataclasses
 import datetime as dt
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -47,6 +48,10 @@ def test_the_regularisation_settings_are_checked(config, config_patch):
     with pytest.raises(ValueError, match="dropout must be a number in"):
         config_patch.replace(config, train={"hyperparameters": {"embedding_dim": 4, "hidden_units": [8],
                                                                 "dropout": 1.0}})
+    for members in (0, 1.5, True):
+        with pytest.raises(ValueError, match="members must be a whole number of nets"):
+            config_patch.replace(config, train={"hyperparameters": {"embedding_dim": 4, "hidden_units": [8],
+                                                                    "members": members}})
     assert config.train.weight_decay > 0 and config.train.hyperparameters["dropout"] > 0  # the shipped MLP's
 
 
@@ -166,7 +171,8 @@ STREAMING = {"data_path": "stream", "buffer_rows": 300, "read_ahead": 1, "read_b
 @pytest.mark.slow
 def test_distributed_training_is_deterministic_and_sees_every_row_once(spark, config, small_training):
     """Two ranks under TorchDistributor, streaming their shares through a buffer smaller than them
-    (the in-memory path trains in the other tests here, and in the train job's tests)."""
+    (the in-memory path trains in the other tests here, and in the train job's tests), training an
+    ensemble of two nets as the shipped MLP is (DDP over its stacked members)."""
     import mlflow
 
     from jobs.training.launcher import LeanTorchDistributor
@@ -174,7 +180,7 @@ def test_distributed_training_is_deterministic_and_sees_every_row_once(spark, co
     from jobs.training.relay import run_relayed
 
     def train() -> tuple[dict, str]:  # as the train job launches them: rank 0 logs through this process
-        job = small_training["new_job"](**STREAMING)
+        job = small_training["new_job"](**STREAMING, hyper={"embedding_dim": 4, "hidden_units": [8], "members": 2})
         distributor = LeanTorchDistributor(num_processes=2, local_mode=True, use_gpu=False)
         return run_relayed(job, lambda relayed: distributor.run(train_fn, relayed)), job.run_id
 
@@ -233,6 +239,44 @@ def test_rank_0_logging_through_the_relay_logs_what_it_logs_itself(small_trainin
     rows = pd.concat([pd.read_parquet(d) for d in small_training["dirs"][3:]])[config.features.inputs]
     predicted = [mlflow.pyfunc.load_model(r["model_uri"]).predict(rows) for r in (direct, relayed)]
     assert (predicted[0] == predicted[1]).all()
+
+
+def test_an_ensemble_trains_in_the_job_s_loop_and_its_logged_model_serves_the_members_mean(small_training, config):
+    """``train.hyperparameters.members``: the rank trains the members side by side in one module
+    and logs it; the pyfunc loads an ensemble and gives the probability of its members' mean, each
+    member's own net computing its part."""
+    import json
+
+    import mlflow
+    import mlflow.artifacts
+
+    from jobs.model.calibration import CALIBRATION_FILE, apply_scale
+    from jobs.model.tabular import HYPER_FILE, Preprocessor, TabularEnsemble, build_model, predict_proba
+    from jobs.training.loop import train_in_process
+
+    hyper = {"embedding_dim": 4, "hidden_units": [8], "wide": True, "dropout": 0.2, "members": 3}
+    result = train_in_process(small_training["new_job"](hyper=hyper))
+    rows = pd.concat([pd.read_parquet(d) for d in small_training["dirs"][3:]])[config.features.inputs]
+    served = mlflow.pyfunc.load_model(result["model_uri"]).predict(rows)
+    assert len(served) == len(rows) and 0.5 < result["metrics"]["roc_auc"] <= 1.0
+    folder = Path(mlflow.artifacts.download_artifacts(result["model_uri"]))
+    (saved,) = folder.rglob(HYPER_FILE)
+    assert json.loads(saved.read_text())["hyperparameters"]["members"] == 3
+    (state,) = folder.rglob("model_state.pt")
+    (pre_file,) = folder.rglob("preprocessor.json")
+    pre = Preprocessor.from_json(pre_file.read_text())
+    net = build_model(config.train.model, pre, hyper)
+    net.load_state_dict(torch.load(state))
+    assert isinstance(net, TabularEnsemble)
+    cats, nums = (torch.from_numpy(a) for a in pre.encode(rows))
+    with torch.no_grad():
+        members = torch.sigmoid(net.eval().member_logits(cats, nums)).double()
+    assert len({tuple(m[:20].tolist()) for m in members}) == 3  # three nets, not one three times
+    mean = members.mean(dim=0).numpy()
+    assert predict_proba(net, pre, rows) == pytest.approx(mean, abs=1e-6)
+    records = list(folder.rglob(CALIBRATION_FILE))  # the pyfunc serves the mean, calibrated when it has a record
+    scale = json.loads(records[0].read_text())["logit_scale"] if records else 1.0
+    assert np.asarray(served, dtype=float) == pytest.approx(apply_scale(mean, scale), abs=1e-6)
 
 
 def test_rank_0_under_the_relay_imports_no_mlflow(small_training):
