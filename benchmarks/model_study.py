@@ -502,6 +502,7 @@ def fit_mlp(train: pd.DataFrame, serve: pd.DataFrame, cats: list[str], nums: lis
     import torch
 
     from jobs.model.tabular import Preprocessor, build_net, predict_proba, safe_std
+    from jobs.training.loop import batch_loss
 
     vocab = {c: sorted(str(v) for v, n in train[c].value_counts().items() if n >= train_spec.min_category_count)
              for c in cats}
@@ -519,7 +520,7 @@ def fit_mlp(train: pd.DataFrame, serve: pd.DataFrame, cats: list[str], nums: lis
         for start in range(0, len(labels), train_spec.batch_size):
             batch = order[start:start + train_spec.batch_size]
             optimizer.zero_grad()
-            loss_fn(net(codes[batch], numbers[batch]), labels[batch]).backward()
+            batch_loss(loss_fn, net(codes[batch], numbers[batch]), labels[batch]).backward()
             optimizer.step()
     return predict_proba(net, pre, serve)
 

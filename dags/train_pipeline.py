@@ -89,7 +89,7 @@ TRAIN_PARAMS = {
 # The sweep: each list empty keeps sweep.<name> of the config.
 SWEEP_PARAMS = {
     "sweep_size": Param(None, type=["null", "integer"], minimum=1, maximum=32,
-                        description="MLP candidates the sweep trains (default: sweep.size, 2), beside "
+                        description="MLP candidates the sweep trains (default: sweep.size, 1: an ensemble), beside "
                                     "one per sweep.xgboost param set"),
     "sweep_learning_rates": Param(None, type=["null", "array"], items={"type": "number", "exclusiveMinimum": 0},
                                   description="learning rates to try"),

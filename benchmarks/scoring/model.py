@@ -40,6 +40,7 @@ def train_model(
 
     from jobs.model.tabular import build_model
     from jobs.training.data import fit_preprocessor
+    from jobs.training.loop import batch_loss
 
     spec, cfg = config.features, config.train
     features = spark.read.option("basePath", lake.features).parquet(
@@ -58,7 +59,7 @@ def train_model(
     for _ in range(TRAIN_STEPS):
         batch = torch.randint(0, len(labels), (cfg.batch_size,), generator=generator)
         optimizer.zero_grad()
-        loss_fn(net(cats[batch], nums[batch]), labels[batch]).backward()
+        batch_loss(loss_fn, net(cats[batch], nums[batch]), labels[batch]).backward()
         optimizer.step()
     net.eval()
     return net, pre, hyper, frame
