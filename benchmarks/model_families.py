@@ -209,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
            "hyperparameters": dict(train.hyperparameters)}
     from jobs.metrics import roc_auc
     seeds = [int(s) for s in args.seeds.split(",")]
+    ensembles = [int(k) for k in args.members.split(",") if k]
     rows = []
     for text in args.windows.split(","):
         run_date = dt.date.fromisoformat(text)
@@ -237,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
                 found = [judged(fit_mlp(pre, training, holdout, spec.label, settings, seed)) for seed in seeds]
                 score[name] = round(float(np.mean(found)), 4)
                 score[f"{name}_seeds"] = found
-        for members in (int(k) for k in args.members.split(",") if k):
+        for members in ensembles:
             ensemble = {**now, "hyperparameters": {**now["hyperparameters"], "members": members}}
             scored(f"mlp_members{members}", fit_mlp(pre, training, holdout, spec.label, ensemble, train.seed))
         if args.sweep and len(validation):
@@ -255,7 +256,7 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(score), flush=True)
         rows.append(score)
     families = [] if args.mlp_only else ["logistic_regression", "xgboost", "mlp_before", "mlp"]
-    families += [f"mlp_members{k}" for k in args.members.split(",") if k]
+    families += [f"mlp_members{k}" for k in ensembles]
     if args.sweep:
         families += [f for f in [*(f"mlp_{s}{x}" for s in ("constant", "cosine") for x in ("", "_best_epoch", "_mean")),
                                  "blend", "blend_mlp", "blend_mlp_mean"] if all(f in r for r in rows)]

@@ -170,7 +170,6 @@ class TabularEnsemble(nn.Module):
         self.members, self.embedding_dim = members, embedding_dim
         self.embeddings = nn.ModuleList(nn.Embedding(size, members * embedding_dim) for size in cardinalities)
         self.dropout = nn.Dropout(dropout)  # no weights: the same module zeroes embeddings and hidden outputs
-        self.use_dropout = bool(dropout)
         width = embedding_dim * len(cardinalities) + n_numeric
         self.wide = StackedLinear(members, width, 1) if wide else None
         self.hidden = nn.ModuleList()
@@ -187,9 +186,7 @@ class TabularEnsemble(nn.Module):
         inputs = torch.cat([inputs, nums.unsqueeze(0).expand(k, n, nums.shape[1])], dim=2)
         hidden = inputs
         for layer in self.hidden:
-            hidden = torch.relu(layer(hidden))
-            if self.use_dropout:
-                hidden = self.dropout(hidden)
+            hidden = self.dropout(torch.relu(layer(hidden)))
         out = self.out(hidden) if self.wide is None else self.out(hidden) + self.wide(inputs)
         return out.squeeze(2)
 
