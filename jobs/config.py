@@ -231,6 +231,9 @@ class TrainSpec:
         dropout = self.hyperparameters.get("dropout", 0.0)
         if not (isinstance(dropout, (int, float)) and 0 <= dropout < 1):
             raise ValueError(f"train.hyperparameters.dropout must be a number in [0, 1), got {dropout!r}")
+        wide = self.hyperparameters.get("wide", False)
+        if wide not in (False, True, "onehot"):
+            raise ValueError(f"train.hyperparameters.wide must be true, false or onehot, got {wide!r}")
         members = self.hyperparameters.get("members", 1)
         if not (isinstance(members, int) and not isinstance(members, bool) and members >= 1):
             raise ValueError(f"train.hyperparameters.members must be a whole number of nets, at least 1, "

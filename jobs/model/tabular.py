@@ -106,20 +106,25 @@ class TabularNet(nn.Module):
     """Embeddings and numbers into an MLP, one logit out. ``dropout`` (training only) zeroes that
     share of the embedded values and of each hidden layer's outputs: with a window's few tens of
     thousands of rows and the hourly weather, an unregularised net learns the training days
-    themselves and ranks a new day's flights worse than logistic regression (docs/training.md)."""
+    themselves and ranks a new day's flights worse than logistic regression (docs/training.md).
+
+    ``wide`` (wide and deep) adds a linear term beside the MLP's, so the net holds logistic
+    regression's model as one of its own and the hidden layers add what it lacks: ``True``, linear
+    in the MLP's inputs (the embedded categories, after dropout, and the numbers); ``"onehot"``, a
+    weight per category and per number outside dropout (:class:`OneHotLinear`), the design MLlib's
+    logistic regression fits."""
 
     def __init__(
         self, cardinalities: list[int], n_numeric: int, embedding_dim: int, hidden_units: list[int],
-        dropout: float = 0.0, wide: bool = False,
+        dropout: float = 0.0, wide: bool | str = False,
     ) -> None:
         super().__init__()
         self.embeddings = nn.ModuleList(nn.Embedding(size, embedding_dim) for size in cardinalities)
         self.embedding_dropout = nn.Dropout(dropout)  # no weights: a net saved without dropout loads as is
         layers: list[nn.Module] = []
         width = embedding_dim * len(cardinalities) + n_numeric
-        # wide and deep: a linear term of the inputs beside the MLP's, so the net holds logistic
-        # regression's model as one of its own and the hidden layers add what it lacks
-        self.wide = nn.Linear(width, 1) if wide else None
+        self.wide = nn.Linear(width, 1) if wide is True else None
+        self.onehot = OneHotLinear(1, cardinalities, n_numeric) if wide == "onehot" else None
         for units in hidden_units:
             layers += [nn.Linear(width, units), nn.ReLU(), *([nn.Dropout(dropout)] if dropout else [])]
             width = units
@@ -130,7 +135,8 @@ class TabularNet(nn.Module):
         embedded = self.embedding_dropout(torch.cat([emb(cats[:, j]) for j, emb in enumerate(self.embeddings)], dim=1))
         inputs = torch.cat([embedded, nums], dim=1)
         out = self.mlp(inputs) if self.wide is None else self.mlp(inputs) + self.wide(inputs)
-        return out.squeeze(1)
+        out = out.squeeze(1)
+        return out if self.onehot is None else out + self.onehot(cats, nums)[0]
 
 
 class StackedLinear(nn.Module):
@@ -145,6 +151,26 @@ class StackedLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.baddbmm(self.bias, x, self.weight)
+
+
+class OneHotLinear(nn.Module):
+    """Logistic regression's linear term, ``members`` times: a weight per category of each categorical
+    column (an embedding of width 1 per member, the unknown index's included) and per number, and a
+    bias; [members, n] out. The term a one-hot design gives, without building the one-hot columns."""
+
+    def __init__(self, members: int, cardinalities: list[int], n_numeric: int) -> None:
+        super().__init__()
+        self.categories = nn.ModuleList(nn.Embedding(size, members) for size in cardinalities)
+        for table in self.categories:
+            nn.init.zeros_(table.weight)
+        self.numbers = StackedLinear(members, n_numeric, 1)
+
+    def forward(self, cats: torch.Tensor, nums: torch.Tensor) -> torch.Tensor:
+        members = self.numbers.weight.shape[0]
+        out = self.numbers(nums.unsqueeze(0).expand(members, *nums.shape)).squeeze(2)
+        for j, table in enumerate(self.categories):
+            out = out + table(cats[:, j]).T
+        return out
 
 
 class TabularEnsemble(nn.Module):
@@ -162,7 +188,7 @@ class TabularEnsemble(nn.Module):
 
     def __init__(
         self, cardinalities: list[int], n_numeric: int, embedding_dim: int, hidden_units: list[int],
-        dropout: float = 0.0, wide: bool = False, members: int = 2,
+        dropout: float = 0.0, wide: bool | str = False, members: int = 2,
     ) -> None:
         super().__init__()
         if members < 2:
@@ -171,7 +197,8 @@ class TabularEnsemble(nn.Module):
         self.embeddings = nn.ModuleList(nn.Embedding(size, members * embedding_dim) for size in cardinalities)
         self.dropout = nn.Dropout(dropout)  # no weights: the same module zeroes embeddings and hidden outputs
         width = embedding_dim * len(cardinalities) + n_numeric
-        self.wide = StackedLinear(members, width, 1) if wide else None
+        self.wide = StackedLinear(members, width, 1) if wide is True else None
+        self.onehot = OneHotLinear(members, cardinalities, n_numeric) if wide == "onehot" else None
         self.hidden = nn.ModuleList()
         for units in hidden_units:
             self.hidden.append(StackedLinear(members, width, units))
@@ -188,7 +215,8 @@ class TabularEnsemble(nn.Module):
         for layer in self.hidden:
             hidden = self.dropout(torch.relu(layer(hidden)))
         out = self.out(hidden) if self.wide is None else self.out(hidden) + self.wide(inputs)
-        return out.squeeze(2)
+        out = out.squeeze(2)
+        return out if self.onehot is None else out + self.onehot(cats, nums)
 
     def forward(self, cats: torch.Tensor, nums: torch.Tensor) -> torch.Tensor:
         logits = self.member_logits(cats, nums)
@@ -202,10 +230,11 @@ class TabularEnsemble(nn.Module):
 def build_net(pre: Preprocessor, hyper: dict[str, Any]) -> nn.Module:
     """The default model (``train.model``): :class:`TabularNet` sized by the preprocessor, with
     ``hyper``'s ``embedding_dim``, ``hidden_units``, ``dropout`` (0 when absent) and ``wide`` (a
-    linear term beside the MLP; false when absent); with ``members`` above 1, a
+    linear term beside the MLP, :class:`TabularNet`; false when absent); with ``members`` above 1, a
     :class:`TabularEnsemble` of that many such nets."""
+    wide = hyper.get("wide", False)
     shape = (pre.cardinalities, len(pre.numeric), hyper["embedding_dim"], list(hyper["hidden_units"]),
-             float(hyper.get("dropout", 0.0)), bool(hyper.get("wide", False)))
+             float(hyper.get("dropout", 0.0)), wide if wide == "onehot" else bool(wide))
     members = int(hyper.get("members", 1))
     return TabularEnsemble(*shape, members=members) if members > 1 else TabularNet(*shape)
 

@@ -98,6 +98,38 @@ def test_a_wide_net_adds_a_linear_term_of_its_inputs_and_an_older_net_loads_as_i
     assert plain.wide is None and not any(name.startswith("wide") for name in plain.state_dict())
 
 
+def test_a_onehot_wide_term_is_logistic_regression_s_design_beside_the_mlp():
+    """``wide: onehot``: with the hidden layers silenced the logit is a weight per category (the
+    unknown index's too) plus a linear function of the numbers, as logistic regression on one-hot
+    categories is, and no dropout reaches it: in training mode it gives what it gives in eval mode.
+    An ensemble's members each have their own such term."""
+    from jobs.model.tabular import build_net
+
+    torch.manual_seed(0)
+    net = build_net(PRE, {"embedding_dim": 3, "hidden_units": [8], "dropout": 0.9, "wide": "onehot"})
+    assert net.wide is None and net.onehot is not None
+    rows = pd.DataFrame({"carrier": ["UA", "AA", "XX", None], "distance": [1.0, 200.0, 35.0, np.nan]})
+    cats, nums = (torch.from_numpy(a) for a in PRE.encode(rows))
+    with torch.no_grad():
+        net.mlp[-1].weight.zero_()
+        net.mlp[-1].bias.zero_()
+        net.onehot.categories[0].weight[:, 0] = torch.tensor([0.5, -1.0, 2.0])  # unknown, AA, UA
+        expected = torch.tensor([2.0, -1.0, 0.5, 0.5]) + nums[:, 0] * net.onehot.numbers.weight[0, 0, 0] \
+            + net.onehot.numbers.bias[0, 0, 0]
+        assert torch.allclose(net.eval()(cats, nums), expected)
+        assert torch.allclose(net.train()(cats, nums), expected)
+
+    ensemble = build_net(PRE, {"embedding_dim": 3, "hidden_units": [8], "wide": "onehot", "members": 3})
+    with torch.no_grad():
+        ensemble.out.weight.zero_()
+        ensemble.out.bias.zero_()
+        ensemble.onehot.categories[0].weight.copy_(torch.arange(9.0).view(3, 3))  # member i: column i
+        ensemble.onehot.numbers.weight.zero_()
+        ensemble.onehot.numbers.bias.zero_()
+        by_row = [[6.0, 7.0, 8.0], [3.0, 4.0, 5.0], [0.0, 1.0, 2.0], [0.0, 1.0, 2.0]]  # UA, AA, unknown, unknown
+        assert ensemble.train()(cats, nums).tolist() == by_row
+
+
 def _into_ensemble(nets: list[TabularNet], ensemble) -> None:
     """Copy each net's weights into its member of ``ensemble`` (member i: embedding columns
     i*d..(i+1)*d, the i-th of each stacked layer; torch's Linear keeps [out, in], stacked [in, out])."""

@@ -52,6 +52,10 @@ def test_the_regularisation_settings_are_checked(config, config_patch):
         with pytest.raises(ValueError, match="members must be a whole number of nets"):
             config_patch.replace(config, train={"hyperparameters": {"embedding_dim": 4, "hidden_units": [8],
                                                                     "members": members}})
+    for wide in ("linear", 2):
+        with pytest.raises(ValueError, match="wide must be true, false or onehot"):
+            config_patch.replace(config, train={"hyperparameters": {"embedding_dim": 4, "hidden_units": [8],
+                                                                    "wide": wide}})
     assert config.train.weight_decay > 0 and config.train.hyperparameters["dropout"] > 0  # the shipped MLP's
 
 
@@ -254,7 +258,7 @@ def test_an_ensemble_trains_in_the_job_s_loop_and_its_logged_model_serves_the_me
     from jobs.model.tabular import HYPER_FILE, Preprocessor, TabularEnsemble, build_model, predict_proba
     from jobs.training.loop import train_in_process
 
-    hyper = {"embedding_dim": 4, "hidden_units": [8], "wide": True, "dropout": 0.2, "members": 3}
+    hyper = {"embedding_dim": 4, "hidden_units": [8], "wide": "onehot", "dropout": 0.2, "members": 3}
     result = train_in_process(small_training["new_job"](hyper=hyper))
     rows = pd.concat([pd.read_parquet(d) for d in small_training["dirs"][3:]])[config.features.inputs]
     served = mlflow.pyfunc.load_model(result["model_uri"]).predict(rows)
