@@ -48,6 +48,7 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 install: $(STAMP)
+	@git rev-parse --is-inside-work-tree >/dev/null 2>&1 && git config core.hooksPath scripts/hooks || true
 
 # Spark's JVM classes, parsed and verified once (jobs/lake/class_archive.py): every spark-submit of
 # this environment then starts on about a third less CPU (scripts/env.sh points SPARK_SUBMIT_OPTS
