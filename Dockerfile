@@ -18,6 +18,7 @@ ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
 WORKDIR /opt/pipeline
 COPY pyproject.toml README.md ./
 COPY jobs ./jobs
+COPY pipelines ./pipelines
 COPY orchestration ./orchestration
 # Where pip finds the wheels and which versions it takes, when given (pip reads these from the
 # environment; all unset by default, and pip then uses PyPI). `make compose-up` passes the wheels of

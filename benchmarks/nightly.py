@@ -145,16 +145,10 @@ def prepare(env: dict[str, str], last_night: dt.date) -> dict[str, float]:
 
 
 def mode_config(home: Path, mode: str) -> Path:
-    """The bundled config with the mode's validation settings."""
-    import yaml
+    """The bundled pipeline with the mode's validation settings."""
+    from jobs.config import write_overlay
 
-    from jobs.config import DEFAULT_CONFIG
-
-    raw = yaml.safe_load(Path(DEFAULT_CONFIG).read_text())
-    raw["validation"].update(MODES[mode][0])
-    path = home / f"config-{mode}.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return path
+    return write_overlay(home / f"config-{mode}.yaml", {"validation": MODES[mode][0]})
 
 
 def run_night(env: dict[str, str], home: Path, day: dt.date, mode: str) -> dict[str, Any]:

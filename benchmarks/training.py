@@ -13,7 +13,7 @@ throw-away MLflow store. The window is the training job's (``train.train_days`` 
 days ending 2013-01-28); ``--days N`` sets its length instead: the holdout keeps its share of the days
 (at least one) and a window longer than January ends N - 1 days after 2013-01-01. Every contender
 trains the same model (``train.model``) on the same labelled training rows, with the seed, batch size,
-learning rate, hyperparameters and epochs of ``jobs/pipeline.yaml``'s train section (``--epochs``
+learning rate, hyperparameters and epochs of the bundled config's train section (``--epochs``
 overrides the epochs):
 
 - ``plain loop``: one process, no torch.distributed: pyarrow reads the training row groups (in

@@ -43,7 +43,7 @@ and `score_pipeline`'s `promote_challenger` promotes it once it beats the champi
 when the version has some.
 
 **Trigger** from the UI with `{"run_date": "2013-01-28"}`; every other param left empty keeps
-the setting of `jobs/pipeline.yaml` (`train.*`).
+the config's setting of its name (`train.*`, docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -51,39 +51,17 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, AssetOrTimeSchedule, CronDataIntervalTimetable, Param
 
-from jobs.config import PRECISIONS
-from jobs.selection.gate import PROMOTION_METRICS
+from jobs.config import RUN_OVERRIDES, WINDOW_OVERRIDES, override_json, param_schema
 from orchestration.assets import DECAY, DRIFT
 from orchestration.decisions import TRAINING_SCHEDULE
 from orchestration.spark_jobs import DEFAULT_ARGS, spark_job, spark_job_mapped
 from orchestration.sweep_tasks import plan_sweep, select_candidate
 from orchestration.train_tasks import ChampionApprovalOperator, plan_training, publish_champion
 
-# Knobs a person tunes per run: empty keeps train.<name> of the config.
-TRAIN_PARAMS = {
-    "train_days": Param(None, type=["null", "integer"], minimum=1, description="days the model is fitted on"),
-    "max_train_days": Param(None, type=["null", "integer"], minimum=1,
-                            description="an expanding window: the training days reach back over the earlier days "
-                                        "with features, up to this many (empty with train_days set: exactly "
-                                        "train_days)"),
-    "holdout_days": Param(None, type=["null", "integer"], minimum=1,
-                          description="days after them it is evaluated on (and compared with the champion)"),
-    "epochs": Param(None, type=["null", "integer"], minimum=1, maximum=1000, description="passes over the data"),
-    "learning_rate": Param(None, type=["null", "number"], exclusiveMinimum=0, maximum=1,
-                           description="Adam's step size"),
-    "num_processes": Param(None, type=["null", "integer"], minimum=1, maximum=64,
-                           description="TorchDistributor ranks (on GPUs in local mode: one per GPU by default)"),
-    "use_gpu": Param(None, type=["null", "boolean"], description="train on GPUs (NCCL), one rank per GPU"),
-    "precision": Param(None, type=["null", "string"], enum=[None, *PRECISIONS],
-                       description="arithmetic of the training steps (auto = bf16 on a GPU that has it)"),
-    "promotion_metric": Param(None, type=["null", "string"], enum=[None, *PROMOTION_METRICS],
-                              description="holdout metric of the champion gate (log_loss, brier, ece: lower wins)"),
-    "promotion_margin": Param(None, type=["null", "number"], minimum=0,
-                              description="how much better than the champion a version must be to replace it"),
-    "require_approval": Param(None, type=["null", "boolean"],
-                              description="a version that wins the gate waits for a person's Approve before it "
-                                          "becomes champion (Required actions in the UI)"),
-}
+# Knobs a person tunes per run (jobs.config.RUN_OVERRIDES): empty keeps train.<name> of the config.
+TRAIN_PARAMS = {name: Param(None, **param_schema(name)) for name in RUN_OVERRIDES}
+OVERRIDES_JSON = "{{ override_json(params) }}"  # the params set, as the jobs' --overrides take them
+WINDOW_JSON = f"{{{{ override_json(params, {list(WINDOW_OVERRIDES)!r}) }}}}"
 
 
 # The sweep: each list empty keeps sweep.<name> of the config.
@@ -100,14 +78,6 @@ SWEEP_PARAMS = {
     "sweep_epochs": Param(None, type=["null", "array"], items={"type": "integer", "minimum": 1},
                           description="epochs to try"),
 }
-
-
-def _param_args(names: list[str]) -> list[str]:
-    """``--name {{ params.name }}`` per param, empty when the param is (the job keeps its config)."""
-    args: list[str] = []
-    for name in names:
-        args += [f"--{name.replace('_', '-')}", f"{{{{ '' if params.{name} is none else params.{name} }}}}"]
-    return args
 
 
 with DAG(
@@ -127,17 +97,18 @@ with DAG(
         **SWEEP_PARAMS,
     },
     tags=["mlops", "training"],
+    user_defined_macros={"override_json": override_json},  # the one renderer of a run's overrides
 ):
     plan = plan_training()
     baselines = spark_job("baselines", task_id="train_baselines", run_date=plan["run_date"],
-                          args=[*_param_args(["train_days", "max_train_days", "holdout_days"]), "--started-by",
-                                plan["started_by"], "--training-id", plan["training_id"]])
-    candidates = plan_sweep(plan["run_date"], plan["started_by"], list(TRAIN_PARAMS), plan["training_id"])
+                          args=["--overrides", WINDOW_JSON, "--started-by", plan["started_by"],
+                                "--training-id", plan["training_id"]])
+    candidates = plan_sweep(plan["run_date"], plan["started_by"], plan["training_id"])
     sweep = spark_job_mapped("train", candidates, task_id="train_candidate")
     best = select_candidate(candidates)
     train_model = spark_job(
         "train", task_id="train_model", run_date=plan["run_date"],
-        args=[*_param_args(list(TRAIN_PARAMS)), "--started-by", plan["started_by"], "--trigger", plan["trigger"],
+        args=["--overrides", OVERRIDES_JSON, "--started-by", plan["started_by"], "--trigger", plan["trigger"],
               "--promote-run", best],
     )
     sweep >> best

@@ -29,6 +29,7 @@ import re
 from jobs.lake.layout import partition_of, rebuild_command
 
 DATA_ERROR_EXIT = 65  # EX_DATAERR of sysexits.h
+USAGE_EXIT = 64  # EX_USAGE of sysexits.h: the config or the command line is wrong (jobs.config.ConfigError)
 ERROR_FILE_ENV = "PIPELINE_ERROR_FILE"
 
 

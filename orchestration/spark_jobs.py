@@ -8,7 +8,8 @@ inherits. ``PIPELINE_PY_FILES`` (comma-separated) ships the ``jobs`` package to 
 not have it installed.
 
 Retries mean something: a job that fails on its data (exit code ``jobs.errors.DATA_ERROR_EXIT``:
-a missing partition, a failed validation, no model) fails its task at once with the job's message
+a missing partition, a failed validation, no model) or on its config (``jobs.errors.USAGE_EXIT``: an
+unknown key, a wrong type, a column no table has) fails its task at once with the job's message
 and no retry; any other failure (a lost executor, a killed process, a tracking server that is
 down) is retried with exponential backoff.
 """
@@ -71,7 +72,8 @@ class PipelineSparkSubmitOperator(SparkSubmitOperator):
                 if os.path.exists(error_file):
                     with open(error_file, encoding="utf-8") as found:
                         message = found.read().strip()
-                    raise AirflowFailException(f"{self.task_id}: {message} (a data error: not retried)") from err
+                    raise AirflowFailException(
+                        f"{self.task_id}: {message} (not retried: a retry cannot fix it)") from err
                 raise
 
 

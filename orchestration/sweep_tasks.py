@@ -14,25 +14,14 @@ SWEEP_PARAMS = {"sweep_size": "size", "sweep_learning_rates": "learning_rate", "
                 "sweep_depths": "depth", "sweep_epochs": "epochs"}
 
 
-def job_options(params: dict[str, Any], names: list[str]) -> list[str]:
-    """``--name value`` for each of ``names`` whose param is set (what the train task's templates
-    render, for arguments that reach a mapped task as data, not templates)."""
-    options: list[str] = []
-    for name in names:
-        if params.get(name) is not None:
-            value = params[name]
-            options += [f"--{name.replace('_', '-')}", str(value).lower() if isinstance(value, bool) else str(value)]
-    return options
-
-
-def plan_sweep(run_date: Any, started_by: Any, train_params: list[str], training_id: Any = None) -> Any:
+def plan_sweep(run_date: Any, started_by: Any, training_id: Any = None) -> Any:
     """One train-job argument list per candidate (:func:`jobs.selection.sweep.candidates` over the DAG's
     params), each a child of a new parent MLflow run, all of the training ``training_id``."""
 
     @task(task_id="plan_sweep")
     def plan(run_date: str, started_by: str, training_id: str | None = None,
              params: dict[str, Any] | None = None) -> list[list[str]]:
-        from jobs.config import load_config
+        from jobs.config import load_config, override_json
         from jobs.selection.sweep import candidate_args, candidates, open_parent
 
         params = params or {}
@@ -42,7 +31,7 @@ def plan_sweep(run_date: Any, started_by: Any, train_params: list[str], training
                 "epochs": params.get("epochs") or train.epochs, "hyperparameters": dict(train.hyperparameters)}
         found = candidates(config.sweep, base, {key: params.get(name) for name, key in SWEEP_PARAMS.items()})
         parent = open_parent(config, run_date, found, started_by, training_id or None)
-        common = [*job_options(params, train_params), "--started-by", started_by]
+        common = ["--overrides", override_json(params), "--started-by", started_by]
         for candidate in found:
             print(f"sweep candidate {candidate['name']}")
         print(f"{len(found)} candidates under MLflow run {parent}")

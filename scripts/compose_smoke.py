@@ -59,7 +59,8 @@ TRAIN_DATE = dt.date(2013, 1, 7)  # trains on 01-01..01-05, evaluates on 01-06..
 NIGHT = dt.date(2013, 1, 8)  # the night after: ingest, then scoring and monitoring of that day
 FAULT_NIGHT = dt.date(2013, 1, 9)
 CONFIG_IN_LAKE = "/data/smoke/pipeline.yaml"
-# What the smoke changes in jobs/pipeline.yaml (as tests/deployed/scenario.py's stack_config does).
+PIPELINE_IN_IMAGE = "/opt/pipeline/pipelines/flights"  # the Dockerfile's copy of pipelines/
+# What the smoke changes in the flights pipeline (as tests/deployed/scenario.py's stack_config does).
 SMOKE_CONFIG = {
     "train": {"train_days": 5, "validation_days": 0, "holdout_days": 2, "epochs": 2, "num_processes": 2,
               "model_name": MODEL},
@@ -372,13 +373,10 @@ def env_file() -> dict[str, str]:
 
 
 def smoke_config(patch: dict | None = None) -> str:
-    """jobs/pipeline.yaml with SMOKE_CONFIG (and ``patch``) laid over it."""
+    """A deployment's file: the image's flights pipeline named, SMOKE_CONFIG (and ``patch``) the changes."""
     import yaml
 
-    from jobs.config import DEFAULT_CONFIG
-
-    config = merged(yaml.safe_load(DEFAULT_CONFIG.read_text()), SMOKE_CONFIG)
-    return yaml.safe_dump(merged(config, patch or {}), sort_keys=False)
+    return yaml.safe_dump({"pipeline": PIPELINE_IN_IMAGE, **merged(SMOKE_CONFIG, patch or {})}, sort_keys=False)
 
 
 def main(argv: list[str] | None = None) -> None:

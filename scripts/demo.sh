@@ -13,26 +13,10 @@ INGEST_DAYS=$(( ($(date -u -d "$SCORE_DATE" +%s) - $(date -u -d 2013-01-01 +%s))
 
 step() { printf '\n==> %s\n' "$*"; }
 
-# The demo's own, lighter model selection, so that it shows every stage in a few minutes: the first
-# MLlib baseline only and a one-candidate sweep (the MLP's). The DAG's and the config's defaults stay as they are.
-if [ -z "${PIPELINE_CONFIG:-}" ]; then
-  export PIPELINE_CONFIG="$PIPELINE_HOME/demo-pipeline.yaml"
-  mkdir -p "$PIPELINE_HOME"
-  python - "$PIPELINE_CONFIG" <<'PY'
-import sys
-from pathlib import Path
-
-import yaml
-
-from jobs.config import DEFAULT_CONFIG
-
-raw = yaml.safe_load(DEFAULT_CONFIG.read_text())
-raw["baselines"] = raw.get("baselines", [])[:1]
-raw.setdefault("sweep", {})["size"] = 1
-raw["sweep"]["families"] = ["mlp"]  # the XGBoost candidate would add a minute or more on 2 cores
-Path(sys.argv[1]).write_text(yaml.safe_dump(raw, sort_keys=False))
-PY
-fi
+# The demo's own, lighter model selection, so that it shows every stage in a few minutes: the demo
+# profile (jobs/config/profiles/demo.yaml: the first MLlib baseline only, one MLP candidate). The
+# DAGs' and the pipeline's defaults stay as they are. PIPELINE_PROFILES= (empty) runs without it.
+export PIPELINE_PROFILES="${PIPELINE_PROFILES-demo}"
 
 step "landing NYC flights 2013 in the raw zone of $LAKE_ROOT"
 python -m jobs.datasets.land_flights

@@ -263,57 +263,38 @@ def config():
 
 class ConfigPatch:
     """The one way a test changes the pipeline's config: in memory for a function it calls
-    (:meth:`replace`), or as a ``pipeline.yaml`` for a job it starts (:meth:`write`).
+    (:meth:`replace`), or as a file for a job it starts (:meth:`write`: the bundled pipeline named,
+    and only the changes listed, as a deployment's file is).
 
     A section given as a dict changes only the settings it names (``train={"epochs": 2}``); any
-    other value takes the section's place (``baselines=[]``, ``tables={...}``).
+    other value takes the section's place (``baselines=[]``, ``tables={...}``). An explicit
+    ``train.train_days`` asks for a window of that length (``TrainSpec.with_overrides``).
     """
 
-    BUNDLED = REPO / "jobs/pipeline.yaml"
-
-    @staticmethod
-    def _fixed_window(sections: dict) -> dict:
-        """A test that sets ``train.train_days`` gets a window of that length, as the train job's
-        ``--train-days`` does: not the bundled expanding window (``max_train_days``)."""
-        train = sections.get("train")
-        if isinstance(train, dict) and "train_days" in train and "max_train_days" not in train:
-            return {**sections, "train": {**train, "max_train_days": None}}
-        return sections
-
     def replace(self, config, **sections):
-        """``config`` (a frozen dataclass) with ``sections`` changed; dicts go as deep as the
-        dataclasses do (``score={"drift": {"psi_threshold": 0.1}}``)."""
+        """``config`` with ``sections`` changed; dicts go as deep as the sections do
+        (``score={"drift": {"psi_threshold": 0.1}}``); checked as a loaded config is."""
         import dataclasses
 
         changes = {}
-        for name, value in self._fixed_window(sections).items():
+        for name, value in sections.items():
             current = getattr(config, name)
-            if isinstance(value, dict) and dataclasses.is_dataclass(current):
+            if name == "train" and isinstance(value, dict):
+                value = current.with_overrides(**value)
+            elif isinstance(value, dict) and dataclasses.is_dataclass(current):
                 value = self.replace(current, **value)
             changes[name] = value
         return dataclasses.replace(config, **changes)
 
-    def write(self, folder: Path, replace: dict | None = None, **sections) -> Path:
-        """``folder/pipeline.yaml``: the bundled config with ``sections`` changed setting by setting
-        (in nested sections too) and the sections in ``replace`` swapped whole
-        (``evaluation={"threshold": 0.5}`` there drops the bundled segments); a job reads it with
-        ``--config`` or ``PIPELINE_CONFIG``."""
-        import yaml
+    def write(self, folder: Path, **sections) -> Path:
+        """``folder/pipeline.yaml``: the bundled pipeline with ``sections`` changed setting by
+        setting (in nested sections too); a job reads it with ``--config`` or ``PIPELINE_CONFIG``."""
+        from jobs.config import DEFAULT_CONFIG, write_overlay
 
-        def merge(into: dict, changes: dict) -> None:
-            for name, value in changes.items():
-                if isinstance(value, dict) and isinstance(into.get(name), dict):
-                    merge(into[name], value)  # as deep as the YAML goes: score={"drift": {"plot": False}}
-                else:
-                    into[name] = value
-
-        raw = yaml.safe_load(self.BUNDLED.read_text())
-        merge(raw, self._fixed_window(sections))
-        raw.update(replace or {})
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / "pipeline.yaml"
-        path.write_text(yaml.safe_dump(raw, sort_keys=False))
-        return path
+        train = sections.get("train")
+        if isinstance(train, dict) and "train_days" in train and "max_train_days" not in train:
+            sections = {**sections, "train": {**train, "max_train_days": None}}  # as --train-days asks
+        return write_overlay(Path(folder) / "pipeline.yaml", sections, base=DEFAULT_CONFIG)
 
 
 @pytest.fixture(scope="session")

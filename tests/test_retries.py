@@ -78,7 +78,7 @@ def test_data_errors_are_not_retried_faults_are_and_spark_jobs_know_their_airflo
     out = capfd.readouterr()
     text = out.out + out.err
     reason = "no raw flights for 2013-02-30: land the day first"
-    assert f"data_error: DataError: {reason} (a data error: not retried)" in text
+    assert f"data_error: DataError: {reason} (not retried: a retry cannot fix it)" in text
     # OpenLineage's Spark listener links the job to its Airflow task through these (scripts/env.sh)
     lineage = text[text.index("LINEAGE ["):].splitlines()[0]
     assert "spark.openlineage.parentJobName=retry_semantics.lineage" in lineage, lineage

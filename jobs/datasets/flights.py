@@ -128,6 +128,14 @@ def suites() -> dict[str, TableSuite]:
     return {"flights": flights, "weather": weather, "planes": planes, "airports": airports, "airlines": airlines}
 
 
+
+# The columns build_features adds to its tables' (checked against the config when it loads).
+PROVIDES = ("dep_hour", "dep_minute_of_day", "day_of_week", "plane_age", "plane_year", "dest_lat", "dest_lon",
+            "dest_tz", "origin_tz", "sched_block_minutes", "sched_block_pad_minutes", "sched_origin_hour_flights",
+            "sched_origin_3h_flights", "sched_hour_flights", "sched_origin_day_flights",
+            "sched_carrier_origin_hour_flights", "sched_dest_hour_arrivals", "sched_route_day_flights",
+            "sched_carrier_day_flights", "sched_day_flights", "label")
+
 def build_features(tables: dict[str, DataFrame], spec: FeatureSpec) -> DataFrame:
     """One row per flight: pre-departure features and the label, keyed by ``date`` and the ids.
 
@@ -206,3 +214,6 @@ def build_features(tables: dict[str, DataFrame], spec: FeatureSpec) -> DataFrame
         *[F.col(c).cast("double").alias(c) for c in spec.numeric],
         F.col(spec.label).cast("double").alias(spec.label),
     )
+
+
+build_features.provides = PROVIDES  # type: ignore[attr-defined]

@@ -24,7 +24,6 @@ every key and window, ``hist_all_<w>d_rate`` and ``hist_days_<w>d`` per window, 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jobs.lake.layout import PARTITION
@@ -32,55 +31,7 @@ from jobs.lake.layout import PARTITION
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from jobs.config import FeatureSpec
-
-
-@dataclass(frozen=True)
-class HistorySpec:
-    """``features.history``: which keys' label history, over which trailing windows of days."""
-
-    keys: dict[str, list[str]]  # a name -> the builder's columns that make the key, e.g. route: [origin, dest]
-    windows: list[int] = field(default_factory=lambda: [1, 7, 28])  # trailing days
-    prior_rows: float = 20.0  # smoothing: pseudo-rows at the window's overall rate
-    default_prior: float = 0.5  # the rate where a window holds no outcomes at all
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "keys", {str(k): list(v) for k, v in self.keys.items()})
-        object.__setattr__(self, "windows", sorted({int(w) for w in self.windows}))
-        if not self.windows or self.windows[0] < 1:
-            raise ValueError(f"features.history.windows must be whole days >= 1, got {self.windows}")
-        bad = [name for name, cols in self.keys.items() if not cols or name in ("all", "days")]
-        if bad:
-            raise ValueError(f"features.history.keys: {bad} need columns and may not be named 'all' or 'days'")
-        if self.prior_rows < 0 or not 0 <= self.default_prior <= 1:
-            raise ValueError("features.history: prior_rows must be >= 0 and default_prior within 0..1")
-
-    def columns(self) -> list[str]:
-        cols = []
-        for w in self.windows:
-            cols += [f"hist_all_{w}d_rate", f"hist_days_{w}d"]
-            for key in self.keys:
-                cols += [f"hist_{key}_{w}d_rate", f"hist_{key}_{w}d_log_rows"]
-        return cols
-
-    def reach(self, label_delay_days: int) -> int:
-        """How many days before a day its history reaches back."""
-        return self.windows[-1] + label_delay_days
-
-
-@dataclass(frozen=True)
-class CalendarSpec:
-    """``features.calendar``: the day of the year and the nearness of public holidays."""
-
-    holidays: str | None = None  # a country code of the holidays package (US); None: no holiday columns
-    max_days: int = 30  # distances to a holiday are capped here
-    # day_of_year as an input: within a window shorter than a year it is a time index, and a linear
-    # model extrapolates its trend past the window's end (docs/training.md)
-    day_of_year: bool = True
-
-    def columns(self) -> list[str]:
-        return [*(["day_of_year"] if self.day_of_year else []),
-                *(["days_to_holiday", "days_since_holiday"] if self.holidays else [])]
+    from jobs.config import CalendarSpec, FeatureSpec
 
 
 def history_days(spec: FeatureSpec, days: list[dt.date], label_delay_days: int) -> list[dt.date]:

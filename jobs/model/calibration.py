@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 CALIBRATION_FILE = "calibration.json"  # a pyfunc artifact: the record of :func:`calibrate`
-METHODS = ("none", "temperature")  # train.calibration
 SCALE_BOUNDS = (0.25, 4.0)  # the scale searched: beyond these a model's validation days say too much
 MIN_ROWS = 100  # fewer validation rows leave the scale at 1.0
 LOGIT_EPS = 1e-12  # probabilities clipped into [eps, 1 - eps] before their logit: 0 and 1 stay finite
@@ -90,8 +89,10 @@ def calibrate(method: str, labels: Any, probabilities: Any, min_rows: int = MIN_
     ``{"method", "logit_scale", "validation_rows", "log_loss_before", "log_loss_after"}``, and a
     ``reason`` when the scale is left at 1.0 without a fit (method ``none``, fewer than
     ``min_rows`` rows, one class only)."""
-    if method not in METHODS:
-        raise ValueError(f"calibration must be one of {', '.join(METHODS)}, got {method!r}")
+    from jobs.config.choices import CALIBRATIONS
+
+    if method not in CALIBRATIONS:
+        raise ValueError(f"calibration must be one of {', '.join(CALIBRATIONS)}, got {method!r}")
     y = np.asarray(labels, dtype=np.float64)
     p = np.asarray(probabilities, dtype=np.float64)
     n = len(y)

@@ -142,7 +142,7 @@ def holdout_metrics(run_id: str) -> dict[str, float]:
     the prefix; empty when the run is gone."""
     from mlflow.exceptions import MlflowException
 
-    from jobs.monitoring.spec import METRICS
+    from jobs.config import REALIZED_METRICS as METRICS
     from jobs.tracking import client
 
     if not run_id:

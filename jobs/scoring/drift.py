@@ -19,7 +19,6 @@ not drift, and starts no retraining.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,32 +26,12 @@ import numpy as np
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from jobs.config import DriftSpec
     from jobs.model.tabular import Preprocessor
 
 PREDICTION = "probability"
 BASELINE_ARTIFACT = "drift/baseline.json"  # in the training run's artifacts
 SMOOTHING = 1e-4  # shares below this count as this much: an empty bin does not make PSI infinite
-
-
-@dataclass(frozen=True)
-class DriftSpec:
-    psi_threshold: float = 0.2  # a monitored feature's PSI above this is drift
-    prediction_psi_threshold: float | None = None  # None: the predictions' PSI is reported, not alerted on
-    unknown_share_threshold: float = 0.05  # unknown-category share above the baseline's by more than this
-    bins: int = 10
-    # Features reported but not alerted on: those whose single-day distribution differs from a
-    # multi-day window by construction (a day has one day of the week).
-    ignore: list[str] = field(default_factory=list)
-    # A day with fewer rows is not judged (status "too_few_rows"): its shares are noise.
-    min_rows: int = 100
-    # drift.png beside each day's drift.json (a quarter of a second a day; the replay turns it off)
-    plot: bool = True
-
-    def ignores(self, column: str) -> bool:
-        """Whether ``column`` is reported only: named in ``ignore``, or matching a pattern there (``hist_*``)."""
-        from fnmatch import fnmatchcase
-
-        return any(fnmatchcase(column, pattern) for pattern in self.ignore)
 
 
 def _numeric_bucket(col: str, edges: list[float]) -> Any:

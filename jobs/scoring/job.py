@@ -55,9 +55,8 @@ from jobs.validation.partitions import zone_writer
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from jobs.config import PipelineConfig
+    from jobs.config import DriftSpec, PipelineConfig
     from jobs.lake.layout import Lake
-    from jobs.scoring.drift import DriftSpec
     from jobs.tracking import ModelRef
 
 log = logging.getLogger("jobs.scoring.job")

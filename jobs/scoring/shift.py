@@ -24,33 +24,16 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
+    from jobs.config import ShiftSpec
+
 BIN_WIDTH = 0.01  # logit units: a bin's rows share its centre (an error of at most 0.005 in a logit)
 EDGE = 1e-7  # probabilities are clipped to [EDGE, 1 - EDGE] before their logit
 LIMIT = 10.0  # a shift is solved within [-LIMIT, LIMIT]
-
-
-@dataclass(frozen=True)
-class ShiftSpec:
-    """``score.recent_shift``: the number of landed days to match (0: off), the share of the
-    solved intercept applied, and the fewest labelled rows it is solved on."""
-
-    days: int = 7
-    strength: float = 1.0
-    min_rows: int = 100
-
-    def __post_init__(self) -> None:
-        if self.days < 0:
-            raise ValueError(f"score.recent_shift.days must be 0 (off) or more, got {self.days}")
-        if not 0.0 < self.strength <= 1.0:
-            raise ValueError(f"score.recent_shift.strength must be in (0, 1], got {self.strength}")
-        if self.min_rows < 1:
-            raise ValueError(f"score.recent_shift.min_rows must be 1 or more, got {self.min_rows}")
 
 
 def reference_days(day: dt.date, spec: ShiftSpec, label_delay_days: int, features_days: set[dt.date]) -> list[dt.date]:

@@ -1,6 +1,5 @@
 """Model selection: what a candidate is compared with and how the winner is chosen.
 
-- :mod:`jobs.selection.specs`: the typed config of the evaluation report, baselines and sweep;
 - :mod:`jobs.selection.baselines`: the MLlib baselines job;
 - :mod:`jobs.selection.sweep`: the hyperparameter sweep's candidates and the pick among them;
 - :mod:`jobs.selection.evaluation`: the evaluation report of every candidate;

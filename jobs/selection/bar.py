@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("jobs.selection.bar")
 
 KIND, WINDOW, NAME = "candidate_kind", "holdout_window", "candidate_name"  # run tags
-FAMILY = "model_family"  # run tag: mlp or xgboost (jobs.selection.specs.FAMILIES); the bar does not read it
+FAMILY = "model_family"  # run tag: mlp or xgboost (jobs.config.FAMILIES); the bar does not read it
 CANDIDATE = "candidate"  # candidate_kind of every trained candidate, whatever its family (baselines: "baseline")
 COMPARISON = "comparison/comparison.md"
 STOPPED = "stopped_at_bar"

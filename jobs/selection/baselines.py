@@ -1,10 +1,7 @@
 """Train the Spark MLlib baselines the PyTorch model must beat, on the same window.
 
-Usage::
-
-    spark-submit jobs/selection/baselines.py --run-date 2013-01-28 [--config PATH] [--lake-root PATH]
-                                   [--train-days N] [--holdout-days N] [--started-by TEXT]
-                                   [--training-id TEXT]
+Usage: ``spark-submit jobs/selection/baselines.py --help`` (the window's overrides are the train
+job's: ``--train-days``, ``--max-train-days``, ``--holdout-days`` or ``--overrides JSON``).
 
 Each baseline of the config's ``baselines`` (logistic regression, gradient-boosted trees) is fitted
 with pyspark.ml on the training days' feature partitions, encoded as the PyTorch model encodes them
@@ -31,17 +28,16 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobs.config import JobArgs, job_parser, optional, parse_job_args
+from jobs.config import WINDOW_OVERRIDES, JobArgs, add_overrides, job_parser, parse_job_args
 from jobs.lake.spark import configure_logging, get_spark
 from jobs.runner import run_job
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from jobs.config import PipelineConfig
+    from jobs.config import BaselineSpec, PipelineConfig
     from jobs.lake.layout import Lake
     from jobs.model.tabular import Preprocessor
-    from jobs.selection.specs import BaselineSpec
 
 log = logging.getLogger("jobs.selection.baselines")
 
@@ -55,14 +51,11 @@ class BaselinesArgs(JobArgs):
 def parse_args(argv: list[str] | None = None) -> BaselinesArgs:
     parser = job_parser(__doc__)
     parser.add_argument("--started-by", default=None, help="what started the run: an MLflow tag")
-    parser.add_argument("--training-id", type=optional(str), default=None,
+    parser.add_argument("--training-id", type=lambda text: text or None, default=None,
                         help="the training these baselines belong to (train_pipeline's run): an MLflow tag the "
                              "bar matches")
-    window = ("train_days", "max_train_days", "holdout_days")  # as the train job's options of the same name
-    for name in window:
-        parser.add_argument(f"--{name.replace('_', '-')}", type=optional(int), default=None,
-                            help=f"(default: train.{name})")
-    return parse_job_args(parser, argv, BaselinesArgs, train_overrides=window)
+    add_overrides(parser, WINDOW_OVERRIDES)  # the window, as the train job's options of the same name
+    return parse_job_args(parser, argv, BaselinesArgs)
 
 
 def estimator(spec: BaselineSpec, label: str, seed: int) -> Any:

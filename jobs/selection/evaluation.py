@@ -22,7 +22,7 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
-    from jobs.selection.specs import EvaluationSpec
+    from jobs.config import EvaluationSpec
 
 REPORT, SEGMENTS = "evaluation/report.json", "evaluation/segments.csv"
 PREDICTIONS = "evaluation/holdout_predictions.parquet"

@@ -42,10 +42,6 @@ CHAMPION = "champion"
 PROMOTED, REJECTED, AWAITING_APPROVAL = "promoted", "rejected", "awaiting_approval"
 AWAITING_LIVE = "awaiting_live_evidence"  # won on the holdout; champion once it beats the champion live
 LOWER_IS_BETTER = frozenset({"log_loss", "brier", "ece"})
-# Holdout metrics (jobs/metrics.py:evaluate) the gate can compare versions on; daily_roc_auc: the
-# rows-weighted mean of each holdout day's own ROC AUC (jobs.metrics.daily_roc_auc), as the replay
-# and the monitor judge served days.
-PROMOTION_METRICS = ("roc_auc", "daily_roc_auc", "pr_auc", "log_loss", "brier", "ece")
 
 
 @dataclass(frozen=True)

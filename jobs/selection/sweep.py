@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from jobs.config import PipelineConfig
-    from jobs.selection.specs import SweepSpec
+    from jobs.config import PipelineConfig, SweepSpec
 
 log = logging.getLogger("jobs.selection.sweep")
 

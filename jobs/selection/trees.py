@@ -1,7 +1,7 @@
 """The sweep's ``xgboost`` family: a candidate fitted by ``xgboost.spark.SparkXGBClassifier``.
 
 The train job runs it for a candidate with ``--family xgboost`` (``--xgboost-params``, a JSON
-object of SparkXGBClassifier's params over ``jobs.selection.specs.XGBOOST_DEFAULTS``), on the same
+object of SparkXGBClassifier's params over ``jobs.config.XGBOOST_DEFAULTS``), on the same
 window as the MLP's candidates (:func:`jobs.training.data.training_window`, whose feature folders
 refuse stale days) with the same preprocessor. XGBoost trains distributed as TorchDistributor
 does: ``train.num_processes`` workers in one barrier stage (as many free task slots needed), on

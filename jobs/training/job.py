@@ -1,19 +1,9 @@
 """Train the model with TorchDistributor on a window of feature partitions and register it in MLflow.
 
-Usage::
-
-    spark-submit jobs/training/job.py --run-date 2013-01-28 [--config PATH] [--lake-root PATH]
-                               [--num-processes N] [--use-gpu true|false] [--local-mode true|false]
-                               [--precision auto|bf16|fp16|fp32] [--train-days N] [--holdout-days N]
-                               [--epochs N] [--learning-rate X] [--promotion-metric M]
-                               [--promotion-margin X] [--require-approval true|false]
-                               [--started-by TEXT] [--training-id TEXT]
-                               [--parent-run-id ID --candidate-name NAME [--family mlp|xgboost]
-                                [--xgboost-params JSON]] [--promote-run ID]
-
-Every option but ``--num-processes`` and ``--started-by`` overrides the ``train.*`` setting of the
-same name for this run; an empty value (what an Airflow param left empty renders to) keeps the
-config's.
+Usage: ``spark-submit jobs/training/job.py --help`` (the options are listed in docs/configuration.md,
+generated from the parser). The run-time overrides (``--epochs 5``, or ``--overrides JSON`` as the
+DAG passes them) change the ``train.*`` setting of the same name for this run
+(:data:`jobs.config.RUN_OVERRIDES`).
 
 The window is ``train.train_days + train.validation_days + train.holdout_days`` days ending with the
 run date: the model is fitted on the first ``train_days`` (with ``train.max_train_days``, on every
@@ -55,24 +45,12 @@ import datetime as dt
 import json
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from jobs.config import (
-    LAUNCHERS,
-    LR_SCHEDULES,
-    PRECISIONS,
-    JobArgs,
-    job_parser,
-    optional,
-    optional_choice,
-    parse_bool,
-    parse_job_args,
-)
+from jobs.config import FAMILIES, JobArgs, add_overrides, job_parser, parse_job_args, resolved
 from jobs.lake.spark import configure_logging, get_spark, require_cuda
 from jobs.runner import run_job
 from jobs.selection.bar import FAMILY
-from jobs.selection.gate import PROMOTION_METRICS
-from jobs.selection.specs import FAMILIES
 from jobs.timings import phase
 from jobs.tracking import check_tracking_server
 from jobs.training.data import check_labels, feature_dirs, featured_days, fit_preprocessor, training_window
@@ -88,72 +66,58 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("jobs.training.job")
-
-
-# Options that override the train.* setting of the same name: (type, help).
-OVERRIDES = {
-    "use_gpu": (parse_bool, "true/false"),
-    "local_mode": (parse_bool, "true: ranks run on the driver; false: as a barrier stage on the cluster"),
-    "precision": (optional_choice(PRECISIONS), " | ".join(PRECISIONS)),
-    "train_days": (int, "days the model is fitted on"),
-    "max_train_days": (int, "an expanding window: the training days reach back over the lake's earlier days with "
-                            "features, up to this many"),
-    "holdout_days": (int, "days after them it is evaluated on"),
-    "epochs": (int, "passes over the training days"),
-    "learning_rate": (float, "AdamW's step size"),
-    "weight_decay": (float, "AdamW's weight decay (0: none)"),
-    "lr_schedule": (optional_choice(LR_SCHEDULES), " | ".join(LR_SCHEDULES) + ": the learning rate over the steps"),
-    "keep_best_epoch": (parse_bool, "true: log the epoch's net that scored best on the validation days"),
-    "promotion_metric": (optional_choice(PROMOTION_METRICS), " | ".join(PROMOTION_METRICS)),
-    "promotion_margin": (float, "how much better than the champion a new version must be"),
-    "require_approval": (parse_bool, "true: a winning version waits for a person's approval to become champion"),
-    "hyperparameters": (json.loads, "the model's hyperparameters, a JSON object"),
-    "launcher": (optional_choice(LAUNCHERS), " | ".join(LAUNCHERS) + ": who runs the ranks (auto: one rank in this "
-                 "process for a small CPU window)"),
-}
+CONFIG_ARTIFACT = "config/resolved.json"  # in the run: the resolved config and its files
 
 
 @dataclass(frozen=True)
 class TrainArgs(JobArgs):
     """The train job's options; ``config.train`` carries the overrides already."""
 
-    num_processes: int | None
     started_by: str | None
+    overrides: dict[str, Any]  # the train.* settings this run changes (config.train has them already)
     parent_run_id: str | None = None  # a sweep candidate: train and report, register nothing
     candidate_name: str | None = None
     promote_run: str | None = None  # register and gate this finished sweep candidate instead of training
     trigger: str | None = None  # what kind of event started the run: person, decay, drift or schedule
     training_id: str | None = None  # the training the run is part of: the bar compares it with its runs only
-    family: str = "mlp"  # the candidate's model family (jobs.selection.specs.FAMILIES)
+    family: str = "mlp"  # the candidate's model family (jobs.config.FAMILIES)
     xgboost_params: dict | None = None  # an xgboost candidate's params (jobs.selection.trees)
+
+
+def _text(value: str) -> str | None:
+    """An identifier from another task's output: empty where that task had none (no DAG run)."""
+    return value or None
+
+
+def _json_object(value: str) -> dict[str, Any]:
+    found = json.loads(value)
+    if not isinstance(found, dict):
+        raise ValueError(f"not a JSON object: {value!r}")
+    return found
 
 
 def parse_args(argv: list[str] | None = None) -> TrainArgs:
     parser = job_parser(__doc__)
-    parser.add_argument("--num-processes", type=optional(int), default=None,
-                        help="ranks (default: train.num_processes; on GPUs in local mode, one per GPU)")
-    for name, (kind, text) in OVERRIDES.items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=optional(kind), default=None,
-                            help=f"{text} (default: train.{name})")
+    add_overrides(parser)
     parser.add_argument("--started-by", default=None,
                         help="what started the run (a schedule, a drift event, a person): an MLflow tag")
-    parser.add_argument("--trigger", type=optional(str), default=None,
+    parser.add_argument("--trigger", type=_text, default=None,
                         help="the kind of event that started the run (person, decay, drift, schedule): an MLflow tag")
-    parser.add_argument("--parent-run-id", type=optional(str), default=None,
+    parser.add_argument("--parent-run-id", type=_text, default=None,
                         help="train as a sweep candidate under this MLflow run: report, do not register")
-    parser.add_argument("--candidate-name", type=optional(str), default=None, help="the sweep candidate's name")
-    parser.add_argument("--promote-run", type=optional(str), default=None,
+    parser.add_argument("--candidate-name", type=_text, default=None, help="the sweep candidate's name")
+    parser.add_argument("--promote-run", type=_text, default=None,
                         help="no training: register this finished sweep candidate run, then bar and gate it")
-    parser.add_argument("--training-id", type=optional(str), default=None,
+    parser.add_argument("--training-id", type=_text, default=None,
                         help="the training the run belongs to (train_pipeline's run): an MLflow tag the bar and the "
                              "sweep match (a promoted run keeps its own)")
     parser.add_argument("--family", choices=FAMILIES, default="mlp",
                         help="the model family: mlp (TorchDistributor) or xgboost (SparkXGBClassifier, a sweep "
                              "candidate only: with --parent-run-id)")
-    parser.add_argument("--xgboost-params", type=optional(json.loads), default=None,
+    parser.add_argument("--xgboost-params", type=_json_object, default=None,
                         help="an xgboost candidate's params, a JSON object over the defaults (default: sweep.xgboost's "
                              "first set)")
-    args = parse_job_args(parser, argv, TrainArgs, train_overrides=tuple(OVERRIDES))
+    args = parse_job_args(parser, argv, TrainArgs)
     if args.family == "xgboost" and not args.parent_run_id:
         # registration and the gate go through --promote-run, as the sweep's best of any family does
         parser.error("--family xgboost trains a sweep candidate: give --parent-run-id")
@@ -178,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
         check_tracking_server(timeout=args.config.tracking.check_timeout)
     cfg, spec = args.config.train, args.config.features
     use_gpu, local_mode, precision = cfg.use_gpu, cfg.local_mode, cfg.precision
-    num_processes = training_processes(use_gpu, local_mode, args.num_processes, cfg.num_processes)
+    num_processes = training_processes(use_gpu, local_mode, args.overrides.get("num_processes"), cfg.num_processes)
 
     # Fit the preprocessing on the training days with Spark. GPU resources must be known when the
     # session starts; spark-submit --conf settings win.
@@ -257,6 +221,9 @@ def main(argv: list[str] | None = None) -> None:
         data = data_fingerprint(spark, [*train_dirs, *validation_dirs, *holdout_dirs])
         for key, value in identity_tags(args.config, data, args.training_id).items():
             client().set_tag(run.run_id, key, value)
+        # the config as the run saw it, every default filled in, and the files it was merged from
+        client().log_dict(run.run_id, {"layers": list(args.config.layers), "config": resolved(args.config)},
+                          CONFIG_ARTIFACT)
 
     # Train: TorchDistributor runs train_fn in every rank (or this process runs it as the only rank);
     # rank 0 logs to the run (through this process under TorchDistributor) and the model is logged.
@@ -350,8 +317,8 @@ def train_xgboost(spark: SparkSession, args: TrainArgs, num_workers: int, featur
     """An xgboost sweep candidate (:mod:`jobs.selection.trees`) on the job's window (``labelled_rows``:
     its labelled training rows, as :func:`check_labels` counted them): the same preprocessor and
     identity tags as an MLP candidate's, ``num_workers`` XGBoost workers."""
+    from jobs.config import XGBOOST_DEFAULTS
     from jobs.selection.identity import data_fingerprint, identity_tags
-    from jobs.selection.specs import XGBOOST_DEFAULTS
     from jobs.selection.trees import train_candidate
 
     cfg, spec = args.config.train, args.config.features

@@ -89,8 +89,14 @@ class RankConfig:
         object.__setattr__(self, "hyper", dict(self.hyper))
         if not self.train_dirs:
             raise ValueError("a training rank needs at least one training partition (train_dirs is empty)")
-        from jobs.config import CALIBRATIONS, DATA_PATHS, LR_SCHEDULES, check_arrow_memory_pool, check_mmap_threshold
-        from jobs.selection.gate import PROMOTION_METRICS
+        from jobs.config import (
+            CALIBRATIONS,
+            DATA_PATHS,
+            LR_SCHEDULES,
+            PROMOTION_METRICS,
+            check_arrow_memory_pool,
+            check_mmap_threshold,
+        )
 
         if self.data_path not in DATA_PATHS:
             raise ValueError(f"RankConfig.data_path must be one of {', '.join(DATA_PATHS)}, got {self.data_path!r}")

@@ -57,8 +57,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from orchestration.replay.policies import POLICIES, Policy, retraining
 from orchestration.replay.report import write_report
 
@@ -66,6 +64,7 @@ log = logging.getLogger("orchestration.replay")
 
 FIRST_DAY, LAST_DAY = dt.date(2013, 2, 1), dt.date(2013, 12, 31)
 SHARED_ZONES = ("raw", "validated", "quarantine", "features")
+PROFILE = "replay"  # jobs/config/profiles/replay.yaml: no shadow scoring, no pictures
 PREPARE_CHUNK_DAYS = 31  # days per validate and features job while the shared lake is prepared
 STOPPED_EXIT = 78  # EX_CONFIG of sysexits.h: the options give no first champion (see above)
 
@@ -111,7 +110,7 @@ class Replay:
             raise ValueError(f"unknown policy {', '.join(unknown)}: choose from {', '.join(POLICIES)}")
         if self.end < self.start:
             raise ValueError(f"--end {self.end} is before --start {self.start}")
-        self.base = load_config(self.base_config)
+        self.base = load_config(self.base_config, profiles=[PROFILE], overlays=())
         found = _read(self.home / "state.json")
         setup = self.setup()
         if found and found.get("setup") != setup:
@@ -119,7 +118,7 @@ class Replay:
                              f"with those, or give another --home")
         self.state = found or {"setup": setup, "prepared": [], "trained": {}, "policies": {}, "seconds": {}}
         self.lake_root = self.home / "lake"
-        self.config_path = self._write_config(None)
+        self.config_args = self._write_config(None)
         self.tracking_uri = f"sqlite:///{self.home / 'mlflow.db'}"
 
     @contextmanager
@@ -175,26 +174,23 @@ class Replay:
     def model_name(self, policy: str) -> str:
         return f"{self.base.train.model_name}-replay-{policy}"
 
-    def _write_config(self, policy: str | None) -> Path:
-        """The pipeline config of a policy (its own registered model), or the shared one: the base
-        config with the replay's lighter model selection, as the demo has it."""
-        raw = yaml.safe_load(Path(self.base.source).read_text())
+    def _write_config(self, policy: str | None) -> list[str]:
+        """The jobs' config options for a policy (its own registered model) or the shared runs: a file
+        of the replay's own settings over the base pipeline (its model selection as asked, its
+        experiment), and the replay profile."""
+        import dataclasses
+
+        from jobs.config import write_overlay
+
+        changes: dict[str, Any] = {"train": {"experiment": f"{self.base.train.experiment}-replay"}}
         if self.baselines is not None:
-            raw["baselines"] = (raw.get("baselines") or [])[: self.baselines]
+            changes["baselines"] = [dataclasses.asdict(spec) for spec in self.base.baselines[: self.baselines]]
         if self.sweep_size is not None:
-            raw.setdefault("sweep", {})["size"] = self.sweep_size
-        raw.setdefault("monitoring", {})["challengers"] = 0  # the served model's figures: no shadow scoring
-        # no pictures nobody looks at: a drift.png per policy-day, five per evaluation report (the
-        # numbers they show stay in the reports; a quarter of a second each, ~10 minutes a year)
-        raw.setdefault("score", {}).setdefault("drift", {})["plot"] = False
-        raw.setdefault("evaluation", {})["plots"] = False
-        raw["train"]["experiment"] = f"{self.base.train.experiment}-replay"
+            changes["sweep"] = {"size": self.sweep_size}
         if policy is not None:
-            raw["train"]["model_name"] = self.model_name(policy)
-        path = self.home / "configs" / f"{policy or 'shared'}.yaml"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(raw, sort_keys=False))
-        return path
+            changes["train"]["model_name"] = self.model_name(policy)
+        config = write_overlay(self.home / "configs" / f"{policy or 'shared'}.yaml", changes, base=self.base.source)
+        return ["--config", str(config), "--profile", PROFILE]
 
     def _policy_lake(self, policy: str) -> Path:
         """The policy's lake: the shared zones linked in, the validation reports too (the score
@@ -273,7 +269,7 @@ class Replay:
             if chunk[-1].isoformat() in self.state["prepared"]:
                 continue
             common = ["--run-date", chunk[-1].isoformat(), "--days", str(len(chunk)),
-                      "--config", str(self.config_path), "--lake-root", str(self.lake_root)]
+                      *self.config_args, "--lake-root", str(self.lake_root)]
             log.info("replay: validating and building features for %s..%s", chunk[0], chunk[-1])
             with self.timed("validate"):
                 validate_job.main(common)
@@ -294,8 +290,8 @@ class Replay:
         key = run_date.isoformat()
         if key in self.state["trained"]:
             return self.state["trained"][key]["run_id"]
-        config = _config(self.config_path)
-        common = ["--run-date", key, "--config", str(self.config_path), "--lake-root", str(self.lake_root)]
+        config = _config(self.config_args)
+        common = ["--run-date", key, *self.config_args, "--lake-root", str(self.lake_root)]
         # one training: the baselines and candidates of this attempt, compared with each other only
         training = f"replay/{key}/{uuid.uuid4().hex[:12]}"
         began = time.monotonic()
@@ -326,14 +322,14 @@ class Replay:
 
         run_id = self.selected_candidate(dt.date.fromisoformat(plan["run_date"]), plan["started_by"])
         with self.timed("gate", policy):
-            train_job.main(["--run-date", plan["run_date"], "--config", str(self._write_config(policy)),
+            train_job.main(["--run-date", plan["run_date"], *self._write_config(policy),
                             "--lake-root", str(self.policy_lake(policy)), "--promote-run", run_id,
                             "--trigger", plan["trigger"], "--started-by", plan["started_by"]])
         summary = read_report(Lake(str(self.policy_lake(policy))), "training", plan["run_date"])
         gate = summary.get("gate") or {}
         # the promotion may have added a candidate of the window (sweep.blend): its holdout score too
         trained = self.state["trained"][plan["run_date"]]
-        trained["holdout"] = family_scores(_config(self.config_path), trained["training_id"])
+        trained["holdout"] = family_scores(_config(self.config_args), trained["training_id"])
         self.save()
         # run_id: the window's candidate; registered_run_id: what was registered (a baseline in its place)
         return {**plan, "version": summary.get("model_version"), "run_id": run_id,
@@ -360,8 +356,8 @@ class Replay:
         from orchestration.decisions import decay_event, drift_event
 
         policy = POLICIES[name]
-        config_path = self._write_config(name)
-        config = _config(config_path)
+        config_args = self._write_config(name)
+        config = _config(config_args)
         lake = Lake(str(self._policy_lake(name)))
         state = self.state["policies"].setdefault(
             name, {"next": self.start.isoformat(), "champion": None, "served": {}, "trainings": [], "seconds": {},
@@ -384,7 +380,7 @@ class Replay:
         while day <= self.end:
             last = self.segment_end(policy, day)
             window = ["--run-date", last.isoformat(), "--days", str((last - day).days + 1),
-                      "--config", str(config_path), "--lake-root", lake.root]
+                      *config_args, "--lake-root", lake.root]
             began = time.monotonic()
             with self.timed("score", name):
                 score_job.main(window)
@@ -465,10 +461,12 @@ def family_scores(config: Any, training: str) -> dict[str, float]:
     return {name: round(holdout, 4) for name, (_, holdout) in sorted(chosen.items())}
 
 
-def _config(path: Path) -> Any:
+def _config(args: list[str]) -> Any:
+    """The config the jobs load from these options (:meth:`Replay._write_config`)."""
     from jobs.config import load_config
 
-    return load_config(path)
+    named = dict(zip(args[::2], args[1::2], strict=True))
+    return load_config(named["--config"], profiles=[named["--profile"]], overlays=())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -480,7 +478,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--policy", action="append", choices=list(POLICIES), default=None,
                         help="a policy to replay (repeat for several; default: all of them)")
     parser.add_argument("--home", default=None, help="the replay's folder (default: $PIPELINE_HOME/replay)")
-    parser.add_argument("--config", default=None, help="pipeline YAML (default: $PIPELINE_CONFIG or bundled)")
+    parser.add_argument("--config", default=None,
+                        help="the pipeline: a folder or a YAML file (default: $PIPELINE_CONFIG or the bundled flights)")
     parser.add_argument("--sweep-size", type=int, default=None,
                         help="sweep candidates per training window (default: the config's sweep.size)")
     parser.add_argument("--baselines", type=int, default=None,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 WINDOW_DAYS = 7  # the rolling window of the worst-week figures
-PROJECT = Path(__file__).resolve().parents[2]  # where the bundled config is (jobs/pipeline.yaml)
+PROJECT = Path(__file__).resolve().parents[2]  # where the bundled config is (pipelines/flights/)
 
 
 class Replay(Protocol):

@@ -130,41 +130,52 @@ def test_no_connection_access_at_parse_time(monkeypatch):
     assert bag.import_errors == {}
 
 
-def _render(args: list, params: dict) -> list[str]:
+def _render(args: list, params: dict, dag=None) -> list[str]:
+    """The arguments as a run renders them: its params and the DAG's macros (another task's output
+    rendered as a stand-in date)."""
     import jinja2
 
     env = jinja2.Environment()
+    env.globals.update(getattr(dag, "user_defined_macros", None) or {})
     return [env.from_string(a).render(params=params) if isinstance(a, str) else "2013-01-28" for a in args]
 
 
 def test_every_training_param_reaches_the_job_as_the_setting_it_names(dag_bag):
     """Filled in, each param renders to an option the train job parses into its config; the
     trigger form validates them by their schema."""
+    from jobs.config import RUN_OVERRIDES, WINDOW_OVERRIDES
+    from jobs.selection.baselines import parse_args as baselines_args
     from jobs.training.job import parse_args
 
     dag = dag_bag.dags["train_pipeline"]
     values = {"train_days": 14, "max_train_days": 60, "holdout_days": 3, "epochs": 2, "learning_rate": 0.01,
-              "num_processes": 1, "use_gpu": True, "precision": "bf16", "promotion_metric": "log_loss",
+              "weight_decay": 0.01, "lr_schedule": "constant", "keep_best_epoch": True,
+              "hyperparameters": {"members": 1}, "num_processes": 1, "use_gpu": True, "local_mode": True,
+              "launcher": "torch_distributor", "precision": "bf16", "promotion_metric": "log_loss",
               "promotion_margin": 0.01, "require_approval": True}
+    assert set(values) == set(RUN_OVERRIDES)
     assert set(dag.params) - {"run_date", *values} == {"sweep_size", "sweep_learning_rates", "sweep_widths",
                                                         "sweep_depths", "sweep_epochs"}
     for name, value in values.items():
         dag.params.get_param(name).resolve(value)  # valid per the trigger form's schema
-    args = _render(dag.get_task("train_model").application_args, values)
+    args = _render(dag.get_task("train_model").application_args, values, dag)
     parsed = parse_args(args)
     assert parsed.promote_run == "2013-01-28"  # the select_candidate output (rendered as a stand-in here)
     train = parsed.config.train
-    assert {name: getattr(train, name) for name in values if name != "num_processes"} == {
-        k: v for k, v in values.items() if k != "num_processes"}
-    assert parsed.num_processes == 1 and parsed.started_by == "2013-01-28"
+    assert {name: getattr(train, name) for name in values if name != "hyperparameters"} == {
+        k: v for k, v in values.items() if k != "hyperparameters"}
+    assert train.hyperparameters["members"] == 1 and train.hyperparameters["dropout"] > 0  # over the defaults
+    assert parsed.overrides["num_processes"] == 1 and parsed.started_by == "2013-01-28"
+    window = baselines_args(_render(dag.get_task("train_baselines").application_args, values, dag)).config.train
+    assert {name: getattr(window, name) for name in WINDOW_OVERRIDES} == {n: values[n] for n in WINDOW_OVERRIDES}
 
 
 def test_training_params_left_empty_keep_the_config(dag_bag, config):
     from jobs.training.job import parse_args
 
     dag = dag_bag.dags["train_pipeline"]
-    parsed = parse_args(_render(dag.get_task("train_model").application_args, dict.fromkeys(dag.params)))
-    assert parsed.config.train == config.train and parsed.num_processes is None
+    parsed = parse_args(_render(dag.get_task("train_model").application_args, dict.fromkeys(dag.params), dag))
+    assert parsed.config.train == config.train and parsed.overrides == {}
 
 
 @pytest.mark.parametrize(("name", "bad"), [("epochs", 0), ("learning_rate", 0), ("precision", "fp8"),
@@ -188,9 +199,10 @@ def test_the_sweep_is_mapped_over_as_many_candidates_as_configured(dag_bag, conf
     """train_candidate is mapped over plan_sweep's list: sweep_size MLP candidate configs (the
     config's by default) and one per xgboost param set, each a train-job argument list the job
     parses, under one parent run."""
+    from jobs.config import override_json
     from jobs.selection.sweep import candidate_args, candidates
     from jobs.training.job import parse_args
-    from orchestration.sweep_tasks import SWEEP_PARAMS, job_options
+    from orchestration.sweep_tasks import SWEEP_PARAMS
 
     dag = dag_bag.dags["train_pipeline"]
     mapped = dag.get_task("train_candidate")
@@ -214,7 +226,7 @@ def test_the_sweep_is_mapped_over_as_many_candidates_as_configured(dag_bag, conf
                                           found[3]["name"]]
     assert found[3]["name"] == "xgboost:" + ",".join(f"{k}={config.sweep.xgboost_params()[0][k]}"
                                                      for k in ("n_estimators", "max_depth", "learning_rate"))
-    args = ["--run-date", "2013-01-28", *job_options({"epochs": 5, "use_gpu": True}, ["epochs", "use_gpu"]),
+    args = ["--run-date", "2013-01-28", "--overrides", override_json({"epochs": 5, "use_gpu": True}),
             *candidate_args(found[1], "parent")]
     parsed = parse_args(args)
     assert parsed.parent_run_id == "parent" and parsed.config.train.epochs == 1  # the candidate's own wins

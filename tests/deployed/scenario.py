@@ -76,7 +76,9 @@ def stack_config(config_patch, folder: Path, model: str, train: dict[str, Any] |
         train={"train_days": TRAIN_DAYS, "validation_days": 0, "holdout_days": HOLDOUT_DAYS, "epochs": 2,
                "num_processes": 1, "model_name": model, **(train or {})},
         baselines=[], validation={"great_expectations": False},
-        replace={"evaluation": {"threshold": 0.5}, "sweep": {"size": 1}},
+        evaluation={"threshold": 0.5, "segments": []},
+        sweep={"size": 1, "families": ["mlp"], "blend": [], "learning_rate": [], "width": [], "depth": [],
+               "epochs": []},
         **sections,
     )
 

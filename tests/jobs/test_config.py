@@ -1,11 +1,30 @@
+"""The config: one schema with its defaults, files merged in a stated order, mistakes refused at load
+with the file, the key's path and the value, and each run-time override declared once."""
+
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+import yaml
 
-from jobs.config import WindowArgs, days_ending, job_parser, load_config, parse_job_args
+from jobs.config import (
+    DEFAULT_CONFIG,
+    ConfigError,
+    WindowArgs,
+    days_ending,
+    job_parser,
+    load_config,
+    parse_job_args,
+    write_overlay,
+)
 from jobs.lake.layout import Lake
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_days_ending_is_consecutive_and_ends_on_the_run_date():
@@ -35,11 +54,170 @@ def test_parse_job_args_rejects_bad_input(bad, capsys):
     assert "error" in capsys.readouterr().err
 
 
-def test_broken_config_names_the_file(tmp_path):
-    path = tmp_path / "broken.yaml"
-    path.write_text("dataset: x\ntables: {}\n")
-    with pytest.raises(ValueError, match="broken.yaml"):
-        load_config(path)
+def _changed(tmp_path: Path, text: str) -> Path:
+    """A deployment's file over the bundled pipeline: ``text`` is what it changes."""
+    path = tmp_path / "deployment.yaml"
+    path.write_text(f"pipeline: {DEFAULT_CONFIG}\n{text}")
+    return path
+
+
+@pytest.mark.parametrize(("text", "where", "said"), [
+    ("trian:\n  epochs: 3\n", "trian", "unknown key (a section)"),
+    ("train:\n  max_train_dayz: 40\n", "train.max_train_dayz", "unknown key"),
+    ("train:\n  learning_rate: fast\n", "train.learning_rate", "valid number"),
+    ("train:\n  precision: bf32\n", "train.precision", "'auto', 'bf16', 'fp16' or 'fp32'"),
+    ("score:\n  drift:\n    bins: 1\n", "score.drift.bins", "greater than or equal to 2"),
+    ("features:\n  numeric: [dep_hour, month, distance, dep_houur]\n", "features.numeric",
+     "['dep_houur'] are in no table"),
+    ("features:\n  label: late\n", "features.label", "['late'] are in no table"),
+    ("evaluation:\n  segments: [origin, terminal]\n", "evaluation.segments", "['terminal'] are not feature columns"),
+    ("features:\n  history:\n    keys: {gate: [gate]}\n", "features.history.keys.gate", "not columns of the builder"),
+    ("train:\n  train_days: 30\n  max_train_days: 20\n", "train", "must be at least train.train_days"),
+    ("train:\n  validation_days: 0\n", "train.validation_days", "chosen on the validation days"),
+    ("validation:\n  feed: planes\n", "validation.feed", "must be a daily table"),
+])
+def test_a_mistake_is_refused_at_load_naming_the_file_the_key_and_the_value(tmp_path, text, where, said):
+    path = _changed(tmp_path, text)
+    with pytest.raises(ConfigError) as refused:
+        load_config(path, profiles=(), overlays=())
+    message = str(refused.value)
+    assert f"{path}: {where}" in message and said in message, message
+    if "fast" in text:
+        assert "(got 'fast')" in message
+
+
+def test_the_defaults_live_in_the_schema_and_the_pipeline_lists_what_it_changes():
+    """Every tunable the flights' files leave out is the schema's default, and the files set no
+    default again (one set of defaults)."""
+    import dataclasses
+
+    from jobs.config import PipelineConfig, ScoreSpec, TrainSpec
+    from jobs.config.files import pipeline_files
+
+    config = load_config(DEFAULT_CONFIG, profiles=(), overlays=())
+    assert config.train.launcher == TrainSpec.__dataclass_fields__["launcher"].default.default == "auto"
+    assert config.score.recent_shift == ScoreSpec().recent_shift and config.sweep.size == 1
+    defaults = {f.name: f.default for f in dataclasses.fields(PipelineConfig)}
+
+    def restated(layer: dict, default: object, path: str) -> list[str]:
+        found = []
+        for key, value in layer.items():
+            if dataclasses.is_dataclass(default) and key in {f.name for f in dataclasses.fields(default)}:
+                own = getattr(default, key)
+                if isinstance(value, dict) and dataclasses.is_dataclass(own):
+                    found += restated(value, own, f"{path}.{key}")
+                elif value == own:
+                    found.append(f"{path}.{key}")
+        return found
+
+    for file in pipeline_files(DEFAULT_CONFIG):
+        layer = yaml.safe_load(file.read_text())
+        for section, value in layer.items():
+            default = defaults.get(section)
+            if isinstance(value, dict) and dataclasses.is_dataclass(default):
+                assert restated(value, default, section) == [], file
+
+
+def test_files_merge_in_the_stated_order_and_say_where_a_setting_came_from(tmp_path):
+    deployment = _changed(tmp_path, "train:\n  epochs: 3\nscore:\n  drift:\n    plot: true\n")
+    overlay = tmp_path / "last.yaml"
+    overlay.write_text("train:\n  epochs: 4\n")
+    config = load_config(deployment, profiles=["replay"], overlays=[str(overlay)])
+    # the pipeline's own files, the deployment's file, the profile (plot off again), the overlay
+    assert config.train.epochs == 4 and config.score.drift.plot is False and config.monitoring.challengers == 0
+    assert config.train.model_name == "flight_delay" and config.evaluation.segments  # the flights' tunables
+    assert [Path(p).name for p in config.layers] == ["dataset.yaml", "tunables.yaml", "deployment.yaml",
+                                                     "replay.yaml", "last.yaml"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("score:\n  drift:\n    bins: many\n")
+    with pytest.raises(ConfigError, match=f"{bad}: score.drift.bins"):
+        load_config(deployment, profiles=(), overlays=[str(bad)])
+    with pytest.raises(ConfigError, match="no profile 'nightly'"):
+        load_config(deployment, profiles=["nightly"], overlays=())
+
+
+def test_the_environment_chooses_the_pipeline_profiles_and_overlays(tmp_path, monkeypatch):
+    overlay = tmp_path / "o.yaml"
+    overlay.write_text("sweep:\n  size: 3\n")
+    monkeypatch.setenv("PIPELINE_PROFILES", "demo")
+    monkeypatch.setenv("PIPELINE_OVERLAYS", str(overlay))
+    config = load_config()
+    assert [b.name for b in config.baselines] == ["logistic_regression"] and config.sweep.families == ["mlp"]
+    assert config.sweep.size == 3
+
+
+def test_an_overlay_is_checked_before_it_is_written(tmp_path):
+    with pytest.raises(ConfigError, match="train.epochs"):
+        write_overlay(tmp_path / "x.yaml", {"train": {"epochs": 0}})
+    assert not (tmp_path / "x.yaml").exists()
+    path = write_overlay(tmp_path / "x.yaml", {"train": {"epochs": 2}})
+    assert load_config(path, profiles=(), overlays=()).train.epochs == 2
+
+
+def test_a_config_mistake_exits_as_a_usage_error_before_any_spark_work(tmp_path):
+    """Exit 64 and the message in the error file: the Airflow operator fails the task without a retry."""
+    path = _changed(tmp_path, "train:\n  learning_rate: fast\n")
+    error_file = tmp_path / "error.txt"
+    done = subprocess.run([sys.executable, "-m", "jobs.features.job", "--run-date", "2013-01-28", "--config",
+                           str(path), "--lake-root", str(tmp_path / "lake")], cwd=REPO, capture_output=True,
+                          text=True, env={"PATH": "/usr/bin:/bin", "PIPELINE_ERROR_FILE": str(error_file)},
+                          timeout=120)
+    assert done.returncode == 64, done.stderr
+    assert "train.learning_rate" in error_file.read_text() and "(got 'fast')" in error_file.read_text()
+    assert not (tmp_path / "lake").exists()
+
+
+def test_each_job_parses_its_own_typed_options():
+    from jobs.training.job import TrainArgs, parse_args
+
+    args = parse_args(["--run-date", "2013-01-28", "--use-gpu", "true", "--precision", "bf16", "--lake-root", "/l"])
+    # an override becomes the run's train.* setting; what is not given stays the config's
+    assert isinstance(args, TrainArgs) and args.config.train.use_gpu is True and args.config.train.precision == "bf16"
+    assert args.overrides == {"use_gpu": True, "precision": "bf16"}
+    assert args.config.train.local_mode == load_config().train.local_mode
+    assert args.lake == Lake("/l") and args.run_date == dt.date(2013, 1, 28)
+    assert not hasattr(args, "days")
+
+
+def test_overrides_come_as_json_an_option_wins_and_a_window_length_drops_the_expanding_window():
+    from jobs.training.job import parse_args
+
+    args = parse_args(["--run-date", "2013-01-28", "--overrides", '{"epochs": 3, "train_days": 9}', "--epochs", "4"])
+    assert (args.config.train.epochs, args.config.train.train_days, args.config.train.max_train_days) == (4, 9, None)
+    assert parse_args(["--run-date", "2013-01-28", "--overrides", "{}"]).overrides == {}
+    with pytest.raises(ConfigError, match=r"train.epochs: Input should be greater than or equal to 1 \(got 0\)"):
+        parse_args(["--run-date", "2013-01-28", "--overrides", '{"epochs": 0}'])
+    with pytest.raises(ConfigError, match="are not overrides this job takes"):
+        parse_args(["--run-date", "2013-01-28", "--overrides", '{"seed": 1}'])
+
+
+def test_adding_an_override_is_one_line_that_reaches_the_dags_params_and_the_jobs_parser(monkeypatch):
+    import jobs.config
+    import jobs.config.cli
+    from jobs.training.job import parse_args
+
+    names = (*jobs.config.cli.RUN_OVERRIDES, "seed")  # the one line: a name in RUN_OVERRIDES
+    monkeypatch.setattr(jobs.config.cli, "RUN_OVERRIDES", names)
+    monkeypatch.setattr(jobs.config, "RUN_OVERRIDES", names)
+    assert parse_args(["--run-date", "2013-01-28", "--seed", "7"]).config.train.seed == 7
+    spec = importlib.util.spec_from_file_location("train_pipeline_with_seed", REPO / "dags/train_pipeline.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    param = module.TRAIN_PARAMS["seed"]
+    assert param.value is None and param.schema["type"] == ["null", "integer"] and param.description
+    assert jobs.config.override_json({"seed": 7, "epochs": None}) == '{"seed": 7}'
+
+
+def test_the_promotion_evidence_is_the_holdout_unless_live_and_live_days_is_k():
+    from jobs.config import MonitoringSpec
+
+    spec = load_config().monitoring
+    assert (spec.promotion_evidence, spec.live_days) == ("holdout", 7)
+    assert MonitoringSpec(promotion_evidence="live", live_days=3).live_days == 3
+    with pytest.raises(ValueError, match="'holdout' or 'live'"):
+        MonitoringSpec(promotion_evidence="shadow")
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
+        MonitoringSpec(live_days=0)
 
 
 @pytest.mark.parametrize(("job", "argv", "refused"), [
@@ -50,31 +228,6 @@ def test_broken_config_names_the_file(tmp_path):
     ("jobs.validation.job", ["--use-gpu", "true"], "--use-gpu"),
 ])
 def test_a_job_refuses_options_it_does_not_have(job, argv, refused, capsys):
-    import importlib
-
     with pytest.raises(SystemExit):
         importlib.import_module(job).main(["--run-date", "2013-01-28", *argv])
     assert f"unrecognized arguments: {refused}" in capsys.readouterr().err
-
-
-def test_each_job_parses_its_own_typed_options():
-    from jobs.training.job import TrainArgs, parse_args
-
-    args = parse_args(["--run-date", "2013-01-28", "--use-gpu", "true", "--precision", "bf16", "--lake-root", "/l"])
-    # an override becomes the run's train.* setting; what is not given stays the config's
-    assert isinstance(args, TrainArgs) and args.config.train.use_gpu is True and args.config.train.precision == "bf16"
-    assert args.num_processes is None and args.config.train.local_mode == load_config().train.local_mode
-    assert args.lake == Lake("/l") and args.run_date == dt.date(2013, 1, 28)
-    assert not hasattr(args, "days")
-
-
-def test_the_promotion_evidence_is_the_holdout_unless_live_and_live_days_is_k():
-    from jobs.monitoring.spec import monitoring_spec
-
-    spec = load_config().monitoring
-    assert (spec.promotion_evidence, spec.live_days) == ("holdout", 7)
-    assert monitoring_spec({"promotion_evidence": "live", "live_days": 3}).live_days == 3
-    with pytest.raises(ValueError, match="promotion_evidence must be one of holdout, live"):
-        monitoring_spec({"promotion_evidence": "shadow"})
-    with pytest.raises(ValueError, match="live_days must be at least 1"):
-        monitoring_spec({"live_days": 0})

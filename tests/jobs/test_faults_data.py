@@ -7,6 +7,7 @@ start the job as its own process (``python -m jobs.validation.job``, what spark-
 
 from __future__ import annotations
 
+import copy
 import csv
 import dataclasses
 import datetime as dt
@@ -25,7 +26,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.config import TableSpec
+from jobs.config import FeatureSpec, TableSpec
 from jobs.errors import DataError
 from jobs.lake.layout import Lake, partition_name
 from jobs.validation.job import validate
@@ -181,7 +182,11 @@ def test_a_column_named_like_the_partition_column_is_refused_up_front(
     tables = dict(config_without_gx.tables)
     columns = {("date" if c == "time_hour" else c): t for c, t in tables["flights"].columns.items()}
     tables["flights"] = dataclasses.replace(tables["flights"], columns=columns)
-    config = config_patch.replace(config_without_gx, tables=tables)
+    with pytest.raises(ValueError, match=r"tables.flights.columns: \['date'\]: .*partition column.*rename it"):
+        config_patch.replace(config_without_gx, tables=tables)  # the config that says so is refused at load
+    # and the validate job's own guard, for a config made in code past that check
+    config = copy.copy(config_without_gx)
+    object.__setattr__(config, "tables", tables)
     with pytest.raises(DataError, match=r"flights\.date.*partition column.*rename the column"):
         validate(spark, bad, config, [DAY], DAY, RUN_ID, suites=FLIGHT_SUITES)
     assert not Path(bad.root, "validated").exists()
@@ -290,7 +295,10 @@ def test_rows_in_equal_valid_plus_quarantined_and_no_valid_row_is_lost_for_every
         path.write_text(text)
         expected[day.isoformat()] = (seed, good, bad)
     limits = {"events": {"max_quarantine_rate": 1.0}}
-    config = config_patch.replace(config_without_gx, tables={"events": EVENTS}, validation={"overrides": limits})
+    # a dataset of its own: the events feed, features the config's checks accept (validation reads none)
+    features = FeatureSpec(builder=config_without_gx.features.builder, label="label", numeric=["dep_hour"])
+    config = config_patch.replace(config_without_gx, tables={"events": EVENTS}, features=features,
+                                  evaluation={"segments": []}, validation={"tables": limits, "feed": "events"})
     report = validate(spark, lake, config, days, days[-1], RUN_ID, suites=event_suites())
     assert report.success and report.written, report.summary()
     (table,) = report.tables

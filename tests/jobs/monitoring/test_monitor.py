@@ -307,18 +307,11 @@ def test_a_day_never_scored_fails_as_a_data_error_saying_what_to_trigger(monitor
 
 
 def test_with_a_label_delay_a_day_is_estimated_first_and_judged_when_its_outcomes_land(
-    monitored_lake, feature_frames, config, tracking, tmp_path
+    monitored_lake, feature_frames, config, config_patch, tracking, tmp_path
 ):
     """Label delay 1: the run for D2 judges D1 (its outcomes landed with D2's ingest) and gives
     D2 its estimate only; once D3's features land, a run for D3 judges D2."""
-    import yaml
-
-    from jobs.config import DEFAULT_CONFIG
-
-    raw = yaml.safe_load(DEFAULT_CONFIG.read_text())
-    raw["monitoring"]["label_delay_days"] = 1
-    config_path = tmp_path / "pipeline.yaml"
-    config_path.write_text(yaml.safe_dump(raw))
+    config_path = config_patch.write(tmp_path, monitoring={"label_delay_days": 1})
     lake = Lake.at(str(tmp_path / "lake"))
     for day in (D1, D2):
         _write(lake.features, day, feature_frames[day])

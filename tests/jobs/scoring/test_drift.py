@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
+from jobs.config import DriftSpec
 from jobs.scoring.drift import (
     PREDICTION,
-    DriftSpec,
     bucket_counts,
     build_baseline,
     feature_bins,

@@ -214,8 +214,8 @@ def test_a_small_day_is_scored_by_one_task_so_one_python_worker_loads_the_model(
     the predictions of the three; ``rows_per_task: 0`` keeps Spark's three."""
     import dataclasses
 
+    from jobs.config import ShiftSpec
     from jobs.scoring.predictor import model_preprocessor, served_predictions
-    from jobs.scoring.shift import ShiftSpec
     from jobs.tracking import ModelRef
 
     score = dataclasses.replace(config.score, recent_shift=ShiftSpec(days=0), rows_per_task=rows_per_task)

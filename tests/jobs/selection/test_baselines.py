@@ -13,7 +13,7 @@ import mlflow.pyfunc
 import numpy as np
 import pytest
 
-from jobs.selection.specs import BaselineSpec
+from jobs.config import BaselineSpec
 
 RUN_DATE = dt.date(2013, 1, 5)
 TRAINING = "train_pipeline/manual__2013-01-05"

@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from jobs.config import EvaluationSpec
 from jobs.selection.evaluation import PROBABILITY, best_f1_threshold, build_report, choose_threshold, confusion
-from jobs.selection.specs import EvaluationSpec
 
 rng = np.random.default_rng(3)
 N = 600

@@ -12,8 +12,8 @@ DAYS = [dt.date(2013, 1, d) for d in (2, 3, 4)]
 
 
 def test_the_config_fingerprint_moves_with_what_decides_a_comparison_only(config, config_patch):
+    from jobs.config import BaselineSpec
     from jobs.selection.identity import config_fingerprint
-    from jobs.selection.specs import BaselineSpec
 
     mine = config_fingerprint(config)
     # what a sweep varies, where versions go, the report's pictures: the same comparison

@@ -268,7 +268,7 @@ def test_the_estimator_runs_where_train_use_gpu_says(swept, use_gpu, device):
 
     args = parse_args(["--run-date", str(RUN_DATE), "--family", "xgboost", "--parent-run-id", "p",
                        "--use-gpu", str(use_gpu).lower(), "--num-processes", "2"])
-    found = estimator(PARAMS, swept["pre"], "label", args.num_processes, args.config.train.use_gpu, 13)
+    found = estimator(PARAMS, swept["pre"], "label", args.config.train.num_processes, args.config.train.use_gpu, 13)
     assert found.getOrDefault("device") == device and found.getOrDefault("num_workers") == 2
     assert found.getOrDefault("n_estimators") == 30 and found.getOrDefault("feature_types")[:4] == ["c"] * 4
 
@@ -283,8 +283,11 @@ def test_an_xgboost_candidate_needs_a_sweep():
 def test_the_families_of_the_sweep_are_configured(config, config_patch):
     """``sweep.families`` decides which families the sweep trains: an MLP-only config's candidates
     are what they were; one param set of ``sweep.xgboost`` is one candidate over the defaults."""
-    from jobs.selection.specs import XGBOOST_DEFAULTS, sweep_spec
+    from jobs.config import XGBOOST_DEFAULTS, SweepSpec
     from jobs.selection.sweep import candidates
+
+    def sweep_spec(raw):
+        return SweepSpec(**{"families": ["mlp"], **raw})
 
     base = {"learning_rate": 0.003, "epochs": 4, "hyperparameters": {"embedding_dim": 6, "hidden_units": [64, 32]}}
     mlp = candidates(sweep_spec({"size": 2, "learning_rate": [0.003, 0.01]}), base)
@@ -295,7 +298,7 @@ def test_the_families_of_the_sweep_are_configured(config, config_patch):
     trees = candidates(sweep_spec({"families": ["xgboost"], "xgboost": [{"max_depth": 3}, {"max_depth": 8}]}), base)
     assert [c["params"]["max_depth"] for c in trees] == [3, 8]
     for wrong in ({"families": ["forest"]}, {"families": []}, {"xgboost": []}):
-        with pytest.raises(ValueError, match="sweep"):
+        with pytest.raises(ValueError, match="families|xgboost"):
             sweep_spec(wrong)
 
 

@@ -64,21 +64,21 @@ def test_a_rank_config_without_training_partitions_or_epochs_is_refused(config):
 
 
 def test_a_data_path_buffer_or_memory_pool_the_rank_cannot_use_is_refused(config):
-    with pytest.raises(ValueError, match="train.data_path must be one of auto, memory, stream"):
+    with pytest.raises(ValueError, match="data_path\n.*'auto', 'memory' or 'stream'"):
         dataclasses.replace(config.train, data_path="disk")
-    with pytest.raises(ValueError, match="train.buffer_rows must be at least 1"):
+    with pytest.raises(ValueError, match="buffer_rows\n.*greater than or equal to 1"):
         dataclasses.replace(config.train, buffer_rows=0)
     with pytest.raises(ValueError, match="data_path must be one of"):
         built(config).replace(data_path="disk")
     with pytest.raises(ValueError, match="read_ahead must be at least 1"):
         built(config).replace(read_ahead=0)
-    with pytest.raises(ValueError, match="train.read_batch_rows must be at least 1"):
+    with pytest.raises(ValueError, match="read_batch_rows\n.*greater than or equal to 1"):
         dataclasses.replace(config.train, read_batch_rows=0)
-    with pytest.raises(ValueError, match="train.arrow_memory_pool must be one of system, mimalloc, jemalloc, default"):
+    with pytest.raises(ValueError, match="arrow_memory_pool\n.*'system', 'mimalloc', 'jemalloc' or 'default'"):
         dataclasses.replace(config.train, arrow_memory_pool="tcmalloc")
     with pytest.raises(ValueError, match="arrow_memory_pool must be one of"):
         built(config).replace(arrow_memory_pool="tcmalloc")
-    with pytest.raises(ValueError, match="train.malloc_mmap_threshold must be between 0 .glibc's default. and"):
+    with pytest.raises(ValueError, match="malloc_mmap_threshold\n.*greater than or equal to 0"):
         dataclasses.replace(config.train, malloc_mmap_threshold=-1)
     with pytest.raises(ValueError,
                        match="RankConfig.malloc_mmap_threshold must be between 0 .glibc's default. and 33554432 bytes"):

@@ -41,7 +41,9 @@ def small_window(features_zone, config_patch, tmp_path: Path, **train: Any) -> t
     # no validation days to choose on; in train_pipeline (test_stack.py) one candidate, no baselines
     config_path = config_patch.write(
         tmp_path, train={"train_days": 3, "validation_days": 0, "holdout_days": 2, "epochs": 2, **train},
-        baselines=[], replace={"evaluation": {"threshold": 0.5}, "sweep": {"size": 1}},
+        baselines=[], evaluation={"threshold": 0.5, "segments": []},
+        sweep={"size": 1, "families": ["mlp"], "blend": [], "learning_rate": [], "width": [], "depth": [],
+               "epochs": []},
     )
     train_days, holdout_days = split_window(RUN_DATE, 3, 2)
     features_lake = tmp_path / "lake"

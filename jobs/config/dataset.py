@@ -1,0 +1,190 @@
+"""The dataset's description: its raw tables, the rules' module and the limits of a day's batch, the
+feature builder, its columns and label, and the point-in-time history and calendar features."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pydantic import field_validator, model_validator
+
+from jobs.config.base import section, setting
+
+SPARK_TYPES = tuple("string int integer bigint long smallint tinyint double float boolean date timestamp".split())
+
+
+@section
+class TableSpec:
+    """A raw table: its columns with Spark SQL types, and whether it arrives as daily partitions."""
+
+    name: str = setting(doc="the table's name (its key under `tables`)")
+    columns: dict[str, str] = setting(doc="column -> Spark SQL type, in the file's column order")
+    daily: bool = setting(doc="true: one raw partition per day; false: one reference file")
+    required: bool = setting(True, doc="false: a missing daily partition means no rows that day, with a warning")
+    allow_non_finite: tuple[str, ...] = setting(
+        (), doc="floating-point columns where NaN, infinities and huge magnitudes are data, not errors")
+
+    @field_validator("columns")
+    @classmethod
+    def _types(cls, columns: dict[str, str]) -> dict[str, str]:
+        odd = {c: t for c, t in columns.items() if t.lower() not in SPARK_TYPES and not t.lower().startswith("decimal")}
+        if odd:
+            raise ValueError(f"unknown Spark SQL types {odd}: use one of {', '.join(SPARK_TYPES)} or decimal(p,s)")
+        if not columns:
+            raise ValueError("a table needs at least one column")
+        return columns
+
+    @model_validator(mode="after")
+    def _non_finite(self) -> TableSpec:
+        odd = [c for c in self.allow_non_finite if self.columns.get(c) not in ("double", "float")]
+        if odd:
+            raise ValueError(f"tables.{self.name}.allow_non_finite: {odd} are not double or float columns")
+        return self
+
+    def ddl(self) -> str:
+        """The Spark DDL schema string, in file column order."""
+        return ", ".join(f"`{c}` {t}" for c, t in self.columns.items())
+
+
+@section
+class TableLimits:
+    """When a table's batch fails validation as a whole, beyond its rules."""
+
+    max_quarantine_rate: float = setting(0.05, "share of a day's rows that may be quarantined", ge=0, le=1)
+    row_count_band: tuple[float, float] = setting((0.5, 2.0), "a day's rows / median rows of the trailing days")
+    band_days: int = setting(7, "trailing days of the raw zone the band compares with", ge=1)
+
+
+@section
+class LimitsOverride:
+    """A table's own limits, laid over ``validation``'s."""
+
+    max_quarantine_rate: float | None = setting(None, "the table's own share of rows that may be quarantined")
+    row_count_band: tuple[float, float] | None = setting(None, "the table's own row-count band")
+    band_days: int | None = setting(None, "the table's own trailing days for the band")
+
+
+@section
+class ValidationSpec:
+    """The ``validation`` section: the rules' module, the feed, and the limits of a day's batch."""
+
+    suites: str = setting(doc="module:function returning {table: TableSuite}, the rules of every table")
+    feed: str = setting(doc="the daily table whose rows become feature rows")
+    great_expectations: bool = setting(True, "also run each rule as a GX expectation (report and cross-check)")
+    gx_pandas_max_rows: int = setting(200_000, "GX on pandas in the driver for a table's window up to this many "
+                                                "rows (0: on Spark)", ge=0)
+    skip_unchanged: bool = setting(True, "a reference table whose raw file passed unchanged is not validated again")
+    max_quarantine_rate: float = setting(0.05, "share of a day's rows that may be quarantined", ge=0, le=1)
+    row_count_band: tuple[float, float] = setting((0.5, 2.0), "a day's rows / median rows of the trailing days")
+    band_days: int = setting(7, "trailing days of the raw zone the band compares with", ge=1)
+    tables: dict[str, LimitsOverride] = setting({}, "per-table limits, e.g. {weather: {max_quarantine_rate: 0.1}}")
+
+    @property
+    def defaults(self) -> TableLimits:
+        return TableLimits(self.max_quarantine_rate, self.row_count_band, self.band_days)
+
+    @property
+    def overrides(self) -> dict[str, dict[str, Any]]:
+        return {table: {k: v for k, v in dataclasses.asdict(limits).items() if v is not None}
+                for table, limits in self.tables.items()}
+
+    def limits(self, table: str) -> TableLimits:
+        """The table's limits: the defaults with its overrides applied."""
+        return TableLimits(**{**dataclasses.asdict(self.defaults), **self.overrides.get(table, {})})
+
+
+@section
+class HistorySpec:
+    """``features.history``: which keys' label history, over which trailing windows of days."""
+
+    keys: dict[str, list[str]] = setting(doc="a name -> the builder's columns that make the key "
+                                             "(route: [origin, dest])")
+    windows: list[int] = setting([1, 7, 28], "trailing windows, in days")
+    prior_rows: float = setting(20.0, "smoothing: pseudo-rows at the window's overall rate", ge=0)
+    default_prior: float = setting(0.5, "the rate where a window holds no outcomes at all", ge=0, le=1)
+
+    @field_validator("windows")
+    @classmethod
+    def _windows(cls, windows: list[int]) -> list[int]:
+        windows = sorted(set(windows))
+        if not windows or windows[0] < 1:
+            raise ValueError(f"windows must be whole days >= 1, got {windows}")
+        return windows
+
+    @field_validator("keys")
+    @classmethod
+    def _keys(cls, keys: dict[str, list[str]]) -> dict[str, list[str]]:
+        bad = [name for name, cols in keys.items() if not cols or name in ("all", "days")]
+        if bad:
+            raise ValueError(f"keys {bad} need columns and may not be named 'all' or 'days'")
+        return keys
+
+    def columns(self) -> list[str]:
+        cols = []
+        for w in self.windows:
+            cols += [f"hist_all_{w}d_rate", f"hist_days_{w}d"]
+            for key in self.keys:
+                cols += [f"hist_{key}_{w}d_rate", f"hist_{key}_{w}d_log_rows"]
+        return cols
+
+    def reach(self, label_delay_days: int) -> int:
+        """How many days before a day its history reaches back."""
+        return self.windows[-1] + label_delay_days
+
+
+@section
+class CalendarSpec:
+    """``features.calendar``: the day of the year and the nearness of public holidays."""
+
+    holidays: str | None = setting(None, "a country code of the holidays package (US); null: no holiday columns")
+    max_days: int = setting(30, "distances to a holiday are capped here", ge=1)
+    day_of_year: bool = setting(False, "day_of_year as an input (a time index a linear model extrapolates)")
+
+    def columns(self) -> list[str]:
+        return [*(["day_of_year"] if self.day_of_year else []),
+                *(["days_to_holiday", "days_since_holiday"] if self.holidays else [])]
+
+
+@section
+class FeatureSpec:
+    """The ``features`` section: the builder, its columns and label, the history and the calendar."""
+
+    builder: str = setting(doc="module:function(tables, spec) -> DataFrame, one row per prediction")
+    label: str = setting(doc="the builder's label column: 1.0, 0.0, or null for no label")
+    id_columns: list[str] = setting([], "columns copied to every prediction row to tell its entity")
+    categorical: list[str] = setting([], "the builder's categorical inputs")
+    numeric: list[str] = setting([], "the builder's numeric inputs")
+    label_description: str = setting("the positive class", "what a probability is of, in reports for people")
+    history: HistorySpec | None = setting(None, "point-in-time label history by keys (null: none)")
+    calendar: CalendarSpec | None = setting(None, "calendar columns (null: none)")
+
+    @model_validator(mode="after")
+    def _clash(self) -> FeatureSpec:
+        if not self.categorical and not self.numeric and not self.derived:
+            raise ValueError("features: name at least one input column (categorical or numeric)")
+        clash = set(self.derived) & {*self.categorical, *self.numeric, *self.id_columns, self.label}
+        if clash:
+            raise ValueError(f"features: the builder's columns {sorted(clash)} have the names of history or "
+                             "calendar columns; rename them or turn features.history / features.calendar off")
+        return self
+
+    @property
+    def derived(self) -> list[str]:
+        """The numeric inputs the features job adds to the builder's (history, calendar)."""
+        return [*(self.history.columns() if self.history else []), *(self.calendar.columns() if self.calendar else [])]
+
+    @property
+    def model_numeric(self) -> list[str]:
+        """Every numeric model input: the builder's (``numeric``), then the derived ones."""
+        return [*self.numeric, *self.derived]
+
+    @property
+    def inputs(self) -> list[str]:
+        """Model input columns, in the order the model expects them."""
+        return [*self.categorical, *self.model_numeric]
+
+    def builder_columns(self) -> set[str]:
+        """Every column the config says the builder's rows have."""
+        keys = {c for cols in (self.history.keys.values() if self.history else []) for c in cols}
+        return {*self.id_columns, *self.categorical, *self.numeric, self.label, *keys}
+

@@ -1,0 +1,129 @@
+"""The whole config of a pipeline: its sections and the rules between them, checked when it loads."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pydantic import field_validator, model_validator
+
+from jobs.config.base import section, setting
+from jobs.config.dataset import FeatureSpec, TableSpec, ValidationSpec
+from jobs.config.serving import MonitoringSpec, ScoreSpec, TrackingSpec
+from jobs.config.training import DEFAULT_BASELINES, BaselineSpec, EvaluationSpec, SweepSpec, TrainSpec
+from jobs.lake.layout import PARTITION as RESERVED_COLUMN
+
+# The sections that describe the dataset; every other one is a tunable.
+DATASET_SECTIONS = ("dataset", "csv_options", "tables", "validation", "features")
+
+
+@section
+class PipelineConfig:
+    """A pipeline's config: the dataset's description and the tunables of every stage."""
+
+    dataset: str = setting(doc="the dataset's name, in reports and run params")
+    tables: dict[str, TableSpec] = setting(doc="the raw tables by name")
+    validation: ValidationSpec = setting(doc="the rules' module, the feed, the limits of a day's batch")
+    features: FeatureSpec = setting(doc="the feature builder, its columns and label")
+    train: TrainSpec = setting(doc="the training window, the net, the launch and the gate")
+    csv_options: dict[str, str] = setting({}, "Spark CSV reader options of the raw files")
+    score: ScoreSpec = setting(ScoreSpec(), "nightly scoring, the recent-outcome shift and drift")
+    tracking: TrackingSpec = setting(TrackingSpec(), "how MLflow calls behave when the server is slow or gone")
+    evaluation: EvaluationSpec = setting(EvaluationSpec(), "the evaluation report of every candidate")
+    baselines: tuple[BaselineSpec, ...] = setting(DEFAULT_BASELINES, "the MLlib baselines a candidate must beat")
+    sweep: SweepSpec = setting(SweepSpec(), "the hyperparameter sweep's space and its blend")
+    monitoring: MonitoringSpec = setting(MonitoringSpec(), "the monitor of served days, challengers and decay")
+    # where it was read from: the pipeline's file or folder, and every file merged, in order
+    source: str = dataclasses.field(default="", compare=False, repr=False)
+    layers: tuple[str, ...] = dataclasses.field(default=(), compare=False, repr=False)
+
+    @field_validator("tables", mode="before")
+    @classmethod
+    def _named(cls, tables: Any) -> Any:
+        if isinstance(tables, dict):
+            return {name: {"name": name, **spec} if isinstance(spec, dict) else spec for name, spec in tables.items()}
+        return tables
+
+    @field_validator("csv_options", mode="before")
+    @classmethod
+    def _text(cls, options: Any) -> Any:
+        if isinstance(options, dict):  # YAML's true and 1 are what Spark's reader takes as "true" and "1"
+            return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
+        return options
+
+    @model_validator(mode="after")
+    def _rules(self) -> PipelineConfig:
+        _check_tables(self)
+        _check_columns(self)
+        _check_selection(self)
+        return self
+
+
+def _check_tables(config: PipelineConfig) -> None:
+    feed = config.tables.get(config.validation.feed)
+    if feed is None:
+        raise ValueError(f"validation.feed: {config.validation.feed!r} is not a table of `tables` "
+                         f"({', '.join(config.tables)})")
+    if not feed.daily:
+        raise ValueError(f"validation.feed: the feed {feed.name!r} must be a daily table (daily: true)")
+    unknown = sorted(set(config.validation.tables) - set(config.tables))
+    if unknown:
+        raise ValueError(f"validation.tables: {unknown} are not tables of `tables` ({', '.join(config.tables)})")
+    for table in config.tables.values():
+        odd = [c for c in table.columns if c == RESERVED_COLUMN or c.startswith("_")]
+        if odd:
+            raise ValueError(f"tables.{table.name}.columns: {odd}: a column may not be named {RESERVED_COLUMN!r} (the "
+                             "lake's partition column) or start with '_' (the validate job's own); rename it")
+
+
+def _check_columns(config: PipelineConfig) -> None:
+    """Every column the config names exists where it is read: segments and history keys among the
+    builder's columns, and those among the tables' or the builder's declared ones."""
+    spec = config.features
+    rows = {*spec.id_columns, *spec.categorical, *spec.numeric, spec.label}
+    if spec.history:
+        for name, columns in spec.history.keys.items():
+            missing = [c for c in columns if c not in rows]
+            if missing:
+                raise ValueError(f"features.history.keys.{name}: {missing} are not columns of the builder's rows "
+                                 "(features.id_columns, categorical, numeric or label): add them there or fix the key")
+    missing = [c for c in config.evaluation.segments if c not in rows | set(spec.derived)]
+    if missing:
+        raise ValueError(f"evaluation.segments: {missing} are not feature columns (features.id_columns, categorical, "
+                         "numeric, or a history or calendar column): name columns the feature rows have")
+    provided = _builder_provides(spec.builder)
+    if provided is not None:
+        known = {c for table in config.tables.values() for c in table.columns} | set(provided)
+        for key in ("label", "id_columns", "categorical", "numeric"):
+            value = getattr(spec, key)
+            missing = [c for c in ([value] if isinstance(value, str) else value) if c not in known]
+            if missing:
+                raise ValueError(f"features.{key}: {missing} are in no table and not among the columns "
+                                 f"{spec.builder} declares it adds (its `provides`): fix the name, or add the "
+                                 "column to the builder and its `provides`")
+
+
+def _builder_provides(builder: str) -> tuple[str, ...] | None:
+    """The columns the builder declares it adds to its tables' (its ``provides`` attribute), or
+    None when it declares none (its columns are then met when the features job runs)."""
+    import importlib
+
+    module, _, attr = builder.partition(":")
+    if not attr:
+        raise ValueError(f"features.builder: expected 'module:function', got {builder!r}")
+    try:
+        function = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"features.builder: cannot import {builder!r} ({err}): is its module on the Python "
+                         "path, and the function's name right?") from err
+    provided = getattr(function, "provides", None)
+    return tuple(provided) if provided is not None else None
+
+
+def _check_selection(config: PipelineConfig) -> None:
+    if config.evaluation.chosen_on_validation and config.train.validation_days < 1:
+        raise ValueError("train.validation_days: evaluation.threshold validation_f1 is chosen on the validation "
+                         "days: set train.validation_days to 1 or more, or evaluation.threshold to a probability")
+    names = [spec.name for spec in config.baselines]
+    if len(set(names)) != len(names):
+        raise ValueError(f"baselines: names must be unique, got {names}")
