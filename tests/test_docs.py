@@ -14,7 +14,7 @@ LAYOUT_PAGE = REPO / "docs" / "layout.md"
 README_MAX_LINES = 260
 
 # The folders whose every module the layout page lists, and the kinds of file that count as one.
-MODULE_ROOTS = ("jobs", "orchestration", "plugins", "dags")
+MODULE_ROOTS = ("jobs", "orchestration", "plugins", "dags", "pipelines")
 MODULE_SUFFIXES = {".py", ".sh", ".yaml"}
 # A layout row: a table line whose first cell is one path in backticks.
 ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|")
@@ -127,3 +127,29 @@ def test_committed_reports_hold_no_path_of_the_machine_that_made_them() -> None:
     found = {str(path.relative_to(REPO)): hits for path in sorted((REPO / "docs").rglob("*.json"))
              if (hits := machine.findall(path.read_text()))}
     assert found == {}, found
+
+
+def test_the_configuration_page_holds_every_key_and_option_as_generated() -> None:
+    """docs/configuration.md's tables are what scripts/config_reference.py makes from the schema and
+    the jobs' parsers: a key or option added, renamed or explained anew fails this until the page is
+    made again (``python scripts/config_reference.py``)."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import config_reference
+
+    page = config_reference.PAGE.read_text()
+    assert config_reference.render(page) == page, "run: python scripts/config_reference.py"
+    assert "| `train.max_train_days` |" in page and "| train | `--overrides JSON` |" in page
+
+
+MEASURED = re.compile(r"\d+\.\d{2,}|\d+(\.\d+)?\s?%|\b\d+(\.\d+)?\s?(s|ms|min|MB|MiB|GB|x)\b")
+
+
+def test_the_shipped_config_files_carry_no_measured_figures_in_comments() -> None:
+    """A config comment says what a setting does in a line; the studies behind a choice are linked,
+    not quoted (their figures go stale in a comment)."""
+    files = [*(REPO / "pipelines").rglob("*.yaml"), *(REPO / "jobs" / "config" / "profiles").glob("*.yaml")]
+    assert files
+    for path in files:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            comment = line.partition("#")[2]
+            assert not MEASURED.search(comment), f"{path.relative_to(REPO)}:{number}: {comment.strip()}"
