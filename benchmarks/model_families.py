@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     config = load_config(args.config)
     spec, train = config.features, config.train
-    max_days = args.max_train_days or train.max_train_days or train.train_days
+    max_days = args.max_train_days or train.reach_days
     columns = [*spec.categorical, *spec.model_numeric, spec.label]
     frame = pd.read_parquet(args.features, columns=[*columns, PARTITION])
     frame = frame[frame[spec.label].notna()].reset_index(drop=True)

@@ -25,7 +25,7 @@ def plan_training(*, drift: Asset = DRIFT, decay: Asset = DECAY) -> Any:
     @task(task_id="plan_training", multiple_outputs=True)
     def plan(params: dict[str, Any] | None = None, triggering_asset_events: Any = None,
              data_interval_end: Any = None, dag_run: Any = None) -> dict[str, str]:
-        from jobs.config import days_ending, load_config
+        from jobs.config import WINDOW_OVERRIDES, days_ending, load_config
         from jobs.lake.layout import Lake
         from jobs.selection.gate import current_champion, reconcile
         from jobs.tracking import client
@@ -40,8 +40,7 @@ def plan_training(*, drift: Asset = DRIFT, decay: Asset = DECAY) -> Any:
         champion = current_champion(registry, cfg.model_name)
         found = training_plan(params.get("run_date"), asset_extras(triggering_asset_events, drift), data_interval_end,
                               asset_extras(triggering_asset_events, decay), champion.version if champion else None)
-        window = ((params.get("train_days") or cfg.train_days) + cfg.validation_days
-                  + (params.get("holdout_days") or cfg.holdout_days))
+        window = cfg.with_overrides(**{k: params[k] for k in WINDOW_OVERRIDES if params.get(k)}).window_days
         days = days_ending(dt.date.fromisoformat(found["run_date"]), window)
         print(f"started by {found['started_by']}; window {days[0]}..{days[-1]} ({window} days)")
         missing = missing_feature_days(Lake.at(), days)

@@ -122,3 +122,19 @@ def test_the_walk_counts_imports_inside_functions_and_leaves_out_type_checking(t
     (tmp_path / "orchestration" / "d.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from orchestration.c import X\n")
     assert circles(import_graph(tmp_path)) == [["jobs.a", "jobs.b"]]
+
+
+# The shared layer below the stages: what every stage may import and which imports none of them.
+LOWER = ("jobs.config", "jobs.lake")
+
+
+def test_the_config_package_imports_no_stage():
+    """jobs.config (the schema, its files, the command line) and the lake's names import nothing
+    of the stages they configure: the stages import their settings from the config, never the
+    other way round."""
+    graph = import_graph()
+    config = sorted(name for name in graph if name == "jobs.config" or name.startswith("jobs.config."))
+    assert "jobs.config.pipeline" in config
+    above = {name: sorted(target for target in graph[name] if not target.startswith(LOWER))
+             for name in config}
+    assert all(not targets for targets in above.values()), f"the config imports stages: {above}"

@@ -48,7 +48,7 @@ def training_window(run_date: dt.date, train: TrainSpec, featured: Iterable[dt.d
     days, validation, holdout = split_validation(run_date, train.train_days, train.validation_days,
                                                  train.holdout_days)
     featured = set(featured)
-    cap = train.max_train_days or train.train_days
+    cap = train.reach_days
     while len(days) < cap and (earlier := days[0] - dt.timedelta(days=1)) in featured:
         days.insert(0, earlier)
     return days, validation, holdout

@@ -165,7 +165,7 @@ class Replay:
         from jobs.datasets.land_flights import FIRST_DAY as DATA_FIRST_DAY
 
         train = self.base.train
-        reach = (train.max_train_days or train.train_days) + train.validation_days + train.holdout_days
+        reach = train.reach_days + train.validation_days + train.holdout_days
         return max(DATA_FIRST_DAY, self.first_training - dt.timedelta(days=reach - 1))
 
     def policy_lake(self, policy: str) -> Path:
