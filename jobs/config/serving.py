@@ -21,6 +21,10 @@ class DriftSpec:
     unknown_share_threshold: float = setting(0.05, "rise in the share of categories the model does not know", gt=0)
     bins: int = setting(10, "bins of a numeric feature (deciles of the training window)", ge=2)
     ignore: list[str] = setting([], "features (fnmatch patterns) reported, not alerted on")
+    alpha: float = setting(0.01, "the chance that a day drawn from the training window's own rows is called "
+                                 "drifted: a feature's move must also be this unlikely as sampling noise", gt=0, le=1)
+    min_expected_rows: float = setting(5, "bins expecting fewer of a day's rows are pooled before they are compared",
+                                       ge=0)
     min_rows: int = setting(100, "a day with fewer rows is not judged (status too_few_rows)", ge=1)
     plot: bool = setting(True, "a plot beside each day's drift report")
 

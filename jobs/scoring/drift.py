@@ -229,25 +229,78 @@ def measure_days(
     return {day: judge(baseline, {**empty, **inputs.get(day, {}), **outputs.get(day, {})}, spec) for day in days}
 
 
+def pooled(expected: list[float], counts: list[int], min_expected: float) -> tuple[list[float], list[int]]:
+    """The bins a day of ``sum(counts)`` rows can tell apart: those expecting fewer than
+    ``min_expected`` of its rows pooled into one bin (and that pool into the smallest other bin
+    while it is still short). Returns the pooled expected shares and counts."""
+    rows = sum(counts)
+    small = [i for i, e in enumerate(expected) if e * rows < min_expected]
+    if not small:
+        return list(expected), list(counts)
+    keep = [i for i in range(len(expected)) if i not in set(small)]
+    shares = [expected[i] for i in keep] + [sum(expected[i] for i in small)]
+    found = [counts[i] for i in keep] + [sum(counts[i] for i in small)]
+    if shares[-1] * rows < min_expected and len(shares) > 1:  # the pool itself short: into the smallest bin
+        j = min(range(len(shares) - 1), key=shares.__getitem__)
+        shares[j] += shares.pop()
+        found[j] += found.pop()
+    return shares, found
+
+
+def chance(expected: list[float], counts: list[int], reference_rows: int) -> float:
+    """How likely a day's ``counts`` are as a sample of the reference window's shares: the
+    p-value of Pearson's chi-square of homogeneity (the window's own sampling error counted)."""
+    from scipy.stats import chi2
+
+    rows = sum(counts)
+    cells = [(c, e) for c, e in zip(counts, expected, strict=True) if e > 0]
+    if rows == 0 or len(cells) < 2:
+        return 1.0
+    statistic = sum((c - rows * e) ** 2 / (rows * e) for c, e in cells) / (1 + rows / max(reference_rows, 1))
+    return float(chi2.sf(statistic, len(cells) - 1))
+
+
+def unknown_chance(baseline_share: float, unknown: int, rows: int, reference_rows: int) -> float:
+    """How likely ``unknown`` of ``rows`` with categories the model does not know are at the
+    training window's share of them (one-sided binomial; a window without any counts as half a row)."""
+    from scipy.stats import binom
+
+    share = max(baseline_share, 0.5 / max(reference_rows, 1))
+    return float(binom.sf(unknown - 1, rows, share)) if rows else 1.0
+
+
 def judge(baseline: dict[str, Any], counts: dict[str, list[int]], spec: DriftSpec) -> dict[str, Any]:
     """The drift report of a day from its rows per bin (:func:`bucket_counts`, the predictions'
-    under ``probability``)."""
+    under ``probability``).
+
+    A monitored feature drifts when its PSI over the bins the day can tell apart (:func:`pooled`)
+    passes ``psi_threshold`` and the move is also unlikely as sampling noise: its chance
+    (:func:`chance`) below ``alpha`` shared among every test of the day (Bonferroni), so that a day
+    of a few rows is not called drifted for the noise of its shares."""
     rows = sum(counts[PREDICTION])
+    reference_rows = int(baseline["rows"])
+    monitored = [c for kind in ("numeric", "categorical") for c in baseline[kind] if not spec.ignores(c)]
+    tests = len(monitored) + sum(1 for c in baseline["categorical"] if c in monitored)
+    level = spec.alpha / max(tests, 1)
     features_out: dict[str, dict[str, Any]] = {}
     reasons = []
     for kind in ("numeric", "categorical"):
         for col, base in baseline[kind].items():
+            expected, found = pooled(base["shares"], counts[col], spec.min_expected_rows)
             shares = _shares(counts[col])
-            entry: dict[str, Any] = {"kind": kind, "psi": round(psi(base["shares"], shares), 6),
-                                     "monitored": not spec.ignores(col)}
+            entry: dict[str, Any] = {"kind": kind, "psi": round(psi(expected, _shares(found)), 6),
+                                     "bins": len(found), "chance": round(chance(expected, found, reference_rows), 6),
+                                     "monitored": col in monitored}
             if kind == "categorical":
                 entry["unknown_share"] = round(shares[0], 6)
                 entry["baseline_unknown_share"] = round(base["shares"][0], 6)
-                if entry["monitored"] and shares[0] - base["shares"][0] > spec.unknown_share_threshold:
+                rise = shares[0] - base["shares"][0]
+                if entry["monitored"] and rise > spec.unknown_share_threshold \
+                        and unknown_chance(base["shares"][0], counts[col][0], rows, reference_rows) < level:
                     reasons.append(f"{col}: {shares[0]:.1%} of rows have categories the model does not know "
                                    f"(training: {base['shares'][0]:.1%})")
-            if entry["monitored"] and entry["psi"] > spec.psi_threshold:
-                reasons.append(f"{col}: PSI {entry['psi']:.3f} > {spec.psi_threshold}")
+            if entry["monitored"] and entry["psi"] > spec.psi_threshold and entry["chance"] < level:
+                reasons.append(f"{col}: PSI {entry['psi']:.3f} > {spec.psi_threshold} (chance {entry['chance']:.1e})")
             features_out[col] = entry
     prediction_psi = round(psi(baseline[PREDICTION]["shares"], _shares(counts[PREDICTION])), 6)
     if spec.prediction_psi_threshold is not None and prediction_psi > spec.prediction_psi_threshold:
@@ -262,7 +315,8 @@ def judge(baseline: dict[str, Any], counts: dict[str, list[int]], spec: DriftSpe
         "drifted": status == "drifted",
         "reasons": reasons,
         "thresholds": {"psi": spec.psi_threshold, "prediction_psi": spec.prediction_psi_threshold,
-                       "unknown_share_increase": spec.unknown_share_threshold, "min_rows": spec.min_rows},
+                       "unknown_share_increase": spec.unknown_share_threshold, "min_rows": spec.min_rows,
+                       "alpha": spec.alpha, "chance": level, "min_expected_rows": spec.min_expected_rows},
         "features": features_out,
         "prediction": {"psi": prediction_psi, "baseline_shares": baseline[PREDICTION]["shares"],
                        "shares": _shares(counts[PREDICTION]), "edges": baseline[PREDICTION]["edges"]},

@@ -1,0 +1,99 @@
+"""Drift sized to a feed's volume: days drawn from the training window's own rows are rarely called
+drifted, at 100, 300 or 1,000 rows a day, while a real shift still is. No Spark: the window's bins
+and each day's counts are the driver's (local_feature_bins, local_bucket_counts), as Spark's are."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from jobs.config import DriftSpec
+from jobs.scoring.drift import PREDICTION, judge, local_bucket_counts, local_feature_bins, with_predictions
+
+DAYS = 200  # days drawn at each volume
+FALSE_ALARMS = 0.05  # the most a feed may see of days drawn from its own training window called drifted
+
+
+def window(rows: int = 4_000, seed: int = 1) -> pd.DataFrame:
+    """A training window shaped like a small real feed's (a month of about 135 rows a day): a normal
+    and a skewed number, a clock hour, a number with gaps, a categorical of 33 values (a few common,
+    a long tail) and one of 5."""
+    rng = np.random.default_rng(seed)
+    weights = 1 / (np.arange(33) + 3.0)
+    tail = rng.choice(33, rows, p=weights / weights.sum())
+    gaps = rng.normal(10, 3, rows)
+    gaps[rng.random(rows) < 0.1] = np.nan
+    return pd.DataFrame({
+        "temp": rng.normal(12, 8, rows), "distance": rng.lognormal(6.5, 0.6, rows),
+        "hour": rng.integers(5, 23, rows).astype(float), "visib": gaps,
+        "station": [f"s{v}" for v in tail],
+        "kind": rng.choice(["a", "b", "c", "d", "e"], rows, p=[.4, .3, .2, .07, .03]),
+    })
+
+
+def fitted(frame: pd.DataFrame, min_count: int = 5) -> SimpleNamespace:
+    """What the drift baseline reads of a preprocessor: its columns and vocabularies."""
+    categorical = ["station", "kind"]
+    vocab = {c: sorted(v for v, n in frame[c].value_counts().items() if n >= min_count) for c in categorical}
+    return SimpleNamespace(numeric=["temp", "distance", "hour", "visib"], categorical=categorical, vocab=vocab)
+
+
+@pytest.fixture(scope="module")
+def baseline():
+    frame = window()
+    pre = fitted(frame)
+    predictions = np.random.default_rng(2).beta(2, 6, 5000)
+    return frame, pre, with_predictions(local_feature_bins(frame, pre, 10), predictions, 10)
+
+
+def judged(baseline_of, day: pd.DataFrame, spec: DriftSpec) -> dict:
+    frame, pre, baseline = baseline_of
+    edges = {c: b["edges"] for c, b in baseline["numeric"].items()}
+    counts = local_bucket_counts(day, edges, pre.vocab)
+    predictions = np.random.default_rng(len(day)).beta(2, 6, len(day))
+    counts[PREDICTION] = np.bincount(np.searchsorted(baseline[PREDICTION]["edges"], predictions, side="right"),
+                                     minlength=len(baseline[PREDICTION]["edges"]) + 2).tolist()
+    return judge(baseline, counts, spec)
+
+
+def flagged_share(baseline_of, rows: int, spec: DriftSpec, seed: int = 3) -> float:
+    frame = baseline_of[0]
+    rng = np.random.default_rng(seed)
+    days = [frame.iloc[rng.choice(len(frame), rows, replace=False)] for _ in range(DAYS)]
+    return sum(judged(baseline_of, day, spec)["drifted"] for day in days) / DAYS
+
+
+@pytest.mark.parametrize("rows", [100, 300, 1000])
+def test_days_drawn_from_the_training_window_are_rarely_called_drifted(baseline, rows):
+    assert flagged_share(baseline, rows, DriftSpec()) <= FALSE_ALARMS
+
+
+def test_psi_alone_calls_a_small_feed_drifted_on_many_days(baseline):
+    """What the rule replaced: a fixed PSI threshold over every bin (no pooling, no chance) calls a
+    day of 100 rows drifted several times as often as the rule allows, for the noise of a 33-value
+    categorical's shares."""
+    assert flagged_share(baseline, 100, DriftSpec(alpha=1.0, min_expected_rows=0)) > 4 * FALSE_ALARMS
+
+
+@pytest.mark.parametrize("rows", [100, 300, 1000])
+def test_a_real_shift_is_still_drifted_at_every_volume(baseline, rows):
+    """Routes four times as long (the size of move the 2013 replay's drift events showed), or a
+    station the window never had on a fifth of the rows: flagged, naming the feature."""
+    frame = baseline[0]
+    day = frame.sample(rows, random_state=4)
+    longer = judged(baseline, day.assign(distance=day["distance"] * 4), DriftSpec())
+    assert longer["drifted"] and any(r.startswith("distance:") for r in longer["reasons"])
+    unknown = day.copy()
+    unknown.loc[unknown.sample(frac=0.2, random_state=5).index, "station"] = "new"
+    found = judged(baseline, unknown, DriftSpec())
+    assert found["drifted"] and any(r.startswith("station:") for r in found["reasons"]), found["reasons"]
+
+
+def test_a_day_of_few_rows_pools_the_bins_it_cannot_tell_apart(baseline):
+    day = baseline[0].sample(100, random_state=6)
+    station = judged(baseline, day, DriftSpec())["features"]["station"]
+    assert station["bins"] < len(baseline[2]["categorical"]["station"]["shares"])
+    assert 0 <= station["chance"] <= 1
