@@ -248,8 +248,8 @@ def served_predictions(spark: Any, lake: Any, config: Any, features: DataFrame, 
         wanted = sorted({d for day in days for d in reference_days(day, spec, delay, landed)})
     if not wanted:  # off, or the first days of a lake: nothing has landed, nothing is shifted (each day says why)
         shifts = day_shifts({}, days, spec, delay, landed) if spec.days else {}
-        yield score_features(scoring_tasks(features, config.score.rows_per_task), config.features, model, load_uri,
-                             batch_size, one_day, use_gpu, preprocessor), shifts
+        yield with_shifts(score_features(scoring_tasks(features, config.score.rows_per_task), config.features, model,
+                                         load_uri, batch_size, one_day, use_gpu, preprocessor), shifts), shifts
         return
     # the columns the scoring reads, in the days' order: a reference day needs those, not the rest
     used = {*config.features.id_columns, label, PARTITION,

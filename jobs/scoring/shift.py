@@ -118,27 +118,56 @@ def day_shifts(bins: dict[dt.date, list[tuple[float, int, int]]], days: list[dt.
     return found
 
 
-def shifted(probability: Column, day: Column, shifts: dict[dt.date, dict[str, Any]]) -> Column:
-    """Spark expression: ``probability`` moved by its day's ``logit_shift`` (days without one, or
-    with 0, unchanged)."""
+def offset_of(day: Column, shifts: dict[dt.date, dict[str, Any]]) -> Column:
+    """Spark expression: the ``logit_shift`` of the row's day (0.0 for a day without one)."""
     from pyspark.sql import functions as F
 
-    moved = [(d, entry["logit_shift"]) for d, entry in shifts.items() if entry["logit_shift"]]
-    if not moved:
-        return probability
     offset = F.lit(0.0)
-    for d, value in moved:
-        offset = F.when(day == F.lit(d), F.lit(value)).otherwise(offset)
+    for d, entry in shifts.items():
+        if entry["logit_shift"]:
+            offset = F.when(day == F.lit(d), F.lit(float(entry["logit_shift"]))).otherwise(offset)
+    return offset
+
+
+def shifted(probability: Column, day: Column, shifts: dict[dt.date, dict[str, Any]]) -> Column:
+    """Spark expression: ``probability`` moved by its day's ``logit_shift`` (days without one, or
+    with 0, unchanged): :func:`served_probability` in Spark."""
+    from pyspark.sql import functions as F
+
+    if not any(entry["logit_shift"] for entry in shifts.values()):
+        return probability
+    offset = offset_of(day, shifts)
     return F.when(offset == 0.0, probability).otherwise(1.0 / (1.0 + F.exp(-(logit_of(probability) + offset))))
+
+
+def served_probability(model_probability: Any, logit_shift: Any) -> Any:
+    """What a prediction row's ``probability`` is made of, outside Spark: the model's own
+    probability (``model_probability``, what the registered version predicts for the row's
+    features) moved by the day's ``logit_shift`` (clipped to [EDGE, 1 - EDGE] first); numpy arrays
+    or numbers. The predictions' contract: docs/scoring.md."""
+    import numpy as np
+
+    p = np.clip(np.asarray(model_probability, dtype=np.float64), EDGE, 1.0 - EDGE)
+    shift = np.asarray(logit_shift, dtype=np.float64)
+    moved = 1.0 / (1.0 + np.exp(-(np.log(p / (1.0 - p)) + shift)))
+    return np.where(shift == 0.0, np.asarray(model_probability, dtype=np.float64), moved)
 
 
 def with_shifts(predictions: DataFrame, shifts: dict[dt.date, dict[str, Any]]) -> DataFrame:
     """``predictions`` (rows of :func:`jobs.scoring.predictor.score_features`) with each day's
-    ``probability`` moved by its shift (the ``date`` partition names the day)."""
+    ``probability`` moved by its shift (the ``date`` partition names the day), and beside it what
+    made it: ``model_probability`` (the model's own) and ``logit_shift`` (the day's, 0.0 unshifted)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DateType
 
     from jobs.lake.layout import PARTITION
 
     day = F.col(PARTITION).cast(DateType())
-    return predictions.withColumn("probability", shifted(F.col("probability"), day, shifts))
+    columns: list[Any] = []
+    for name in predictions.columns:
+        if name == "probability":
+            columns += [shifted(F.col(name), day, shifts).alias("probability"), F.col(name).alias("model_probability"),
+                        offset_of(day, shifts).alias("logit_shift")]
+        else:
+            columns.append(F.col(name))
+    return predictions.select(*columns)

@@ -485,6 +485,7 @@ def test_a_days_level_follows_the_landed_outcomes_before_it_and_never_its_own(
 
     from jobs.model.tabular import predict_proba
     from jobs.scoring.job import main
+    from jobs.scoring.shift import served_probability
 
     day, label = dt.date(2013, 1, 8), config.features.label
     days = [day - dt.timedelta(days=k) for k in range(7, -2, -1)]  # D - 7 .. D + 1
@@ -519,6 +520,17 @@ def test_a_days_level_follows_the_landed_outcomes_before_it_and_never_its_own(
     # the day's order is the model's: the shift is one number for all of the day's flights
     assert (np.argsort(rows["probability"].to_numpy(), kind="stable")
             == np.argsort(np.round(expected, 9), kind="stable")).mean() > 0.99
+    # each row says what made it: the registered version's own probability for the row's features,
+    # read again here with MLflow outside Spark, and the day's shift; together the served number
+    pyfunc = mlflow.pyfunc.load_model(f"models:/{name}/{version}")
+    pre = scored_model["pre"]
+    own = np.asarray(pyfunc.predict(frame[[*pre.categorical, *pre.numeric]]), dtype=np.float64).ravel()
+    np.testing.assert_allclose(rows["model_probability"].to_numpy(), own, rtol=0, atol=1e-6)
+    assert (rows["logit_shift"] == shift["logit_shift"]).all()
+    np.testing.assert_allclose(served_probability(rows["model_probability"], rows["logit_shift"]),
+                               rows["probability"].to_numpy(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(served_probability(own, shift["logit_shift"]), rows["probability"].to_numpy(),
+                               rtol=0, atol=1e-6)
 
     unseen, unseen_shift = scored([day, day + dt.timedelta(days=1)])
     pd.testing.assert_series_equal(unseen["probability"], rows["probability"])
