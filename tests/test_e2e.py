@@ -188,7 +188,7 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     assert version.tags["train_window"] == "2013-01-01..2013-01-03"
     assert version.tags["holdout_window"] == "2013-01-06..2013-01-07"
     run = mlflow_client.get_run(version.run_id)
-    assert run.info.status == "FINISHED"
+    assert run.info.status == "FINISHED" and run.data.tags["registration"] == str(version.version)
     assert 0.5 < run.data.metrics["holdout_roc_auc"] <= 1.0
     assert len(mlflow_client.get_metric_history(version.run_id, "train_loss")) == 1  # the sweep's one epoch
     check_sweep_bar_and_report(mlflow_client, version.run_id, config)

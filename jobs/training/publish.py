@@ -83,45 +83,44 @@ def publish(
     result: dict[str, Any], bins_of_features: dict[str, Any], holdout_dirs: list[str], windows: tuple[str, str],
     validation_dirs: list[str] | None = None, started: dict[str, str] | None = None,
 ) -> None:
-    """Register the model rank 0 logged, log its drift baseline (``bins_of_features``: the training
-    window's part, :func:`jobs.scoring.drift.feature_bins`, with the bins of the version's own
-    predictions on the holdout), apply the champion gate, tag the
-    version, finish the run, drop the checkpoints and write ``reports/training/date=D/summary.json``.
-    ``started``: what started the run (``trigger``, ``started_by``), tagged on the run (a promoted
-    sweep candidate's run too) and written to the summary."""
-    import mlflow
+    """Log the model's drift baseline (``bins_of_features``: the training window's part,
+    :func:`jobs.scoring.drift.feature_bins`, with the bins of the model's own predictions on the
+    holdout), its evaluation report and the bar, finish the run, and only then register the model
+    rank 0 logged as a version (:func:`register_finished`), apply the champion gate, drop the
+    checkpoints and write ``reports/training/date=D/summary.json``: a failure at any step before
+    the registration leaves no version. ``started``: what started the run (``trigger``,
+    ``started_by``), tagged on the run (a promoted sweep candidate's run too) and written to the
+    summary."""
     import mlflow.pyfunc
 
     from jobs.lake.storage import delete_dir, write_text
     from jobs.scoring.drift import BASELINE_ARTIFACT, with_predictions
+    from jobs.selection.bar import FAMILY, KIND, NAME, assess, read_rows
     from jobs.selection.gate import apply_gate
-    from jobs.tracking import best_effort_calls, client, run_url
+    from jobs.tracking import client, run_url
 
     cfg, spec = config.train, config.features
     mlflow_client = client()
-    try:
-        with phase("register"):
-            version = mlflow.register_model(result["model_uri"], cfg.model_name)
-    except BaseException:
-        with best_effort_calls():  # the server may be what failed
-            mlflow_client.set_terminated(run.run_id, status="FAILED")
-        raise
+    reconcile_registrations(mlflow_client, run.experiment_id)
     metrics = result["metrics"]
-    from jobs.selection.bar import read_rows
-
     with phase("holdout predictions"):
         holdout = read_rows(spark, holdout_dirs, spec.inputs, spec.label)  # with each row's day: the daily metrics
-        # The registered version's own pyfunc on the holdout: the drift baseline's prediction bins (which
+        # The logged model's own pyfunc on the holdout: the drift baseline's prediction bins (which
         # travel with the run before the version can become champion) and the gate's challenger score.
         predictions = mlflow.pyfunc.load_model(result["model_uri"]).predict(holdout[spec.inputs])
     mlflow_client.log_dict(run.run_id, with_predictions(bins_of_features, predictions, config.score.drift.bins),
                            BASELINE_ARTIFACT)
-    from jobs.selection.bar import FAMILY, KIND, NAME, assess
-
     # The evaluation report, and the bar: a candidate that does not beat the best baseline stops here.
     with phase("report and bar"):
         stopped = assess(spark, config, run.run_id, result["model_uri"], holdout_dirs, validation_dirs or [],
-                         run_date, windows[1], version=str(version.version))
+                         run_date, windows[1])
+    for key, value in (started or {}).items():
+        mlflow_client.set_tag(run.run_id, key, value)
+    with phase("register"):
+        version = register_finished(mlflow_client, run.run_id, result["model_uri"], cfg.model_name)
+    if stopped is not None:
+        for key, value in stopped.tags().items():
+            mlflow_client.set_model_version_tag(cfg.model_name, version.version, key, value)
     with phase("gate"):
         decision = stopped or apply_gate(
             mlflow_client, cfg.model_name, str(version.version), holdout, spec.inputs, spec.label,
@@ -139,9 +138,6 @@ def publish(
         **{f"holdout_{k}": round(v, 6) for k, v in metrics.items()},
     }.items():
         mlflow_client.set_model_version_tag(cfg.model_name, version.version, key, str(value))
-    for key, value in (started or {}).items():
-        mlflow_client.set_tag(run.run_id, key, value)
-    mlflow_client.set_terminated(run.run_id, status="FINISHED")
     delete_dir(run.checkpoint_dir)  # the model is registered: a new attempt for this day starts afresh
     log.info(
         "registered %s version %s from run %s; holdout: %s",
@@ -161,3 +157,41 @@ def publish(
                "awaiting_live_evidence": "won on the holdout and is scored in shadow until it beats the champion live",
                "stopped_at_bar": "was not sent to the gate"}[decision.outcome]
     log.info("champion gate: version %s %s: %s", version.version, outcome, decision.reason)
+
+
+REGISTRATION = "registration"  # run tag: pending (finished, not registered yet), then the version's number
+
+
+def register_finished(mlflow_client: Any, run_id: str, model_uri: str, name: str) -> Any:
+    """End the run as FINISHED, then register its model as a version of ``name``: a version exists
+    only for a run that finished with everything it logs. The run says ``registration: pending``
+    between the two; a process that dies there leaves a finished run and no version, which the next
+    training reconciles (:func:`reconcile_registrations`). A registration that fails leaves no version
+    either: the run is tagged with why."""
+    import mlflow
+
+    mlflow_client.set_tag(run_id, REGISTRATION, "pending")
+    mlflow_client.set_terminated(run_id, status="FINISHED")
+    try:
+        version = mlflow.register_model(model_uri, name)
+    except BaseException as err:
+        from jobs.tracking import best_effort_calls
+
+        with best_effort_calls():  # the server may be what failed
+            mlflow_client.set_tag(run_id, REGISTRATION, f"failed: {type(err).__name__}: {err}"[:4000])
+        raise
+    mlflow_client.set_tag(run_id, REGISTRATION, str(version.version))
+    return version
+
+
+def reconcile_registrations(mlflow_client: Any, experiment_id: str) -> list[str]:
+    """Runs of the experiment that finished but were never registered (``registration: pending``: the
+    process died between the two, :func:`register_finished`) tagged ``abandoned``, saying so in the
+    log: they are no version and serve nothing; this training replaces them. Returns their ids."""
+    found = mlflow_client.search_runs([experiment_id], filter_string=f"tags.{REGISTRATION} = 'pending'")
+    for stale in found:
+        note = ("abandoned: the run finished but its process died before registering it; no version was made, "
+                "a later training replaced it")
+        mlflow_client.set_tag(stale.info.run_id, REGISTRATION, note)
+        log.warning("run %s of %s: %s", stale.info.run_id, stale.data.tags.get("run_date", "?"), note)
+    return [stale.info.run_id for stale in found]

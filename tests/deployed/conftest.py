@@ -125,6 +125,8 @@ def training(stack) -> dict[str, Any]:
     assert current_champion(client, MODEL) is None
     [version] = client.search_model_versions(f"name = '{MODEL}'")
     assert version.tags["gate_decision"] == "awaiting_approval", version.tags
+    assert client.get_run(version.run_id).info.status == "FINISHED"  # a version only of a run that finished
+    assert client.get_run(version.run_id).data.tags["registration"] == str(version.version)
     # A person reads the request first. An answer within a second of it races the scheduler's
     # handling of the paused try's end (Airflow 3.3.2): the task, queued again by the answer, is
     # then failed ("finished with state success, but the task instance's state attribute is

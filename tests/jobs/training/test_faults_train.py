@@ -452,3 +452,70 @@ def test_the_first_model_becomes_champion_with_an_undefined_metric_and_a_warning
 
     later = decide("roc_auc", math.nan, 0.71, 0.002, champion_version=version)
     assert not later.promote and "never replaces the champion" in later.reason and later.warning
+
+
+# --- 7. no version from a run that failed ---------------------------------------------------------
+
+
+def versions_from_unfinished_runs(client, name: str) -> list[str]:
+    """The versions of ``name`` whose run did not finish: none may exist."""
+    return [f"version {v.version} from run {v.run_id} ({client.get_run(v.run_id).info.status})"
+            for v in client.search_model_versions(f"name = '{name}'")
+            if client.get_run(v.run_id).info.status != "FINISHED"]
+
+
+def _fail(*args, **kwargs):
+    raise RuntimeError("injected failure")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", ["feature bins", "report", "bar", "registration"])
+def test_a_training_that_fails_after_training_leaves_no_version(features, config, config_patch, tmp_path,
+                                                                monkeypatch, step):
+    """Registration comes last: a failure at the feature bins, the evaluation report, the bar or the
+    registration itself leaves the run unfinished or unregistered, and no version in the registry."""
+    import mlflow
+
+    import jobs.scoring.drift
+    import jobs.selection.bar
+    import jobs.selection.evaluation
+
+    home = make_lake(config_patch, tmp_path, features, launcher="in_process")
+    target = {"feature bins": (jobs.scoring.drift, "feature_bins"),
+              "report": (jobs.selection.evaluation, "evaluate_candidate"),
+              "bar": (jobs.selection.bar, "bar_decision"),
+              "registration": (mlflow, "register_model")}[step]
+    monkeypatch.setattr(*target, _fail)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        train_in_this_process(home, monkeypatch, tmp_path)
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    name = config.train.model_name
+    assert client.search_model_versions(f"name = '{name}'") == []
+    [run] = client.search_runs([client.get_experiment_by_name(config.train.experiment).experiment_id])
+    if step == "registration":  # finished with everything logged, then refused: it says why, and is no version
+        assert run.info.status == "FINISHED" and run.data.tags["registration"].startswith("failed: RuntimeError")
+    else:
+        assert run.info.status == "FAILED"
+    monkeypatch.undo()
+    train_in_this_process(home, monkeypatch, tmp_path)  # the retry registers one version, from a finished run
+    [version] = client.search_model_versions(f"name = '{name}'")
+    assert versions_from_unfinished_runs(client, name) == []
+    assert client.get_run(version.run_id).data.tags["registration"] == str(version.version)
+
+
+def test_a_run_that_finished_but_never_registered_is_reconciled_by_the_next_training(tmp_path):
+    """The process died between finishing the run and registering it: the next training tags it
+    abandoned, saying so, and it is no version."""
+    import mlflow
+
+    from jobs.training.publish import REGISTRATION, reconcile_registrations
+
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    experiment = client.create_experiment("x")
+    pending = client.create_run(experiment, tags={REGISTRATION: "pending"}).info.run_id
+    client.set_terminated(pending, status="FINISHED")
+    registered = client.create_run(experiment, tags={REGISTRATION: "3"}).info.run_id
+    assert reconcile_registrations(client, experiment) == [pending]
+    assert client.get_run(pending).data.tags[REGISTRATION].startswith("abandoned")
+    assert client.get_run(registered).data.tags[REGISTRATION] == "3"
+    assert reconcile_registrations(client, experiment) == []
