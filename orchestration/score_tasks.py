@@ -150,6 +150,8 @@ def decay_check(days: Any, *, asset: Asset = DECAY) -> Any:
         champion = champion_version(config.train.model_name)
         report, extra = decay_event(Lake.at(), config, dt.date.fromisoformat(item["day"]), champion.name,
                                     champion.version)
+        for found in report.get("miscalibrated_days", []):  # the level far from the truth: said, not retrained on
+            print(f"miscalibrated on {found['day']}: {found['reason']}")
         if extra is None:
             why = "; ".join(report["reasons"]) or report["status"]
             raise AirflowSkipException(f"no retraining for decay on {report['day']} ({why}); report: {report['path']}")

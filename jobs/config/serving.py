@@ -79,6 +79,9 @@ class MonitoringSpec:
     promotion_evidence: Literal[EVIDENCE] = setting(  # type: ignore[valid-type]
         "holdout", "holdout: the gate decides; live: a winner waits until it beats the champion on live days")
     live_days: int = setting(7, "the monitored days the live comparison pools", ge=1)
+    max_rate_gap: float = setting(0.10, "a day whose mean served probability lies further than this from its "
+                                        "realized rate (and outside its 95% interval) is flagged miscalibrated",
+                                  gt=0, le=1)
 
 
 TRACKING_ENV = {  # TrackingSpec field -> MLflow's environment variable (mlflow/environment_variables.py)

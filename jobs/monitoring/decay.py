@@ -11,6 +11,10 @@ Over the last ``decay.window_days`` monitored days of one model version (days wi
 - **calibration gone**: the pooled expected calibration error exceeds ``decay.max_ece`` and its
   interval lies wholly above it.
 
+The verdict also lists the window's days whose served level the monitor flagged
+(``miscalibrated_days``: the mean served probability far from the realized rate, with the part of
+the day's recent-outcome shift in it); they are shown, not a reason to retrain on their own.
+
 Fewer monitored days than the window judge nothing yet ("not enough days"). The records of other
 versions are ignored, and so are the days whose decay already started a retraining (``consumed``:
 the days of an earlier triggered verdict of another version): a new champion starts with a clean
@@ -71,6 +75,10 @@ def judge(records: list[dict[str, Any]], model_name: str, version: str, holdout:
     verdict: dict[str, Any] = {"model_name": model_name, "model_version": str(version), "decayed": False,
                                "reasons": [], "days": [d["day"] for d in days], "metric_name": spec.metric,
                                "holdout": holdout.get(spec.metric), "margin": spec.margin, "max_ece": spec.max_ece}
+    # days whose served level was far from the truth (the monitor's level check): shown, not a
+    # retraining's reason on their own (a level moved by the day's shift is not the model's decay)
+    verdict["miscalibrated_days"] = [{"day": d["day"], **d["level"]} for d in days
+                                     if (d.get("level") or {}).get("flagged")]
     if len(days) < spec.window_days:
         verdict["status"] = (f"not enough days: {len(days)} monitored day(s) of version {version} with outcomes, "
                              f"decay is judged over {spec.window_days}")

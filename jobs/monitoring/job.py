@@ -43,7 +43,7 @@ from jobs.config import PipelineConfig, WindowArgs, job_parser, parse_job_args
 from jobs.errors import DataError
 from jobs.lake.spark import configure_logging, get_spark, path_exists
 from jobs.lake.storage import read_json, write_text
-from jobs.monitoring.outcomes import MATCHED, OUTCOME, PROBABILITY, PredictionSource
+from jobs.monitoring.outcomes import MATCHED, MODEL_PROBABILITY, OUTCOME, PROBABILITY, PredictionSource
 from jobs.runner import run_job
 from jobs.timings import phase, preload
 
@@ -86,7 +86,7 @@ def model_entry(rows: pd.DataFrame, *, role: str, arrived: bool, holdout: dict[s
     """One model version's entry of a day's record (``monitoring.json``) from its joined rows
     (:func:`jobs.monitoring.outcomes.joined_rows`): counts, realized metrics and segments when
     the outcomes have ``arrived``, and the estimate."""
-    from jobs.monitoring.quality import estimate, estimate_error, metrics_with_intervals
+    from jobs.monitoring.quality import estimate, estimate_error, level_check, metrics_with_intervals
     from jobs.selection.evaluation import segment_order, segment_values
 
     spec, evaluation = config.monitoring, config.evaluation
@@ -115,6 +115,8 @@ def model_entry(rows: pd.DataFrame, *, role: str, arrived: bool, holdout: dict[s
     entry["metrics"] = metrics_with_intervals(judged[PROBABILITY], judged[OUTCOME], spec.bootstrap,
                                               _seed(spec.seed, day, name, version), bins)
     entry["estimate"]["error"] = estimate_error(entry["metrics"], estimated)
+    own = judged[MODEL_PROBABILITY] if MODEL_PROBABILITY in judged.columns else None
+    entry["level"] = level_check(judged[PROBABILITY], judged[OUTCOME], own, spec.max_rate_gap)
     matched = rows[rows[MATCHED].astype(bool)]
     for column in evaluation.segments:
         if column not in matched.columns:
@@ -302,6 +304,9 @@ def monitor_day(config: PipelineConfig, day: dt.date, arrived: bool,
             log.info("%s: %s version %s (%s): %s, %d rows, %d with an outcome%s", day, name, version, source.role,
                      entry["status"], entry["rows"], entry["rows_with_outcome"],
                      f", ROC AUC {entry['metrics']['roc_auc']['value']:.3f}" if "roc_auc" in entry["metrics"] else "")
+            if (entry.get("level") or {}).get("flagged"):
+                log.warning("%s: %s version %s (%s): MISCALIBRATED: %s", day, name, version, source.role,
+                            entry["level"]["reason"])
     if not entries:
         return None
     return day_record(day, config.monitoring.label_delay_days, arrived, entries)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from jobs.lake.layout import Lake
 
 PROBABILITY = "probability"
+MODEL_PROBABILITY = "model_probability"  # a prediction row's: the model's own, before the day's shift
 OUTCOME = "outcome"  # the joined rows' label column (1.0, 0.0, or null: no outcome)
 MATCHED = "matched"  # whether a features row of the day matched the prediction row
 MODEL = ("model_name", "model_version", "model_run_id")  # a prediction row's model identity
@@ -78,7 +79,10 @@ def joined_rows(spark: SparkSession, lake: Lake, source: PredictionSource, days:
             continue
         # each partition checked (a damaged or doubled file), then one row per entity and day:
         # a repeated row would be judged twice
-        predictions = read_days(spark, source.zone, chosen).select(*ids, PROBABILITY, *MODEL, PARTITION)
+        read = read_days(spark, source.zone, chosen)
+        # the model's own probability beside the served one (older predictions lack it: null)
+        own = F.col(MODEL_PROBABILITY) if MODEL_PROBABILITY in read.columns else F.lit(None).cast("double")
+        predictions = read.select(*ids, PROBABILITY, own.alias(MODEL_PROBABILITY), *MODEL, PARTITION)
         check_unique_keys(predictions, ids, f"the {source.role}'s predictions", source.zone)
         if not with_outcomes:  # awaiting the outcomes: the estimate needs the probabilities only
             joined = predictions.select("*", F.lit(False).alias(MATCHED), F.lit(None).cast("double").alias(OUTCOME))
@@ -94,7 +98,7 @@ def joined_rows(spark: SparkSession, lake: Lake, source: PredictionSource, days:
             condition.append(F.col(f"p.{PARTITION}") == F.col(f"o.{PARTITION}"))
             joined = p.join(o, condition, "left").select(
                 *[F.col(f"p.`{c}`").alias(c) for c in ids], F.col(f"p.{PROBABILITY}").alias(PROBABILITY),
-                *[F.col(f"p.{c}").alias(c) for c in MODEL],
+                F.col(f"p.{MODEL_PROBABILITY}").alias(MODEL_PROBABILITY), *[F.col(f"p.{c}").alias(c) for c in MODEL],
                 *[F.col(f"o.`{c}`").alias(c) for c in segments if c not in ids],
                 F.coalesce(F.col(f"o.{MATCHED}"), F.lit(False)).alias(MATCHED), F.col(f"o.{OUTCOME}").alias(OUTCOME),
                 F.col(f"p.{PARTITION}").alias(PARTITION),

@@ -188,3 +188,34 @@ def estimate_error(realized: dict[str, dict[str, float]], estimated: dict[str, f
     error = {name: realized[name]["value"] - estimated[name] for name in ESTIMATED
              if name in realized and name in estimated}
     return error or None
+
+
+def level_check(probabilities: Any, outcomes: Any, model_probabilities: Any, max_gap: float) -> dict[str, Any]:
+    """Whether a day's served level was far from the truth: the mean served probability against
+    the day's realized rate with its 95% interval (Wilson's), flagged when it lies outside the
+    interval and further from the rate than ``max_gap``. ``model_probabilities``: the model's own,
+    before the day's recent-outcome shift (None, or all NaN, for predictions that lack them): the
+    shift's part of the level is the difference of the two means."""
+    p, y = np.asarray(probabilities, dtype=np.float64), np.asarray(outcomes, dtype=np.float64)
+    rows = len(y)
+    predicted, realized = float(p.mean()), float(y.mean())
+    z = 1.959964
+    centre = (realized + z * z / (2 * rows)) / (1 + z * z / rows)
+    half = z * math.sqrt(realized * (1 - realized) / rows + z * z / (4 * rows * rows)) / (1 + z * z / rows)
+    low, high = max(0.0, centre - half), min(1.0, centre + half)
+    gap = predicted - realized
+    flagged = abs(gap) > max_gap and not low <= predicted <= high
+    found: dict[str, Any] = {"predicted_rate": round(predicted, 6), "realized_rate": round(realized, 6),
+                             "low": round(low, 6), "high": round(high, 6), "gap": round(gap, 6),
+                             "max_gap": max_gap, "flagged": flagged}
+    own = np.asarray(model_probabilities if model_probabilities is not None else [], dtype=np.float64)
+    if own.size == rows and np.isfinite(own).all():
+        found["model_rate"] = round(float(own.mean()), 6)
+        found["shift_part"] = round(predicted - float(own.mean()), 6)
+    if flagged:
+        ratio = f", {predicted / realized:.1f} times the truth" if realized > 0 else ""
+        shift = (f"; the day's recent-outcome shift moved it by {found['shift_part']:+.3f} from the model's own "
+                 f"{found['model_rate']:.3f}" if found.get("shift_part") else "")
+        found["reason"] = (f"served level {predicted:.3f} against a realized rate of {realized:.3f} (95% interval "
+                           f"{low:.3f}..{high:.3f}){ratio}{shift}")
+    return found

@@ -107,6 +107,7 @@ def _model(found: dict[str, Any], metric: str, window: int) -> str:
         "<h3>Drift: PSI per feature and day</h3>",
         drift_heatmap(found["drift"]),
         _decay_table(decay),
+        _miscalibrated(found.get("miscalibrated") or []),
         _retrainings(found["retrainings"]),
     ])
 
@@ -127,14 +128,39 @@ def _versions(found: dict[str, Any], metric: str, window: int, colours: dict[str
                 if version["mlflow_url"] else escape(str(version.get("mlflow_run_id") or "")))
         roles = ", ".join(f"{k} {v} d" for k, v in sorted(version["roles"].items()))
         live = _live(version.get("comparison"))
+        level = _level(version.get("level"))
         colour = colours[version["model_version"]]
         rows.append(f"<tr class='{role if role != 'retired' else ''}'><td><span style='color:{colour}'>"
                     f"&#9632;</span> v{escape(version['model_version'])}</td><td>{role}</td><td>{escape(roles)}</td>"
                     f"<td>{escape(str(version['first_day']))} .. {escape(str(version['last_day']))}</td>"
-                    f"<td>{_fmt(holdout)}</td><td>{interval}</td><td>{live}</td><td>{link}</td></tr>")
+                    f"<td>{_fmt(holdout)}</td><td>{interval}</td><td>{level}</td><td>{live}</td><td>{link}</td></tr>")
     return (f"<table><tr><th>version</th><th>now</th><th>days scored as</th><th>days</th><th>holdout {escape(metric)}"
-            f"</th><th>realized, last {window} days with outcomes</th><th>live vs champion</th><th>MLflow</th></tr>"
-            f"{''.join(rows)}</table>")
+            f"</th><th>realized, last {window} days with outcomes</th><th>served level vs realized rate, latest day"
+            f"</th><th>live vs champion</th><th>MLflow</th></tr>{''.join(rows)}</table>")
+
+
+def _level(level: dict[str, Any] | None) -> str:
+    """A day's served level against its realized rate (and the shift's part), red when flagged."""
+    if not level:
+        return "<span class='muted'>no outcomes yet</span>"
+    shift = f"; shift {level['shift_part']:+.3f}" if level.get("shift_part") else ""
+    text = (f"{_fmt(level['predicted_rate'])} vs {_fmt(level['realized_rate'])} "
+            f"[{_fmt(level['low'])}, {_fmt(level['high'])}]{shift}")
+    return f"<span class='bad'>{text}: miscalibrated</span>" if level.get("flagged") else text
+
+
+def _miscalibrated(days: list[dict[str, Any]]) -> str:
+    """The days whose served level was far from the truth (the monitor's level check), newest first."""
+    if not days:
+        return ""
+    rows = "".join(
+        f"<tr><td>{escape(d['day'])}</td><td>v{escape(str(d['model_version']))} ({escape(str(d['role']))})</td>"
+        f"<td>{_fmt(d['predicted_rate'])}</td><td>{_fmt(d['realized_rate'])} [{_fmt(d['low'])}, {_fmt(d['high'])}]"
+        f"</td><td>{_fmt(d.get('model_rate'))}</td><td>{_fmt(d.get('shift_part'))}</td></tr>"
+        for d in sorted(days, key=lambda d: d["day"], reverse=True)[:20])
+    return ("<h3>Served level far from the truth</h3><table><tr><th>day</th><th>version</th><th>served mean</th>"
+            "<th>realized rate [95%]</th><th>the model's own mean</th><th>the shift's part</th></tr>"
+            f"{rows}</table>")
 
 
 def _live(comparison: dict[str, Any] | None) -> str:

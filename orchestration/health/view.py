@@ -180,6 +180,7 @@ def _model(name: str, metric: str, window_days: int, records: list[tuple[dt.date
                 "rows": entry.get("rows"), "rows_with_outcome": entry.get("rows_with_outcome"),
                 "predictions_without_outcome": entry.get("predictions_without_outcome"),
                 "metrics": entry.get("metrics") or {}, "estimate": entry.get("estimate"),
+                "level": entry.get("level"),
             })
         timeline.append({"day": day.isoformat(), "outcomes": record.get("outcomes"), "champion": champion})
     latest = next((t["day"] for t in reversed(timeline) if t["champion"]), None)
@@ -190,6 +191,7 @@ def _model(name: str, metric: str, window_days: int, records: list[tuple[dt.date
     for version in versions.values():
         ok = [d for d in version["days"] if d["status"] == "ok"]
         version["realized"] = pooled(ok[-window_days:], metric)
+        version["level"] = next((d["level"] for d in reversed(ok) if d.get("level")), None)  # the latest day's
         version["roles"] = dict(version["roles"])
         version["is_champion"] = version["model_version"] == champion
         version["is_challenger"] = version["model_version"] in challengers
@@ -201,6 +203,8 @@ def _model(name: str, metric: str, window_days: int, records: list[tuple[dt.date
         "versions": ordered, "timeline": timeline,
         "decay": [_decay(day, verdict) for day, report in decay for verdict in verdicts(report)
                   if verdict.get("model_name") in (name, None)],
+        "miscalibrated": [{"day": d["day"], "model_version": v["model_version"], "role": d["role"], **d["level"]}
+                          for v in ordered for d in v["days"] if (d.get("level") or {}).get("flagged")],
         "drift": _drift([(day, report) for day, report in drift if report.get("model_name") in (name, None)]),
         "retrainings": [_retraining(day, summary, airflow_runs.get(day.isoformat()) or {})
                         for day, summary in training if summary.get("model_name") in (name, None)],

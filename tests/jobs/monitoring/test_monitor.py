@@ -408,3 +408,47 @@ def test_a_version_deleted_from_mlflow_keeps_its_history_on_the_page(monitored, 
     (found,) = model_health(monitored_lake, cache=DocumentCache())["models"]
     versions = {v["model_version"]: v for v in found["versions"]}
     assert [d["day"] for d in versions["2"]["days"]] == [D4.isoformat()]
+
+
+def test_a_served_level_far_from_the_truth_is_flagged_with_the_shifts_part():
+    """The demo's day 2013-01-29, in numbers: a model whose own mean was 0.134, shifted by +1.169
+    logits to 0.52 on a day whose realized rate was 0.115: flagged, the shift named as most of it.
+    A level within the day's interval is not, whatever the gap setting."""
+    from jobs.monitoring.quality import level_check
+
+    rng = np.random.default_rng(0)
+    own = np.clip(rng.beta(1.3, 8.4, 869), 1e-4, 1 - 1e-4)
+    served = 1 / (1 + np.exp(-(np.log(own / (1 - own)) + 1.169)))
+    y = (rng.random(869) < 0.115).astype(float)
+    found = level_check(served, y, own, 0.10)
+    assert found["flagged"] and found["low"] < found["realized_rate"] < found["high"] < found["predicted_rate"]
+    assert found["shift_part"] == pytest.approx(found["predicted_rate"] - found["model_rate"])
+    assert found["shift_part"] > 0.3
+    assert "times the truth" in found["reason"] and "recent-outcome shift" in found["reason"]
+    calibrated = level_check(own, y, None, 0.10)
+    assert not calibrated["flagged"] and "shift_part" not in calibrated
+    assert not level_check(served, y, own, 0.5)["flagged"]  # a gap under the setting: not flagged
+
+
+def test_the_monitor_flags_a_shifted_day_far_from_its_outcomes_and_the_verdict_lists_it(
+        feature_frames, config, tracking, tmp_path):
+    """The monitor judges the served level beside the ranking: a day whose served probabilities sit
+    far above its realized rate is flagged in monitoring.json, with the shift's part read from the
+    rows' model_probability and logit_shift; the decay verdict lists the day without retraining on it."""
+    from jobs.monitoring.decay import judge
+
+    lake = Lake.at(str(tmp_path / "lake"))
+    frame = feature_frames[D1]
+    _write(lake.features, D1, frame)
+    predictions = _predictions(frame, config, "1", tracking["runs"]["1"], D1, seed=1)
+    own = predictions["probability"].to_numpy()
+    predictions["model_probability"], predictions["logit_shift"] = own, 2.0
+    predictions["probability"] = 1 / (1 + np.exp(-(np.log(own / (1 - own)) + 2.0)))
+    _write(lake.predictions, D1, predictions)
+    _run(lake, D1)
+    [entry] = _record(lake, D1)["models"]
+    level = entry["level"]
+    assert level["flagged"] and level["predicted_rate"] > level["high"]
+    assert level["model_rate"] == pytest.approx(own[frame[config.features.label].notna().to_numpy()].mean(), abs=1e-6)
+    verdict = judge([_record(lake, D1)], NAME, "1", HOLDOUT, config.monitoring.decay)
+    assert [d["day"] for d in verdict["miscalibrated_days"]] == [D1.isoformat()] and not verdict["decayed"]
