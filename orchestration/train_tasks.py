@@ -47,7 +47,7 @@ def plan_training(*, drift: Asset = DRIFT, decay: Asset = DECAY) -> Any:
         if missing == days and found["trigger"] == "schedule":
             raise AirflowSkipException(
                 f"no day of the window {days[0]}..{days[-1]} has features: nothing to train on yet "
-                f"(for the 2013 example data, trigger with a run_date); {ingest_hint(missing)}"
+                f"(a feed whose days are in the past: trigger with a run_date); {ingest_hint(missing)}"
             )
         if missing:
             raise AirflowFailException(

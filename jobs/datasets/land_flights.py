@@ -1,10 +1,8 @@
 """Land the NYC flights 2013 example data in the lake's raw zone, as a daily feed would arrive.
 
-Daily tables (flights, weather) become one CSV per day at ``raw/<table>/date=YYYY-MM-DD/<table>.csv``;
-reference tables (planes, airports, airlines) one CSV at ``raw/<table>/<table>.csv``. Values are
-copied as text, exactly as the source files hold them. Each file is written to a temporary name and
-renamed into place, so a reader never sees half a file, and landing the same days again rewrites
-the same bytes.
+Daily tables (flights, weather) split by their year, month and day columns, reference tables
+(planes, airports, airlines) whole, through the generic landing (:mod:`jobs.datasets.landing`:
+atomic, the source's text as it is, the same bytes when landed again).
 
 Usage::
 
@@ -20,18 +18,18 @@ import argparse
 import datetime as dt
 import importlib.util
 import logging
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from jobs.config import load_config
+from jobs.datasets.landing import days_of, land_frame
 from jobs.lake.layout import ROOT_ENV, Lake
 
 log = logging.getLogger("jobs.datasets.land_flights")
 
 FIRST_DAY, LAST_DAY = dt.date(2013, 1, 1), dt.date(2013, 12, 31)
+DATE_COLUMNS = ("year", "month", "day")  # a daily table's day, in the source
 SOURCE_FILES = {
     "flights": "flights.csv.zip",
     "weather": "weather.csv",
@@ -60,26 +58,8 @@ def read_source(table: str, folder: Path | None = None) -> pd.DataFrame:
 
 def split_by_day(frame: pd.DataFrame, first: dt.date, last: dt.date) -> dict[dt.date, pd.DataFrame]:
     """Rows of a daily table grouped by their (year, month, day) columns, within [first, last]."""
-    days = pd.to_datetime(
-        frame[["year", "month", "day"]].astype(int).rename(columns=str), errors="raise"
-    ).dt.date
-    out = {}
-    for day, rows in frame.groupby(days, sort=True):
-        if first <= day <= last:
-            out[day] = rows
-    return out
-
-
-def write_csv_atomic(frame: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="") as handle:
-            frame.to_csv(handle, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    days = days_of(frame, DATE_COLUMNS)
+    return {day: rows for day, rows in frame.groupby(days, sort=True) if first <= day <= last}
 
 
 def land(lake: Lake, first: dt.date = FIRST_DAY, last: dt.date = LAST_DAY) -> dict[str, int]:
@@ -89,17 +69,8 @@ def land(lake: Lake, first: dt.date = FIRST_DAY, last: dt.date = LAST_DAY) -> di
     config = load_config()
     counts = {}
     for table, spec in config.tables.items():
-        frame = read_source(table)
-        if spec.daily:
-            by_day = split_by_day(frame, first, last)
-            for day, rows in by_day.items():
-                write_csv_atomic(rows, Path(lake.raw_file(table, day)))
-            counts[table] = sum(len(rows) for rows in by_day.values())
-            log.info("landed %s: %d rows in %d daily partitions", table, counts[table], len(by_day))
-        else:
-            write_csv_atomic(frame, Path(lake.raw_file(table)))
-            counts[table] = len(frame)
-            log.info("landed %s: %d rows", table, len(frame))
+        landed = land_frame(read_source(table), table, lake, DATE_COLUMNS if spec.daily else None, first, last)
+        counts[table] = sum(landed.values())
     return counts
 
 

@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 
 from jobs.config import load_config
-from jobs.datasets.land_flights import FIRST_DAY, LAST_DAY, read_source, split_by_day, write_csv_atomic
+from jobs.datasets.land_flights import FIRST_DAY, LAST_DAY, read_source, split_by_day
+from jobs.datasets.landing import write_csv_atomic
 from jobs.lake.layout import ROOT_ENV, Lake
 
 log = logging.getLogger("jobs.datasets.scale_up")

@@ -1,0 +1,134 @@
+"""Land a table in the lake's raw zone as a feed would deliver it: a daily table as one CSV per day
+at ``raw/<table>/date=YYYY-MM-DD/<table>.csv``, split by its date column (or its year, month and
+day columns); a reference table as one CSV at ``raw/<table>/<table>.csv``.
+
+Values are copied as the text the source holds. Each file is written to a temporary name and
+renamed into place, so a reader never sees half a file, and landing the same rows again writes
+the same bytes. Plain Python (pandas), not a Spark job: it stands in for the system that feeds the
+lake, on a local lake folder.
+
+Usage::
+
+    python -m jobs.datasets.landing --daily readings=readings.csv --date-column observed_on
+                                    [--reference stations=stations.csv] [--from D] [--to D] [--lake-root PATH]
+
+A ``--daily`` table is split by day on ``--date-column`` (one column, or three: year, month and day,
+each given with ``--date-column``); a ``--reference`` table lands whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from jobs.lake.layout import ROOT_ENV, Lake
+
+log = logging.getLogger("jobs.datasets.landing")
+
+
+class LandingError(ValueError):
+    """A table that cannot be landed as asked; the message says which and what to do."""
+
+
+def write_csv_atomic(frame: pd.DataFrame, path: Path) -> None:
+    """``frame`` as ``path`` (a CSV with a header), written beside it first and renamed into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline="") as handle:
+            frame.to_csv(handle, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def days_of(frame: pd.DataFrame, date_columns: Sequence[str], table: str = "the table") -> pd.Series:
+    """Each row's day: from one column holding a date (or a timestamp: its day), or from three
+    columns holding the year, month and day."""
+    missing = [c for c in date_columns if c not in frame.columns]
+    if missing:
+        raise LandingError(f"{table}: no column {', '.join(missing)} to read the day from (its columns: "
+                           f"{', '.join(map(str, frame.columns))}); name the date column with --date-column")
+    if len(date_columns) == 3:
+        parts = frame[list(date_columns)].rename(columns=dict(zip(date_columns, ("year", "month", "day"),
+                                                                   strict=True)))
+        found = pd.to_datetime(parts.astype(int), errors="coerce")
+    elif len(date_columns) == 1:
+        found = pd.to_datetime(frame[date_columns[0]], errors="coerce", format="mixed")
+    else:
+        raise LandingError(f"{table}: the day is one date column or three (year, month, day), got {list(date_columns)}")
+    bad = found.isna()
+    if bad.any():
+        examples = frame.loc[bad, list(date_columns)].head(3).to_dict("records")
+        raise LandingError(f"{table}: {int(bad.sum())} row(s) have no readable day in {', '.join(date_columns)} "
+                           f"(e.g. {examples}): fix them at the source or drop them before landing")
+    return found.dt.date
+
+
+def land_frame(frame: pd.DataFrame, table: str, lake: Lake, date_columns: Sequence[str] | None = None,
+               first: dt.date | None = None, last: dt.date | None = None) -> dict[dt.date | None, int]:
+    """Land ``frame`` as ``table``: split by day when ``date_columns`` are given (the days in
+    [first, last] only), whole as a reference table otherwise. Returns rows per day (None: whole)."""
+    if not date_columns:
+        write_csv_atomic(frame, Path(lake.raw_file(table)))
+        log.info("landed %s: %d rows", table, len(frame))
+        return {None: len(frame)}
+    days = days_of(frame, date_columns, table)
+    counts: dict[dt.date | None, int] = {}
+    for day, rows in frame.groupby(days, sort=True):
+        if (first is None or day >= first) and (last is None or day <= last):
+            write_csv_atomic(rows, Path(lake.raw_file(table, day)))
+            counts[day] = len(rows)
+    log.info("landed %s: %d rows in %d daily partitions", table, sum(counts.values()), len(counts))
+    return counts
+
+
+def read_text_csv(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """A CSV (or a zipped one) with every value kept as the text it is in the file."""
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+def _table(text: str) -> tuple[str, Path]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"a table is NAME=PATH.csv, got {text!r}")
+    return name, Path(path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--daily", type=_table, action="append", default=[], help="NAME=PATH.csv of a daily table")
+    parser.add_argument("--reference", type=_table, action="append", default=[], help="NAME=PATH.csv of a reference "
+                                                                                          "table")
+    parser.add_argument("--date-column", action="append", default=None,
+                        help="the daily tables' date column (or three: year, month, day)")
+    parser.add_argument("--from", dest="first", type=dt.date.fromisoformat, default=None)
+    parser.add_argument("--to", dest="last", type=dt.date.fromisoformat, default=None)
+    parser.add_argument("--lake-root", default=None, help=f"lake root folder (default: ${ROOT_ENV})")
+    args = parser.parse_args(argv)
+    if args.daily and not args.date_column:
+        parser.error("a --daily table is split by its day: give --date-column")
+    if not args.daily and not args.reference:
+        parser.error("nothing to land: give --daily NAME=PATH.csv and/or --reference NAME=PATH.csv")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    lake = Lake.at(args.lake_root)
+    if "://" in lake.root:
+        parser.error(f"landing writes to a local folder only, got {lake.root}")
+    for (name, path), columns in [*((t, args.date_column) for t in args.daily), *((t, None) for t in args.reference)]:
+        if not path.exists():
+            parser.error(f"{name}: no file {path}")
+        try:
+            land_frame(read_text_csv(path), name, lake, columns, args.first, args.last)
+        except LandingError as err:
+            parser.error(str(err))
+
+if __name__ == "__main__":
+    main()
