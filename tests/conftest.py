@@ -289,11 +289,12 @@ class ConfigPatch:
     def write(self, folder: Path, **sections) -> Path:
         """``folder/pipeline.yaml``: the bundled pipeline with ``sections`` changed setting by
         setting (in nested sections too); a job reads it with ``--config`` or ``PIPELINE_CONFIG``."""
-        from jobs.config import DEFAULT_CONFIG, write_overlay
+        from jobs.config import DEFAULT_CONFIG, load_config, write_overlay
 
         train = sections.get("train")
-        if isinstance(train, dict) and "train_days" in train and "max_train_days" not in train:
-            sections = {**sections, "train": {**train, "max_train_days": None}}  # as --train-days asks
+        if isinstance(train, dict) and "train_days" in train:  # a window of that length, as --train-days asks
+            reach = load_config(DEFAULT_CONFIG, profiles=(), overlays=()).train.with_overrides(**train).max_train_days
+            sections = {**sections, "train": {**train, "max_train_days": reach}}
         return write_overlay(Path(folder) / "pipeline.yaml", sections, base=DEFAULT_CONFIG)
 
 
