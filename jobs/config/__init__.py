@@ -42,13 +42,13 @@ from jobs.config.cli import (
 )
 from jobs.config.dataset import CalendarSpec, FeatureSpec, HistorySpec, TableLimits, TableSpec, ValidationSpec
 from jobs.config.files import DEFAULT_CONFIG, ConfigError, load_config, resolved, write_overlay
-from jobs.config.pipeline import DATASET_SECTIONS, PipelineConfig
+from jobs.config.pipeline import PipelineConfig
 from jobs.config.runtime import artifact_root, days_ending, environment, import_object, tracking_uri
 from jobs.config.serving import TRACKING_ENV, DecaySpec, DriftSpec, MonitoringSpec, ScoreSpec, ShiftSpec, TrackingSpec
 from jobs.config.training import BaselineSpec, EvaluationSpec, SweepSpec, TrainSpec
 
 __all__ = [
-    "ARROW_MEMORY_POOLS", "BASELINE_KINDS", "CALIBRATIONS", "DATASET_SECTIONS", "DATA_PATHS", "DEFAULT_CONFIG",
+    "ARROW_MEMORY_POOLS", "BASELINE_KINDS", "CALIBRATIONS", "DATA_PATHS", "DEFAULT_CONFIG",
     "DEFAULT_MODEL", "EVIDENCE", "FAMILIES", "LAUNCHERS", "LR_SCHEDULES", "MAX_MMAP_THRESHOLD", "PRECISIONS",
     "PROMOTION_METRICS", "REALIZED_METRICS", "RUN_OVERRIDES", "TRACKING_ENV", "TRAINING_WINDOW", "VALIDATION_F1",
     "WINDOW_OVERRIDES", "XGBOOST_DEFAULTS", "BaselineSpec", "CalendarSpec", "ConfigError", "DecaySpec", "DriftSpec",

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from jobs.config.files import ConfigError, load_config
+from jobs.config.files import ConfigError, describe, load_config
 from jobs.config.pipeline import PipelineConfig
 from jobs.config.runtime import days_ending
 from jobs.config.training import TrainSpec
@@ -61,10 +61,15 @@ def _json_type(schema: dict[str, Any]) -> str:
     return kinds[0] if kinds else "string"
 
 
+def _value_schema(name: str) -> dict[str, Any]:
+    """A setting's schema for its values: the branch that is not null when it may be null."""
+    schema = SCHEMAS[name]
+    return next((s for s in schema.get("anyOf", []) if s.get("type") != "null"), schema)
+
+
 def param_schema(name: str) -> dict[str, Any]:
     """The JSON schema of an override's DAG ``Param`` (null: not given, the config's setting)."""
-    schema = SCHEMAS[name]
-    inner = next((s for s in schema.get("anyOf", []) if s.get("type") != "null"), schema)
+    schema, inner = SCHEMAS[name], _value_schema(name)
     out: dict[str, Any] = {"type": ["null", _json_type(schema)], "description": schema.get("description", "")}
     for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         if key in inner:
@@ -102,10 +107,9 @@ def add_overrides(parser: argparse.ArgumentParser, names: Iterable[str] | None =
     group.add_argument("--overrides", default=None, metavar="JSON",
                        help="a JSON object of the settings below to change, e.g. {\"epochs\": 5}")
     for name in names:
-        schema = SCHEMAS[name]
-        choices = next((s.get("enum") for s in [schema, *schema.get("anyOf", [])] if "enum" in s), None)
         group.add_argument(f"--{name.replace('_', '-')}", dest=f"override_{name}", type=_parser_of(name),
-                           default=None, choices=choices, help=schema.get("description", ""))
+                           default=None, choices=_value_schema(name).get("enum"),
+                           help=SCHEMAS[name].get("description", ""))
     parser.set_defaults(_override_names=names)
 
 
@@ -145,10 +149,7 @@ def apply_overrides(config: PipelineConfig, overrides: Mapping[str, Any]) -> Pip
     try:
         return dataclasses.replace(config, train=config.train.with_overrides(**overrides))
     except ValidationError as err:
-        problems = "; ".join(f"train.{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
-                             f" (got {e['input']!r})" if e["loc"] else e["msg"].removeprefix("Value error, ")
-                             for e in err.errors(include_url=False))
-        raise ConfigError(f"invalid run-time override: {problems}") from None
+        raise ConfigError(describe(err, {}, "--overrides", "invalid run-time override", ("train",))) from None
 
 
 def _date(text: str) -> dt.date:

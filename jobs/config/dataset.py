@@ -46,22 +46,24 @@ class TableSpec:
         return ", ".join(f"`{c}` {t}" for c, t in self.columns.items())
 
 
-@section
+@dataclasses.dataclass(frozen=True)
 class TableLimits:
-    """When a table's batch fails validation as a whole, beyond its rules."""
+    """When a table's batch fails validation as a whole, beyond its rules: ``validation``'s limits
+    with the table's own laid over them (:meth:`ValidationSpec.limits`); checked where they are set."""
 
-    max_quarantine_rate: float = setting(0.05, "share of a day's rows that may be quarantined", ge=0, le=1)
-    row_count_band: tuple[float, float] = setting((0.5, 2.0), "a day's rows / median rows of the trailing days")
-    band_days: int = setting(7, "trailing days of the raw zone the band compares with", ge=1)
+    max_quarantine_rate: float
+    row_count_band: tuple[float, float]
+    band_days: int
 
 
 @section
 class LimitsOverride:
     """A table's own limits, laid over ``validation``'s."""
 
-    max_quarantine_rate: float | None = setting(None, "the table's own share of rows that may be quarantined")
+    max_quarantine_rate: float | None = setting(None, "the table's own share of rows that may be quarantined",
+                                                ge=0, le=1)
     row_count_band: tuple[float, float] | None = setting(None, "the table's own row-count band")
-    band_days: int | None = setting(None, "the table's own trailing days for the band")
+    band_days: int | None = setting(None, "the table's own trailing days for the band", ge=1)
 
 
 @section
@@ -182,9 +184,3 @@ class FeatureSpec:
     def inputs(self) -> list[str]:
         """Model input columns, in the order the model expects them."""
         return [*self.categorical, *self.model_numeric]
-
-    def builder_columns(self) -> set[str]:
-        """Every column the config says the builder's rows have."""
-        keys = {c for cols in (self.history.keys.values() if self.history else []) for c in cols}
-        return {*self.id_columns, *self.categorical, *self.numeric, self.label, *keys}
-

@@ -84,15 +84,14 @@ def _names(value: str | Iterable[str] | None, separator: str) -> list[str]:
 
 
 def layers(path: str | os.PathLike[str] | None = None, profiles: str | Iterable[str] | None = None,
-           overlays: str | Iterable[str] | None = None) -> tuple[Path, list[Path]]:
-    """The pipeline's path and every file of its config, in the order they are merged."""
+           overlays: str | Iterable[str] | None = None) -> tuple[Path, list[Path], list[Path]]:
+    """The pipeline's path, its own files (:func:`pipeline_files`), and its profiles' and overlays'
+    files, each in the order they are merged."""
     pipeline = Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
-    files = pipeline_files(pipeline)
     chosen = profiles if profiles is not None else os.environ.get(PROFILES_ENV)
-    files += [profile_file(name, pipeline) for name in _names(chosen, ",")]
     given = overlays if overlays is not None else os.environ.get(OVERLAYS_ENV)
-    files += [Path(p) for p in _names(given, os.pathsep)]
-    return pipeline, files
+    laid = [profile_file(name, pipeline) for name in _names(chosen, ",")]
+    return pipeline, pipeline_files(pipeline), laid + [Path(p) for p in _names(given, os.pathsep)]
 
 
 def read_layer(path: Path) -> dict[str, Any]:
@@ -137,14 +136,14 @@ def load_config(path: str | os.PathLike[str] | None = None, *, profiles: str | I
                 ) -> PipelineConfig:
     """The pipeline's config: its files, profiles and overlays merged (see the module), then
     ``changes`` (sections as dicts, from code), checked against the schema."""
-    pipeline, files = layers(path, profiles, overlays)
+    pipeline, own, laid = layers(path, profiles, overlays)
+    files = own + laid
     raw: dict[str, Any] = {}
     origin: dict[tuple[str, ...], str] = {}
-    chain = len(pipeline_files(pipeline))
     for n, file in enumerate(files):
         layer = read_layer(file)
         if BASE_KEY in layer:
-            if n >= chain:
+            if n >= len(own):
                 raise ConfigError(f"{file}: {BASE_KEY}: only the file given as the pipeline (--config) names the "
                                   "pipeline it changes; a profile or an overlay is laid over whatever was chosen")
             layer = {k: v for k, v in layer.items() if k != BASE_KEY}
@@ -168,11 +167,13 @@ def validate(raw: dict[str, Any], origin: dict[tuple[str, ...], str], where: str
         raise ConfigError(describe(err, origin, where)) from None
 
 
-def describe(err: ValidationError, origin: dict[tuple[str, ...], str], where: str) -> str:
-    """One line per error: the file, the key's path, what is wrong, the value found."""
+def describe(err: ValidationError, origin: dict[tuple[str, ...], str], where: str,
+             title: str = "invalid pipeline config", section: tuple[str, ...] = ()) -> str:
+    """One line per error: the file, the key's path, what is wrong, the value found. ``section``:
+    the path of what was validated, when it is a part of the config (``("train",)``)."""
     lines = []
     for item in err.errors(include_url=False):
-        loc = tuple(str(part) for part in item["loc"])
+        loc = (*section, *(str(part) for part in item["loc"]))
         message = item["msg"].removeprefix("Value error, ")
         kind = item["type"]
         if kind in ("unexpected_keyword_argument", "extra_forbidden"):
@@ -180,7 +181,7 @@ def describe(err: ValidationError, origin: dict[tuple[str, ...], str], where: st
                        "docs/configuration.md")
         elif kind == "missing":
             message = "required, and no file sets it"
-        whole = not loc  # a rule across sections: it names its key first, the input is the whole config
+        whole = len(loc) == len(section)  # a rule across keys: it names its key first, the input is the whole
         if whole and ":" in message.split(" ", 1)[0]:
             key, _, message = message.partition(": ")
             loc = tuple(key.split("."))
@@ -188,9 +189,11 @@ def describe(err: ValidationError, origin: dict[tuple[str, ...], str], where: st
             else f" (got {item['input']!r})"
         if kind in ("unexpected_keyword_argument", "extra_forbidden"):
             found = f" (got {loc[-1]!r})"
-        lines.append(f"{_file_of(loc, origin, where)}: {'.'.join(loc) or '(the config)'}: {message}{found}")
-    return "invalid pipeline config: " + "; ".join(lines) if len(lines) == 1 else \
-        "invalid pipeline config:\n" + "\n".join(f"  {line}" for line in lines)
+        key = ".".join(loc) or "(the config)"
+        named = whole and loc and message.startswith(f"{key}.")  # the rule's message names its keys itself
+        lines.append(f"{_file_of(loc, origin, where)}: {message if named else f'{key}: {message}'}{found}")
+    return f"{title}: " + "; ".join(lines) if len(lines) == 1 else \
+        f"{title}:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 def _file_of(loc: tuple[str, ...], origin: dict[tuple[str, ...], str], where: str) -> str:

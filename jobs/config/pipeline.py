@@ -9,12 +9,10 @@ from pydantic import field_validator, model_validator
 
 from jobs.config.base import section, setting
 from jobs.config.dataset import FeatureSpec, TableSpec, ValidationSpec
+from jobs.config.runtime import import_object
 from jobs.config.serving import MonitoringSpec, ScoreSpec, TrackingSpec
 from jobs.config.training import DEFAULT_BASELINES, BaselineSpec, EvaluationSpec, SweepSpec, TrainSpec
 from jobs.lake.layout import PARTITION as RESERVED_COLUMN
-
-# The sections that describe the dataset; every other one is a tunable.
-DATASET_SECTIONS = ("dataset", "csv_options", "tables", "validation", "features")
 
 
 @section
@@ -106,13 +104,10 @@ def _check_columns(config: PipelineConfig) -> None:
 def _builder_provides(builder: str) -> tuple[str, ...] | None:
     """The columns the builder declares it adds to its tables' (its ``provides`` attribute), or
     None when it declares none (its columns are then met when the features job runs)."""
-    import importlib
-
-    module, _, attr = builder.partition(":")
-    if not attr:
-        raise ValueError(f"features.builder: expected 'module:function', got {builder!r}")
     try:
-        function = getattr(importlib.import_module(module), attr)
+        function = import_object(builder)
+    except ValueError as err:
+        raise ValueError(f"features.builder: {err}") from err
     except (ImportError, AttributeError) as err:
         raise ValueError(f"features.builder: cannot import {builder!r} ({err}): is its module on the Python "
                          "path, and the function's name right?") from err
