@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from jobs.monitoring.decay import Z95
+
 EPS = 1e-7  # probabilities are clipped to [EPS, 1 - EPS] for the log loss, as jobs.metrics.evaluate does
 QUALITY = ("roc_auc", "pr_auc", "log_loss", "brier", "ece", "mean_prediction", "outcome_rate")
 ESTIMATED = ("roc_auc", "log_loss")
@@ -199,7 +201,7 @@ def level_check(probabilities: Any, outcomes: Any, model_probabilities: Any, max
     p, y = np.asarray(probabilities, dtype=np.float64), np.asarray(outcomes, dtype=np.float64)
     rows = len(y)
     predicted, realized = float(p.mean()), float(y.mean())
-    z = 1.959964
+    z = Z95
     centre = (realized + z * z / (2 * rows)) / (1 + z * z / rows)
     half = z * math.sqrt(realized * (1 - realized) / rows + z * z / (4 * rows * rows)) / (1 + z * z / rows)
     low, high = max(0.0, centre - half), min(1.0, centre + half)

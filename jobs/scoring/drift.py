@@ -234,10 +234,10 @@ def pooled(expected: list[float], counts: list[int], min_expected: float) -> tup
     ``min_expected`` of its rows pooled into one bin (and that pool into the smallest other bin
     while it is still short). Returns the pooled expected shares and counts."""
     rows = sum(counts)
-    small = [i for i, e in enumerate(expected) if e * rows < min_expected]
+    small = {i for i, e in enumerate(expected) if e * rows < min_expected}
     if not small:
         return list(expected), list(counts)
-    keep = [i for i in range(len(expected)) if i not in set(small)]
+    keep = [i for i in range(len(expected)) if i not in small]
     shares = [expected[i] for i in keep] + [sum(expected[i] for i in small)]
     found = [counts[i] for i in keep] + [sum(counts[i] for i in small)]
     if shares[-1] * rows < min_expected and len(shares) > 1:  # the pool itself short: into the smallest bin

@@ -104,8 +104,8 @@ def raw_paths(spark: SparkSession, lake: Lake, table: TableSpec, days: list[dt.d
             found = f"; the partition holds {others} instead" if others else ""
             raise MissingPartitionError(
                 f"no raw partition of {table.name!r} for {day}: expected {path}{found} "
-                "(land the day's raw data first: `python -m jobs.datasets.landing --daily NAME=PATH.csv --date-column C`, "
-                "or the pipeline's own landing)"
+                "(land the day's raw data first: `python -m jobs.datasets.landing --daily NAME=PATH.csv "
+                "--date-column C`, or the pipeline's own landing)"
             )
         else:
             log.warning("no raw partition of optional table %r for %s (%s): nothing to read", table.name, day, path)
