@@ -5,11 +5,11 @@ Usage::
     python -m benchmarks.nightly [--out DIR] [--nights 2] [--modes before,after]
 
 Setup, not timed, in a throw-away pipeline home (its own lake, MLflow store and Airflow database):
-lands January 2013, ingests the training window (one ``airflow dags test ingest_pipeline`` run of
+lands January 2013, ingests the training window (one ``airflow dags test flights_ingest`` run of
 2013-01-01..01-28) and trains a champion on it (``spark-submit jobs/training/job.py --epochs 1``). Then
 each night D (2013-01-29, 01-30, ...) is what the scheduler runs when D's raw data lands:
-``airflow dags test ingest_pipeline --conf '{"run_date": D}'`` (wait for the raw day, validate,
-build the features, publish the asset), then ``airflow dags test score_pipeline`` for D (score with
+``airflow dags test flights_ingest --conf '{"run_date": D}'`` (wait for the raw day, validate,
+build the features, publish the asset), then ``airflow dags test flights_score`` for D (score with
 the champion, measure drift), the Spark tasks spark-submitting to ``local[2]`` as in the demo.
 
 The nights alternate between the modes (``--modes``), ``--nights`` of each:
@@ -60,7 +60,7 @@ MODES: dict[str, tuple[dict[str, Any], bool]] = {
     "after+connect": (CUTS, True),
 }
 CONNECT_PORT = 15012
-DAGS = ("ingest_pipeline", "score_pipeline")
+DAGS = ("flights_ingest", "flights_score")
 # The parts of a Spark task, in the order they happen; "Airflow" is the commands' time outside them.
 PARTS = ("spark-submit + JVM", "python start + imports", "spark session", "GX context", "model load", "work",
          "teardown")
@@ -133,14 +133,15 @@ def prepare(env: dict[str, str], last_night: dt.date) -> dict[str, float]:
     """Land the data, ingest the training window and train a champion; seconds per step."""
     logs = Path(env["PIPELINE_HOME"]) / "logs"
     conf = json.dumps({"run_date": TRAIN_DATE.isoformat(), "days": TRAIN_DATE.day})
+    lake = f"{env['LAKE_ROOT']}/flights"  # the flights pipeline's lake, where its DAGs read
     return {
         "land_s": run(env, "python", "-m", "jobs.datasets.land_flights", "--to", last_night.isoformat(),
-                      log=logs / "land.log"),
+                      "--lake-root", lake, log=logs / "land.log"),
         "migrate_s": run(env, "airflow", "db", "migrate", log=logs / "migrate.log"),
-        "ingest_window_s": run(env, "airflow", "dags", "test", "ingest_pipeline", "--conf", conf,
+        "ingest_window_s": run(env, "airflow", "dags", "test", "flights_ingest", "--conf", conf,
                                log=logs / "ingest-window.log"),
-        "train_s": run(env, "spark-submit", "--master", "local[2]", "jobs/training/job.py", "--run-date",
-                       TRAIN_DATE.isoformat(), "--epochs", "1", log=logs / "train.log"),
+        "train_s": run({**env, "LAKE_ROOT": lake}, "spark-submit", "--master", "local[2]", "jobs/training/job.py",
+                       "--run-date", TRAIN_DATE.isoformat(), "--epochs", "1", log=logs / "train.log"),
     }
 
 

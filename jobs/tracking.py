@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.config import TRACKING_ENV, artifact_root, environment, load_config, tracking_uri
+from jobs.config import TRACKING_ENV, artifact_root, dag_id, environment, load_config, tracking_uri
 from jobs.errors import DataError
 
 
@@ -115,7 +115,7 @@ def champion_version(name: str) -> ModelRef:
     if found is None:
         raise NoModelError(
             f"model {name!r} has no {CHAMPION!r} version at {tracking_uri()}: run the training pipeline "
-            f"(airflow dags trigger train_pipeline, or `make demo`); its first model becomes {CHAMPION}, "
+            f"(airflow dags trigger {dag_id('train')}, or `make demo`); its first model becomes {CHAMPION}, "
             "or pass --model-version to score with a given version"
         )
     return ModelRef.of(found)

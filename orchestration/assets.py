@@ -1,16 +1,17 @@
-"""The pipeline's Assets: which DAG updates which, with what in the event's ``extra``.
+"""Each pipeline's Assets: which of its DAGs updates which, with what in the event's ``extra``.
 
-Who writes what (one owner per lake partition):
-- ``ingest_pipeline`` is the only writer of ``validated/`` and ``features/``; each run updates
-  :data:`FEATURES` with the days it built in the event's ``extra``.
-- ``score_pipeline`` runs on :data:`FEATURES` (and on :data:`CHAMPION`: a new champion re-scores
-  the day it was trained up to), writes ``predictions/`` for those days and updates :data:`DRIFT`
-  for a day that drifted.
-- ``score_pipeline`` also judges the served predictions on their outcomes (the monitor) and
-  updates :data:`DECAY` when the champion's realized quality decayed.
-- ``train_pipeline`` runs weekly, on :data:`DRIFT` or on :data:`DECAY`, reads the feature partitions of its window
-  and writes none; a version that is promoted (by the gate, or by a person when the run requires
-  approval) updates :data:`CHAMPION`.
+Every pipeline has four, named after it (:func:`pipeline_assets`), so that an event of one pipeline
+never starts another's DAGs. Who writes what (one owner per lake partition), for a pipeline ``N``:
+- ``N_ingest`` is the only writer of ``validated/`` and ``features/``; each run updates
+  ``N_features`` with the days it built in the event's ``extra``.
+- ``N_score`` runs on ``N_features`` (and on ``N_champion_model``: a new champion re-scores the day
+  it was trained up to), writes ``predictions/`` for those days and updates ``N_scoring_drift`` for
+  a day that drifted.
+- ``N_score`` also judges the served predictions on their outcomes (the monitor) and updates
+  ``N_model_decay`` when the champion's realized quality decayed.
+- ``N_train`` runs weekly, on ``N_scoring_drift`` or on ``N_model_decay``, reads the feature
+  partitions of its window and writes none; a version that is promoted (by the gate, or by a person
+  when the run requires approval) updates ``N_champion_model``.
 
 Plain Assets with the days in the event's ``extra``, not Airflow's partitioned assets: an event
 that carries a partition key never queues a DAG that is not partition-aware
@@ -21,14 +22,31 @@ key, so a partitioned scoring run could not start the weekly-or-on-drift trainin
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from airflow.sdk import Asset
 
-FEATURES = Asset(name="features", uri="lakeflow://features")
-DRIFT = Asset(name="scoring_drift", uri="lakeflow://reports/drift")
-CHAMPION = Asset(name="champion_model", uri="lakeflow://models/champion")
-DECAY = Asset(name="model_decay", uri="lakeflow://monitoring/decay")
+
+@dataclass(frozen=True)
+class PipelineAssets:
+    """A pipeline's Assets: built features, a drifted day, a new champion, a decayed champion."""
+
+    features: Asset
+    drift: Asset
+    champion: Asset
+    decay: Asset
+
+
+def pipeline_assets(name: str) -> PipelineAssets:
+    """The Assets of the pipeline ``name``."""
+
+    def asset(kind: str, path: str) -> Asset:
+        return Asset(name=f"{name}_{kind}", uri=f"lakeflow://{name}/{path}")
+
+    return PipelineAssets(features=asset("features", "features"), drift=asset("scoring_drift", "reports/drift"),
+                          champion=asset("champion_model", "models/champion"),
+                          decay=asset("model_decay", "monitoring/decay"))
 
 
 def asset_events(events: Any, asset: Asset) -> list[Any]:

@@ -32,12 +32,12 @@ def env_amount(name: str, default: float, unit: str) -> float:
     return amount
 
 
-TRAINING_SCHEDULE = "@weekly"  # train_pipeline's timetable (cron, UTC); the replay's weekly retraining fires on it too
+TRAINING_SCHEDULE = "@weekly"  # the train DAGs' timetable (cron, UTC); the replay's weekly retraining fires on it too
 
 
 def scheduled_training_end(day: dt.date, schedule: str = TRAINING_SCHEDULE) -> dt.datetime | None:
     """When ``schedule`` fires as ``day`` ends (midnight UTC after it), that moment: the data
-    interval end of the scheduled ``train_pipeline`` run, whose window then ends with ``day``
+    interval end of the scheduled train DAG run, whose window then ends with ``day``
     (:func:`training_plan`); None when it does not fire then."""
     from croniter import croniter
 
@@ -57,7 +57,7 @@ def training_plan(run_date: str | None, drift: list[dict[str, Any]], scheduled_e
 
     With ``champion`` (the version the alias points at as the run plans), the events about another
     version are stale and dropped: they judged a champion that a newer version replaced while the
-    run waited (``train_pipeline`` runs one at a time: a drift or decay found while a retraining
+    run waited (a train DAG runs one at a time: a drift or decay found while a retraining
     ran queues a run that starts after it). A run whose events are all stale is skipped, saying
     which: the new champion's own days are judged against it (:func:`stale_events`).
     """
@@ -108,11 +108,11 @@ def missing_feature_days(lake: Any, days: list[dt.date]) -> list[dt.date]:
     return [day for day in days if not is_dir(lake.partition(lake.features, day))]
 
 
-def ingest_hint(days: list[dt.date]) -> str:
-    """What to trigger so that ``days`` get their features."""
+def ingest_hint(days: list[dt.date], ingest_dag: str) -> str:
+    """What to trigger so that ``days`` get their features (``ingest_dag``: the pipeline's ingest DAG)."""
     span = (days[-1] - days[0]).days + 1
-    return (f"ingest them first: trigger ingest_pipeline with {{\"run_date\": \"{days[-1]}\", \"days\": {span}}}, "
-            f"or backfill ingest_pipeline from {days[0]} to {days[-1]}")
+    return (f"ingest them first: trigger {ingest_dag} with {{\"run_date\": \"{days[-1]}\", \"days\": {span}}}, "
+            f"or backfill {ingest_dag} from {days[0]} to {days[-1]}")
 
 
 def drift_event(lake: Any, day: str, after_retraining: bool) -> tuple[dict[str, Any] | None, str]:

@@ -1,16 +1,18 @@
-"""``ingest_pipeline``'s tasks in the Airflow worker: wait for the day's raw data, then publish the
-days whose features were built (the ``features`` Asset)."""
+"""A pipeline's ingest DAG's tasks in the Airflow worker: wait for the day's raw data, then publish
+the days whose features were built (the pipeline's ``features`` Asset)."""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
-from airflow.sdk import Asset, get_current_context, task
+from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from orchestration.assets import FEATURES
+from jobs.config.pipelines import Pipeline
+from orchestration.assets import pipeline_assets
 from orchestration.decisions import RUN_DATE, env_amount, missing_feature_days
+from orchestration.pipelines import config_of, dag_ids, lake_of
 
 RAW_WAIT_ENV = "PIPELINE_RAW_WAIT_HOURS"  # overrides wait_for_raw's wait_hours where the task runs
 
@@ -28,7 +30,7 @@ def raw_deadline(day: dt.date, wait_hours: float) -> dt.datetime:
     return end + dt.timedelta(hours=wait_hours)
 
 
-def wait_for_raw(*, wait_hours: float = 6.0) -> Any:
+def wait_for_raw(pipeline: Pipeline, *, wait_hours: float = 6.0) -> Any:
     """A sensor that waits for the run day's raw feed partition; past ``wait_hours`` after the day
     ended (:func:`raw_wait_hours`: ``$PIPELINE_RAW_WAIT_HOURS`` overrides it) it skips the run
     (nothing to ingest, nothing downstream) instead of failing it."""
@@ -36,11 +38,9 @@ def wait_for_raw(*, wait_hours: float = 6.0) -> Any:
     @task.sensor(task_id="wait_for_raw", poke_interval=300, timeout=(wait_hours + 24) * 3600,
                  mode="reschedule", soft_fail=True)
     def sensor(run_date: str) -> bool:
-        from jobs.config import load_config
-        from jobs.lake.layout import Lake
         from jobs.lake.storage import is_dir
 
-        lake, feed = Lake.at(), load_config().validation.feed
+        lake, feed = lake_of(pipeline), config_of(pipeline).validation.feed
         day = dt.date.fromisoformat(run_date)
         folder = lake.raw_partition(feed, day)
         if is_dir(folder):
@@ -50,8 +50,8 @@ def wait_for_raw(*, wait_hours: float = 6.0) -> Any:
         if dt.datetime.now(dt.UTC) > deadline:
             raise AirflowSkipException(
                 f"no raw {feed} for {day} ({folder}), and it was due by {deadline:%Y-%m-%d %H:%M} UTC: "
-                "nothing to ingest. To ingest past days (the example data is 2013), backfill ingest_pipeline "
-                "over them or trigger it with a run_date."
+                f"nothing to ingest. To ingest past days, backfill {dag_ids(pipeline.name)['ingest']} over them "
+                "or trigger it with a run_date."
             )
         print(f"waiting for raw {feed} for {day} in {folder} (skipping after {deadline:%Y-%m-%d %H:%M} UTC)")
         return False
@@ -59,15 +59,16 @@ def wait_for_raw(*, wait_hours: float = 6.0) -> Any:
     return sensor(run_date=RUN_DATE)
 
 
-def publish_features(*, asset: Asset = FEATURES) -> Any:
-    """After the features job: update ``asset`` with the days whose features were (re)built."""
+def publish_features(pipeline: Pipeline) -> Any:
+    """After the features job: update the pipeline's ``features`` Asset with the days whose
+    features were (re)built."""
+    asset = pipeline_assets(pipeline.name).features
 
     @task(task_id="publish_features", outlets=[asset])
     def publish(run_date: str, days: str) -> dict[str, Any]:
         from jobs.config import days_ending
-        from jobs.lake.layout import Lake
 
-        lake = Lake.at()
+        lake = lake_of(pipeline)
         window = days_ending(dt.date.fromisoformat(run_date), int(days))
         if missing := missing_feature_days(lake, window):
             raise AirflowFailException(f"the features job ended but {missing} have no partition in {lake.features}")

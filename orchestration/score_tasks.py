@@ -1,6 +1,6 @@
-"""``score_pipeline``'s tasks in the Airflow worker: plan the days a run scores, then per scored day
-check its drift and the champion's decay (the ``scoring_drift`` and ``model_decay`` Assets), and
-promote a challenger on live evidence (the ``champion_model`` Asset)."""
+"""A pipeline's score DAG's tasks in the Airflow worker: plan the days a run scores, then per scored
+day check its drift and the champion's decay (the pipeline's ``scoring_drift`` and ``model_decay``
+Assets), and promote a challenger on live evidence (its ``champion_model`` Asset)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from typing import Any
 from airflow.sdk import Asset, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from orchestration.assets import CHAMPION, DECAY, DRIFT, FEATURES, asset_events, asset_extras
+from jobs.config.pipelines import Pipeline
+from orchestration.assets import asset_events, asset_extras, pipeline_assets
 from orchestration.decisions import decay_event, drift_event, ingest_hint, missing_feature_days
+from orchestration.pipelines import config_of, dag_ids, lake_of
 
 
 def scoring_days(run_date: str | None, features: Iterable[dict[str, Any]],
@@ -55,16 +57,17 @@ def unplanned_events(events: Iterable[tuple[dt.datetime, dict[str, Any]]], mark:
     return [extra for _, extra in fresh], max([mark, *(when for when, _ in fresh)])
 
 
-def plan_scoring(*, features: Asset = FEATURES, champion: Asset = CHAMPION) -> Any:
+def plan_scoring(pipeline: Pipeline) -> Any:
     """The days this scoring run scores (see :func:`scoring_days`); each must have its features."""
+    assets = pipeline_assets(pipeline.name)
+    features, champion = assets.features, assets.champion
 
     @task(task_id="plan_scoring", inlets=[features])
     def plan(params: dict[str, Any] | None = None, triggering_asset_events: Any = None,
              inlet_events: Any = None) -> list[dict[str, Any]]:
-        from jobs.lake.layout import Lake
-
+        lake = lake_of(pipeline)
         run_date = (params or {}).get("run_date")
-        fresh = [] if run_date else _unplanned_features(Lake.at(), inlet_events, triggering_asset_events, features)
+        fresh = [] if run_date else _unplanned_features(lake, inlet_events, triggering_asset_events, features)
         days = scoring_days(run_date, fresh, asset_extras(triggering_asset_events, champion))
         if not days and asset_extras(triggering_asset_events, features):
             raise AirflowSkipException("the features events of this run were planned by an earlier scoring run "
@@ -74,13 +77,13 @@ def plan_scoring(*, features: Asset = FEATURES, champion: Asset = CHAMPION) -> A
                 "no day to score: this run has no run_date param and no feature or champion event; "
                 "trigger it with {\"run_date\": \"YYYY-MM-DD\"}"
             )
-        if missing := missing_feature_days(Lake.at(), [dt.date.fromisoformat(d["day"]) for d in days]):
-            raise AirflowFailException(f"no features for {', '.join(map(str, missing))}: {ingest_hint(missing)}")
-        from jobs.config import load_config
+        if missing := missing_feature_days(lake, [dt.date.fromisoformat(d["day"]) for d in days]):
+            raise AirflowFailException(f"no features for {', '.join(map(str, missing))}: "
+                                       f"{ingest_hint(missing, dag_ids(pipeline.name)['ingest'])}")
         from jobs.tracking import NoModelError, champion_version
 
         try:  # a new deployment ingests before any model exists: nothing to score with yet
-            champion_version(load_config().train.model_name)
+            champion_version(config_of(pipeline).train.model_name)
         except NoModelError as err:
             raise AirflowSkipException(f"not scoring {', '.join(d['day'] for d in days)}: {err}") from err
         for item in days:
@@ -112,18 +115,17 @@ def _unplanned_features(lake: Any, inlet_events: Any, triggering: Any, features:
     return extras
 
 
-def drift_check(days: Any, *, asset: Asset = DRIFT) -> Any:
+def drift_check(pipeline: Pipeline, days: Any) -> Any:
     """One task per scored day: updates ``asset`` when the score job found the day drifted;
     skipped (no event) when it did not, when the model has no drift baseline, or when the day was
     scored again after the retraining its drift started (no second retraining on the same window)."""
+    asset = pipeline_assets(pipeline.name).drift
 
     @task(task_id="check_drift", outlets=[asset], map_index_template="{{ day }}")
     def check(item: dict[str, Any]) -> dict[str, Any]:
-        from jobs.lake.layout import Lake
-
         day = item["day"]
         get_current_context()["day"] = day  # type: ignore[typeddict-unknown-key]  # names the mapped task in the UI
-        extra, why = drift_event(Lake.at(), day, item["after_retraining"])
+        extra, why = drift_event(lake_of(pipeline), day, item["after_retraining"])
         if extra is None:
             raise AirflowSkipException(why)
         get_current_context()["outlet_events"][asset].extra = extra
@@ -134,21 +136,21 @@ def drift_check(days: Any, *, asset: Asset = DRIFT) -> Any:
     return check.expand(item=days)
 
 
-def decay_check(days: Any, *, asset: Asset = DECAY) -> Any:
+def decay_check(pipeline: Pipeline, days: Any) -> Any:
     """One task per scored day: judges the champion's decay on the monitored days up to it (the
     day minus ``monitoring.label_delay_days``), writes ``reports/decay/date=D/decay.json`` and
-    updates ``asset`` when the decay starts a retraining; skipped (no event) otherwise."""
+    updates the pipeline's ``model_decay`` Asset when the decay starts a retraining; skipped (no
+    event) otherwise."""
+    asset = pipeline_assets(pipeline.name).decay
 
     @task(task_id="check_decay", outlets=[asset], map_index_template="{{ day }}")
     def check(item: dict[str, Any]) -> dict[str, Any]:
-        from jobs.config import load_config
-        from jobs.lake.layout import Lake
         from jobs.tracking import champion_version
 
         get_current_context()["day"] = item["day"]  # type: ignore[typeddict-unknown-key]
-        config = load_config()
+        config = config_of(pipeline)
         champion = champion_version(config.train.model_name)
-        report, extra = decay_event(Lake.at(), config, dt.date.fromisoformat(item["day"]), champion.name,
+        report, extra = decay_event(lake_of(pipeline), config, dt.date.fromisoformat(item["day"]), champion.name,
                                     champion.version)
         for found in report.get("miscalibrated_days", []):  # the level far from the truth: said, not retrained on
             print(f"miscalibrated on {found['day']}: {found['reason']}")
@@ -184,18 +186,18 @@ def live_promotion_event(days: list[dict[str, Any]], config: Any, lake: Any, mlf
             "evidence": promoted["evidence"]["summary"]}
 
 
-def challenger_promotion(days: Any, *, asset: Asset = CHAMPION) -> Any:
+def challenger_promotion(pipeline: Pipeline, days: Any) -> Any:
     """After the monitor: with ``monitoring.promotion_evidence: live``, the challenger awaiting live
     evidence whose evidence beats the champion becomes champion (:func:`live_promotion_event`) and
-    ``asset`` is updated (scoring re-scores that day with it); skipped otherwise, saying why."""
+    the pipeline's ``champion_model`` Asset is updated (scoring re-scores that day with it); skipped
+    otherwise, saying why."""
+    asset = pipeline_assets(pipeline.name).champion
 
     @task(task_id="promote_challenger", outlets=[asset])
     def promote(days: list[dict[str, Any]]) -> dict[str, Any]:
-        from jobs.config import load_config
-        from jobs.lake.layout import Lake
         from jobs.tracking import client
 
-        extra = live_promotion_event(days, load_config(), Lake.at(), client())
+        extra = live_promotion_event(days, config_of(pipeline), lake_of(pipeline), client())
         get_current_context()["outlet_events"][asset].extra = extra
         print(f"{extra['model_name']} version {extra['model_version']} is the champion now: {extra['evidence']}")
         return extra

@@ -3,9 +3,10 @@ plus the shared ``DEFAULT_ARGS``.
 
 Infrastructure comes from the Airflow environment: the Spark master from the ``spark_default``
 connection (e.g. ``AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'``),
-the lake and MLflow locations from ``LAKE_ROOT`` and ``MLFLOW_TRACKING_URI``, which spark-submit
-inherits. ``PIPELINE_PY_FILES`` (comma-separated) ships the ``jobs`` package to executors that do
-not have it installed.
+the MLflow location from ``MLFLOW_TRACKING_URI``, which spark-submit inherits. Each job is pointed at
+its pipeline (:func:`orchestration.pipelines.job_env`): its config, and its lake under ``LAKE_ROOT``.
+``PIPELINE_PY_FILES`` (comma-separated) ships the ``jobs`` package to executors that do not have it
+installed.
 
 Retries mean something: a job that fails on its data (exit code ``jobs.errors.DATA_ERROR_EXIT``:
 a missing partition, a failed validation, no model) or on its config (``jobs.errors.USAGE_EXIT``: an
@@ -26,7 +27,9 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseOperatorLink
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from jobs.config.pipelines import Pipeline
 from orchestration.decisions import RUN_DATE, env_amount
+from orchestration.pipelines import job_env, lake_of
 
 JOBS_DIR = Path(__file__).resolve().parents[1] / "jobs"
 # The DAGs' name of each job -> its entry point under jobs/.
@@ -57,14 +60,23 @@ SPARK_CONF = {
 
 
 class PipelineSparkSubmitOperator(SparkSubmitOperator):
-    """spark-submit a pipeline job; a data error fails the task without retries, with its message."""
+    """spark-submit a job of the pipeline ``pipeline_name`` (its files at ``pipeline_source``); a
+    data error fails the task without retries, with its message."""
+
+    def __init__(self, *, pipeline_name: str, pipeline_source: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pipeline_name, self.pipeline_source = pipeline_name, pipeline_source
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return Pipeline(self.pipeline_name, self.pipeline_source)
 
     def execute(self, context: Any) -> Any:
         from jobs.errors import ERROR_FILE_ENV
 
         with tempfile.TemporaryDirectory(prefix="pipeline-job-") as folder:
             error_file = os.path.join(folder, "error.txt")
-            self.env_vars = {**(self.env_vars or {}), ERROR_FILE_ENV: error_file}
+            self.env_vars = {**(self.env_vars or {}), **job_env(self.pipeline), ERROR_FILE_ENV: error_file}
             self._hook = None  # the hook is made from env_vars: make it again with the error file
             try:
                 return super().execute(context)
@@ -98,11 +110,10 @@ class TrainModelOperator(PipelineSparkSubmitOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         super().execute(context)
-        from jobs.lake.layout import Lake
         from jobs.summary import read_report
 
         run_date = self.application_args[self.application_args.index("--run-date") + 1]
-        summary = read_report(Lake.at(), "training", run_date)
+        summary = read_report(lake_of(self.pipeline), "training", run_date)
         self.mlflow_run_url = summary.get("run_url", "")
         self.log.info(
             "registered %s version %s (champion gate: %s); MLflow run: %s", summary["model_name"],
@@ -114,7 +125,7 @@ class TrainModelOperator(PipelineSparkSubmitOperator):
 _OPERATORS: dict[str, type[PipelineSparkSubmitOperator]] = {"train": TrainModelOperator}
 
 
-def _submit_kwargs(job: str) -> dict[str, Any]:
+def _submit_kwargs(job: str, pipeline: Pipeline) -> dict[str, Any]:
     if job not in APPLICATIONS:
         raise ValueError(f"no Spark job {job!r}: one of {', '.join(APPLICATIONS)}")
     application = JOBS_DIR / APPLICATIONS[job]
@@ -124,16 +135,19 @@ def _submit_kwargs(job: str) -> dict[str, Any]:
         "conn_id": "spark_default",
         "conf": dict(SPARK_CONF),
         "py_files": os.environ.get("PIPELINE_PY_FILES") or None,
+        "pipeline_name": pipeline.name,
+        "pipeline_source": pipeline.source,
     }
 
 
-def spark_job(job: str, *, task_id: str, args: list[Any] | None = None, run_date: Any = RUN_DATE,
+def spark_job(job: str, pipeline: Pipeline, *, task_id: str, args: list[Any] | None = None, run_date: Any = RUN_DATE,
               **kwargs: Any) -> PipelineSparkSubmitOperator:
-    """A task that spark-submits ``<job's entry point> --run-date <run_date> <args>`` (``APPLICATIONS``);
-    ``run_date`` is a template (default: the ``run_date`` param, else the logical date) or another task's output."""
+    """A task that spark-submits ``pipeline``'s ``<job's entry point> --run-date <run_date> <args>``
+    (``APPLICATIONS``); ``run_date`` is a template (default: the ``run_date`` param, else the
+    logical date) or another task's output."""
     operator = _OPERATORS.get(job, PipelineSparkSubmitOperator)
     return operator(task_id=task_id, application_args=["--run-date", run_date, *(args or [])],
-                    **_submit_kwargs(job), **kwargs)
+                    **_submit_kwargs(job, pipeline), **kwargs)
 
 
 def _day_args(extra: list[str]) -> Any:
@@ -143,18 +157,24 @@ def _day_args(extra: list[str]) -> Any:
     return args
 
 
-def spark_job_per_day(job: str, days: Any, *, task_id: str, args: list[str] | None = None, **kwargs: Any) -> Any:
+def spark_job_per_day(job: str, pipeline: Pipeline, days: Any, *, task_id: str, args: list[str] | None = None,
+                      **kwargs: Any) -> Any:
     """One mapped task per item of ``days`` (another task's list of ``{"day": ...}``), each
-    spark-submitting ``<job's entry point> --run-date <day> <args>``; the UI names each by its day."""
+    spark-submitting ``pipeline``'s ``<job's entry point> --run-date <day> <args>``; the UI names
+    each by its day."""
     return PipelineSparkSubmitOperator.partial(
-        task_id=task_id, map_index_template="{{ task.application_args[1] }}", **_submit_kwargs(job), **kwargs,
+        task_id=task_id, map_index_template="{{ task.application_args[1] }}", **_submit_kwargs(job, pipeline),
+        **kwargs,
     ).expand(application_args=days.map(_day_args(list(args or []))))
 
 
-def spark_job_mapped(job: str, arg_lists: Any, *, task_id: str, map_index: int = 3, **kwargs: Any) -> Any:
+def spark_job_mapped(job: str, pipeline: Pipeline, arg_lists: Any, *, task_id: str, map_index: int = 3,
+                     **kwargs: Any) -> Any:
     """One mapped task per item of ``arg_lists`` (another task's list of argument lists), each
-    spark-submitting ``<job's entry point> <args>``; the UI names each by its ``map_index``-th argument."""
+    spark-submitting ``pipeline``'s ``<job's entry point> <args>``; the UI names each by its
+    ``map_index``-th argument."""
     return PipelineSparkSubmitOperator.partial(
-        task_id=task_id, map_index_template=f"{{{{ task.application_args[{map_index}] }}}}", **_submit_kwargs(job),
+        task_id=task_id, map_index_template=f"{{{{ task.application_args[{map_index}] }}}}",
+        **_submit_kwargs(job, pipeline),
         **kwargs,
     ).expand(application_args=arg_lists)

@@ -1,4 +1,4 @@
-"""The hyperparameter sweep's worker tasks in ``train_pipeline``: plan the candidates (a parent
+"""The hyperparameter sweep's worker tasks in a pipeline's train DAG: plan the candidates (a parent
 MLflow run, one train-job argument list each, of every family of ``sweep.families``, for dynamic
 task mapping) and pick the best of them on the validation days once they have trained. The
 decisions live in :mod:`jobs.selection.sweep`."""
@@ -9,23 +9,26 @@ from typing import Any
 
 from airflow.sdk import task
 
+from jobs.config.pipelines import Pipeline
+from orchestration.pipelines import config_of
+
 # The sweep's DAG params: each empty keeps ``sweep.<name>`` of the config.
 SWEEP_PARAMS = {"sweep_size": "size", "sweep_learning_rates": "learning_rate", "sweep_widths": "width",
                 "sweep_depths": "depth", "sweep_epochs": "epochs"}
 
 
-def plan_sweep(run_date: Any, started_by: Any, training_id: Any = None) -> Any:
+def plan_sweep(pipeline: Pipeline, run_date: Any, started_by: Any, training_id: Any = None) -> Any:
     """One train-job argument list per candidate (:func:`jobs.selection.sweep.candidates` over the DAG's
     params), each a child of a new parent MLflow run, all of the training ``training_id``."""
 
     @task(task_id="plan_sweep")
     def plan(run_date: str, started_by: str, training_id: str | None = None,
              params: dict[str, Any] | None = None) -> list[list[str]]:
-        from jobs.config import load_config, override_json
+        from jobs.config import override_json
         from jobs.selection.sweep import candidate_args, candidates, open_parent
 
         params = params or {}
-        config = load_config()
+        config = config_of(pipeline)
         train = config.train
         base = {"learning_rate": params.get("learning_rate") or train.learning_rate,
                 "epochs": params.get("epochs") or train.epochs, "hyperparameters": dict(train.hyperparameters)}
@@ -41,18 +44,18 @@ def plan_sweep(run_date: Any, started_by: Any, training_id: Any = None) -> Any:
     return plan(run_date=run_date, started_by=started_by, training_id=training_id)
 
 
-def select_candidate(candidate_args: Any) -> Any:
+def select_candidate(pipeline: Pipeline, candidate_args: Any) -> Any:
     """The finished candidate run with the best validation promotion metric (its run id)."""
 
     @task(task_id="select_candidate")
     def select(candidate_args: list[list[str]]) -> str:
-        from jobs.config import load_config
         from jobs.selection.sweep import best_candidate
 
+        config = config_of(pipeline)
         first = candidate_args[0]
-        best = best_candidate(load_config(), first[first.index("--parent-run-id") + 1])
+        best = best_candidate(config, first[first.index("--parent-run-id") + 1])
         print(f"best of {len(candidate_args)} candidates on the validation days: {best['name']} "
-              f"({best['family']}, run {best['run_id']}, validation {load_config().train.promotion_metric} "
+              f"({best['family']}, run {best['run_id']}, validation {config.train.promotion_metric} "
               f"{best['score']})")
         return best["run_id"]
 

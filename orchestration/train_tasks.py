@@ -1,6 +1,6 @@
-"""``train_pipeline``'s tasks in the Airflow worker: plan the training window, ask a person to
-approve a new champion when the run requires it, and publish the champion (the ``champion_model``
-Asset). The sweep's tasks are in :mod:`~orchestration.sweep_tasks`."""
+"""A pipeline's train DAG's tasks in the Airflow worker: plan the training window, ask a person to
+approve a new champion when the run requires it, and publish the champion (the pipeline's
+``champion_model`` Asset). The sweep's tasks are in :mod:`~orchestration.sweep_tasks`."""
 
 from __future__ import annotations
 
@@ -8,30 +8,33 @@ import datetime as dt
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import HITLOperator
-from airflow.sdk import Asset, get_current_context, task
+from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from orchestration.assets import CHAMPION, DECAY, DRIFT, asset_extras
+from jobs.config.pipelines import Pipeline
+from orchestration.assets import asset_extras, pipeline_assets
 from orchestration.decisions import ingest_hint, missing_feature_days, training_plan
+from orchestration.pipelines import config_of, dag_ids, lake_of
 
 
-def plan_training(*, drift: Asset = DRIFT, decay: Asset = DECAY) -> Any:
+def plan_training(pipeline: Pipeline) -> Any:
     """The training window's last day, what started the run and the training's id (the DAG run's,
     tagged on its every MLflow run); fails (no retry) when a day of the window has no features,
     saying how to ingest it; a weekly run whose window has no features at all (nothing ingested
     yet) is skipped instead, and so is a run whose drift and decay events all judged a champion
     that a newer version replaced while the run waited."""
+    assets = pipeline_assets(pipeline.name)
+    drift, decay = assets.drift, assets.decay
 
     @task(task_id="plan_training", multiple_outputs=True)
     def plan(params: dict[str, Any] | None = None, triggering_asset_events: Any = None,
              data_interval_end: Any = None, dag_run: Any = None) -> dict[str, str]:
-        from jobs.config import WINDOW_OVERRIDES, days_ending, load_config
-        from jobs.lake.layout import Lake
+        from jobs.config import WINDOW_OVERRIDES, days_ending
         from jobs.selection.gate import current_champion, reconcile
         from jobs.tracking import client
 
         params = params or {}
-        cfg = load_config().train
+        cfg = config_of(pipeline).train
         # a promotion cut short between the alias and its tags (a killed train_model) is set right
         # before this run's gate compares with that champion; reconcile logs what it found
         registry = client()
@@ -43,16 +46,17 @@ def plan_training(*, drift: Asset = DRIFT, decay: Asset = DECAY) -> Any:
         window = cfg.with_overrides(**{k: params[k] for k in WINDOW_OVERRIDES if params.get(k)}).window_days
         days = days_ending(dt.date.fromisoformat(found["run_date"]), window)
         print(f"started by {found['started_by']}; window {days[0]}..{days[-1]} ({window} days)")
-        missing = missing_feature_days(Lake.at(), days)
+        missing = missing_feature_days(lake_of(pipeline), days)
+        hint = ingest_hint(missing, dag_ids(pipeline.name)["ingest"]) if missing else ""
         if missing == days and found["trigger"] == "schedule":
             raise AirflowSkipException(
                 f"no day of the window {days[0]}..{days[-1]} has features: nothing to train on yet "
-                f"(a feed whose days are in the past: trigger with a run_date); {ingest_hint(missing)}"
+                f"(a feed whose days are in the past: trigger with a run_date); {hint}"
             )
         if missing:
             raise AirflowFailException(
                 f"the training window {days[0]}..{days[-1]} lacks features for {len(missing)} day(s) "
-                f"({missing[0]}..{missing[-1]}): {ingest_hint(missing)}"
+                f"({missing[0]}..{missing[-1]}): {hint}"
             )
         # every MLflow run of this DAG run (baselines, sweep, candidates) carries it: the bar and the
         # sweep compare runs of this training only (jobs.selection.identity)
@@ -131,22 +135,22 @@ class ChampionApprovalOperator(HITLOperator):
 
     APPROVE, REJECT = "Approve", "Reject"
 
-    def __init__(self, *, summary_task: str, **kwargs: Any) -> None:
+    def __init__(self, *, summary_task: str, pipeline: Pipeline, **kwargs: Any) -> None:
         kwargs.setdefault("response_timeout", dt.timedelta(days=7))
         super().__init__(subject="champion approval", options=[self.APPROVE, self.REJECT], defaults=[self.REJECT],
                          **kwargs)
         self.summary_task = summary_task
+        self.pipeline = pipeline
 
     def execute(self, context: Any) -> Any:
-        from jobs.config import load_config
-        from jobs.lake.layout import Lake
         from jobs.selection.gate import AWAITING_APPROVAL
 
         summary = context["ti"].xcom_pull(task_ids=self.summary_task)
         if summary["gate"]["gate_decision"] != AWAITING_APPROVAL:
             raise AirflowSkipException(f"no approval to ask for: version {summary['model_version']} is "
                                        f"{summary['gate']['gate_decision']} ({summary['gate'].get('gate_reason', '')})")
-        self.subject, self.body = approval_request(summary, approval_evidence(Lake.at(), load_config(), summary))
+        evidence = approval_evidence(lake_of(self.pipeline), config_of(self.pipeline), summary)
+        self.subject, self.body = approval_request(summary, evidence)
         self.log.info("%s: waiting for a person's answer under Required actions", self.subject)
         return super().execute(context)
 
@@ -156,19 +160,20 @@ def _responder(answer: dict[str, Any]) -> str:
     return str(user.get("name") or user.get("id") or "a person") if isinstance(user, dict) else str(user)
 
 
-def publish_champion(run_date: Any, summary: Any, *, approval: str | None = None, asset: Asset = CHAMPION) -> Any:
+def publish_champion(pipeline: Pipeline, run_date: Any, summary: Any, *, approval: str | None = None) -> Any:
     """After training (and the approval task ``approval``, when there is one): update ``asset`` when
     the new version became champion; skipped otherwise. ``summary``: what the train task returned
     (the job's training summary). A version awaiting approval is promoted or kept out here, by the
-    approval task's answer (:func:`jobs.selection.gate.record_approval`)."""
+    approval task's answer (:func:`jobs.selection.gate.record_approval`). ``asset``: the pipeline's
+    ``champion_model``."""
+    asset = pipeline_assets(pipeline.name).champion
 
     @task(task_id="publish_champion", outlets=[asset], trigger_rule="none_failed_min_one_success")
     def publish(run_date: str, summary: dict[str, Any]) -> dict[str, Any]:
-        from jobs.config import load_config
         from jobs.monitoring.challengers import promotion_decision
         from jobs.selection.gate import AWAITING_APPROVAL, AWAITING_LIVE
 
-        gate, mode = summary["gate"], load_config().monitoring.promotion_evidence
+        gate, mode = summary["gate"], config_of(pipeline).monitoring.promotion_evidence
         outcome = gate["gate_decision"]
         if outcome == AWAITING_APPROVAL:
             answer = get_current_context()["ti"].xcom_pull(task_ids=approval) if approval else None
@@ -184,11 +189,11 @@ def publish_champion(run_date: Any, summary: Any, *, approval: str | None = None
             if not approved:
                 raise AirflowSkipException(f"version {summary['model_version']} was rejected by {by}: "
                                            "the champion stays")
-        decision = promotion_decision(mode, outcome, None)  # live evidence: score_pipeline's promote_challenger
+        decision = promotion_decision(mode, outcome, None)  # live evidence: <pipeline>_score's promote_challenger
         if not decision["promote"]:
             why = gate.get("gate_reason", "") if outcome != AWAITING_LIVE else (
                 "it won on the holdout; it is scored in shadow beside the champion and becomes champion once it "
-                "beats it on monitoring.live_days live days (score_pipeline's promote_challenger)")
+                f"beats it on monitoring.live_days live days ({dag_ids(pipeline.name)['score']}'s promote_challenger)")
             raise AirflowSkipException(f"version {summary['model_version']} was not promoted "
                                        f"({outcome}): {why}")
         extra = {"run_date": run_date, "model_name": summary["model_name"],

@@ -53,7 +53,7 @@ from compose_stack import StackError, compose, say  # noqa: E402
 PROJECT = "lakeflow-smoke"
 AIRFLOW = "http://127.0.0.1:8080"
 MLFLOW = "http://127.0.0.1:5000"
-DAGS = ["ingest_pipeline", "score_pipeline", "train_pipeline"]
+DAGS = ["flights_ingest", "flights_score", "flights_train"]
 MODEL = "smoke_model"
 TRAIN_DATE = dt.date(2013, 1, 7)  # trains on 01-01..01-05, evaluates on 01-06..01-07
 NIGHT = dt.date(2013, 1, 8)  # the night after: ingest, then scoring and monitoring of that day
@@ -172,7 +172,7 @@ class Smoke:
         return run
 
     def lake_has(self, path: str) -> bool:
-        return self.exec("airflow-scheduler", f"test -e /data/lake/{path} && echo yes || true").strip() == "yes"
+        return self.exec("airflow-scheduler", f"test -e /data/lake/flights/{path} && echo yes || true").strip() == "yes"
 
     def inventory(self) -> dict[str, Any]:
         """What must survive a down and up: lake files, MLflow runs and versions, Airflow's runs."""
@@ -255,13 +255,13 @@ class Smoke:
 
     def fault_scheduler(self) -> dict[str, Any]:
         """The scheduler killed while a night's ingest runs: compose restarts it, the run finishes."""
-        run_id = self.airflow.trigger("ingest_pipeline", {"run_date": FAULT_NIGHT.isoformat()})["dag_run_id"]
-        self.wait_running("ingest_pipeline", run_id, "validate_raw")
+        run_id = self.airflow.trigger("flights_ingest", {"run_date": FAULT_NIGHT.isoformat()})["dag_run_id"]
+        self.wait_running("flights_ingest", run_id, "validate_raw")
         container = self.crash("airflow-scheduler")
         back = self.restarted("airflow-scheduler", container)
 
         def done(runs: dict[str, list[dict[str, Any]]]) -> bool:
-            return any(r["dag_run_id"] == run_id and r["state"] == "success" for r in runs["ingest_pipeline"])
+            return any(r["dag_run_id"] == run_id and r["state"] == "success" for r in runs["flights_ingest"])
 
         self.airflow.settle(DAGS, done, timeout=900)
         return {"back_after_s": round(back, 1), "run": run_id,
@@ -314,9 +314,9 @@ class Smoke:
         on_cluster = smoke_config({"train": {"local_mode": False}})
         self.exec("airflow-scheduler", f"cat > {CONFIG_IN_LAKE}", stdin=on_cluster)
         # Enough epochs that the crash falls between two of them (an epoch of 5 days takes a second or two).
-        run_id = self.airflow.trigger("train_pipeline", {"run_date": day, "sweep_epochs": [150]})["dag_run_id"]
-        self.wait_running("train_pipeline", run_id, "train_candidate", timeout=900)
-        find = f"find /data/lake/checkpoints -path '*/date={day}/*' -name 'epoch-*.pt' 2>/dev/null || true"
+        run_id = self.airflow.trigger("flights_train", {"run_date": day, "sweep_epochs": [150]})["dag_run_id"]
+        self.wait_running("flights_train", run_id, "train_candidate", timeout=900)
+        find = f"find /data/lake/flights/checkpoints -path '*/date={day}/*' -name 'epoch-*.pt' 2>/dev/null || true"
         deadline = time.monotonic() + 600
         while not self.exec("airflow-scheduler", find).strip():
             if time.monotonic() > deadline:
@@ -329,18 +329,18 @@ class Smoke:
 
         def done(runs: dict[str, list[dict[str, Any]]]) -> bool:
             return any(r["dag_run_id"] == run_id and r["state"] in ("success", "failed")
-                       for r in runs["train_pipeline"])
+                       for r in runs["flights_train"])
 
         # Not settle(): it fails at the first failed try, and the crash fails one on purpose.
         deadline = time.monotonic() + 1500
-        while not done({"train_pipeline": self.airflow.dag_runs("train_pipeline")}):
+        while not done({"flights_train": self.airflow.dag_runs("flights_train")}):
             if time.monotonic() > deadline:
-                raise StackError(f"the training did not end within 1500 s:\n{self.airflow.describe('train_pipeline')}")
+                raise StackError(f"the training did not end within 1500 s:\n{self.airflow.describe('flights_train')}")
             time.sleep(5)
         self.exec("airflow-scheduler", f"cat > {CONFIG_IN_LAKE}", stdin=smoke_config())
-        [ti] = [ti for ti in self.airflow.task_instances("train_pipeline")
+        [ti] = [ti for ti in self.airflow.task_instances("flights_train")
                 if ti["dag_run_id"] == run_id and ti["task_id"] == "train_candidate"]
-        log = self.airflow.task_log("train_pipeline", run_id, "train_candidate", ti["try_number"], lines=2000,
+        log = self.airflow.task_log("flights_train", run_id, "train_candidate", ti["try_number"], lines=2000,
                                     map_index=ti["map_index"])
         resumed = [line.strip()[:300] for line in log.splitlines() if "resum" in line.lower()]
         if ti["state"] != "success" or ti["try_number"] < 2 or not resumed:
@@ -423,11 +423,11 @@ def main(argv: list[str] | None = None) -> None:
             smoke.airflow.unpause(dag_id)
         first = TRAIN_DATE - dt.timedelta(days=6)
         smoke.step("ingest the first week", lambda: smoke.run_dag(
-            "ingest_pipeline", {"run_date": TRAIN_DATE.isoformat(), "days": (TRAIN_DATE - first).days + 1}))
+            "flights_ingest", {"run_date": TRAIN_DATE.isoformat(), "days": (TRAIN_DATE - first).days + 1}))
         smoke.step("first training (and its re-scoring)", lambda: smoke.run_dag(
-            "train_pipeline", {"run_date": TRAIN_DATE.isoformat()}, timeout=1500))
+            "flights_train", {"run_date": TRAIN_DATE.isoformat()}, timeout=1500))
         smoke.step("a night: ingest, then scoring and monitoring by the Asset", lambda: smoke.run_dag(
-            "ingest_pipeline", {"run_date": NIGHT.isoformat()}))
+            "flights_ingest", {"run_date": NIGHT.isoformat()}))
         for path in (f"predictions/date={NIGHT}", f"monitoring/date={NIGHT}"):
             if not smoke.lake_has(path):
                 raise StackError(f"the night left no {path} in the lake")

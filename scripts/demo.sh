@@ -18,8 +18,10 @@ step() { printf '\n==> %s\n' "$*"; }
 # DAGs' and the pipeline's defaults stay as they are. PIPELINE_PROFILES= (empty) runs without it.
 export PIPELINE_PROFILES="${PIPELINE_PROFILES-demo}"
 
-step "landing NYC flights 2013 in the raw zone of $LAKE_ROOT"
-python -m jobs.datasets.land_flights
+# The bundled flights pipeline: its DAGs are flights_*, its lake $LAKE_ROOT/flights.
+PIPELINE=flights
+step "landing NYC flights 2013 in the raw zone of $LAKE_ROOT/$PIPELINE"
+python -m jobs.datasets.land_flights --lake-root "$LAKE_ROOT/$PIPELINE"
 
 step "initialising Airflow metadata in $AIRFLOW_HOME (SQLite)"
 airflow db migrate > "$PIPELINE_HOME/airflow-db-migrate.log" 2>&1 \
@@ -45,9 +47,9 @@ run_dag() {
   echo "$dag_id for $day: success"
 }
 
-run_dag ingest_pipeline "$SCORE_DATE" "{\"run_date\": \"$SCORE_DATE\", \"days\": $INGEST_DAYS}"
-run_dag train_pipeline "$TRAIN_DATE" "{\"run_date\": \"$TRAIN_DATE\"}"
-run_dag score_pipeline "$SCORE_DATE" "{\"run_date\": \"$SCORE_DATE\"}"
+run_dag "${PIPELINE}_ingest" "$SCORE_DATE" "{\"run_date\": \"$SCORE_DATE\", \"days\": $INGEST_DAYS}"
+run_dag "${PIPELINE}_train" "$TRAIN_DATE" "{\"run_date\": \"$TRAIN_DATE\"}"
+run_dag "${PIPELINE}_score" "$SCORE_DATE" "{\"run_date\": \"$SCORE_DATE\"}"
 
 step "summary"
-python -m jobs.summary --run-date "$SCORE_DATE"
+python -m jobs.summary --run-date "$SCORE_DATE" --lake-root "$LAKE_ROOT/$PIPELINE"

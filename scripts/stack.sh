@@ -9,8 +9,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$PIPELINE_REPO"
 mkdir -p "$PIPELINE_HOME"
-if [ ! -d "$LAKE_ROOT/raw/flights" ]; then
-  echo "==> landing NYC flights 2013 in the raw zone of $LAKE_ROOT"
-  python -m jobs.datasets.land_flights
+if [ ! -d "$LAKE_ROOT/flights/raw/flights" ]; then
+  echo "==> landing NYC flights 2013 in the raw zone of $LAKE_ROOT/flights (the flights pipeline's lake)"
+  python -m jobs.datasets.land_flights --lake-root "$LAKE_ROOT/flights"
 fi
 exec python -m tests.stack "$@"

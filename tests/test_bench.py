@@ -112,7 +112,7 @@ def test_the_nightly_breakdown_adds_up_to_the_night_and_is_drawn(tmp_path):
     assert parts["spark-submit + JVM"] == 1.5 and parts["teardown"] == 1.0
     assert parts["work"] == 4.1  # the job's own extra phases count as work
     assert abs(sum(parts.values()) - 11.0) < 1e-9 and set(parts) == set(PARTS)
-    night = night_breakdown({"ingest_pipeline": 15.0, "score_pipeline": 5.0}, [python_task, spark_task])
+    night = night_breakdown({"flights_ingest": 15.0, "flights_score": 5.0}, [python_task, spark_task])
     assert night["parts_s"]["Airflow"] == 9.0 and night["wall_s"] == 20.0
     assert night["fixed_share"] == round(1 - 4.1 / 20.0, 3)
     nights = [{"mode": "before", "day": "2013-01-29", **night},

@@ -16,12 +16,12 @@ A, B = "01a2084b-33b2-7c2c-96fa-fddc8dfc3208", "01a2084b-33b3-7843-ab4f-7cddf1d7
 CONSOLE = f"""\
 2026-11-23T12:04:35.399561Z [info     ] DAG bundles loaded: dags-folder [airflow.dag_processing.bundles.manager]
 2026-11-23T12:04:35.934219Z [info     ] [DAG TEST] starting task_id=validate_raw map_index=-1 [airflow.sdk...dag]
-2026-11-23T12:04:35.934542Z [info     ] [DAG TEST] running task <TaskInstance: train_pipeline.validate_raw \
+2026-11-23T12:04:35.934542Z [info     ] [DAG TEST] running task <TaskInstance: flights_train.validate_raw \
 manual__2026-11-23T12:04:35.831167+00:00 [TaskInstanceState.SCHEDULED] ti_id={A}> [airflow.sdk...dag]
 jobs.validate: flights 2013-01-28: 842 rows in, 842 valid
 2026-11-23T12:05:22.888693Z [info     ] [DAG TEST] end task task_id=validate_raw map_index=-1 [airflow.sdk...dag]
 2026-11-23T12:05:22.893494Z [info     ] [DAG TEST] starting task_id=build_features map_index=-1 [airflow.sdk...dag]
-2026-11-23T12:05:22.894004Z [info     ] [DAG TEST] running task <TaskInstance: train_pipeline.build_features \
+2026-11-23T12:05:22.894004Z [info     ] [DAG TEST] running task <TaskInstance: flights_train.build_features \
 manual__2026-11-23T12:04:35.831167+00:00 [TaskInstanceState.SCHEDULED] ti_id={B}> [airflow.sdk...dag]
 jobs.features: 842 rows for 2013-01-28
 2026-11-23T12:05:36.550526Z [info     ] [DAG TEST] end task task_id=build_features map_index=-1 [airflow.sdk...dag]

@@ -43,12 +43,17 @@ def airflow_env(lake, config_patch, tmp_path_factory):
     )
     os.environ["PIPELINE_CONFIG"] = str(path)
     os.environ["PIPELINE_TIMINGS_DIR"] = str(tmp_path_factory.mktemp("timings"))  # jobs.timings: every job's split
+    # the DAGs read and write the pipeline's lake, $LAKE_ROOT/flights: the session's lake is it
+    lakes, before = tmp_path_factory.mktemp("lakes"), os.environ["LAKE_ROOT"]
+    (lakes / "flights").symlink_to(lake.root)
+    os.environ["LAKE_ROOT"] = str(lakes)
     # Migrate in this process, on the engine dag.test() will use (a subprocess' migration can be
     # invisible to a SQLite connection this process opened earlier).
     from airflow.utils.db import upgradedb
 
     upgradedb()
     yield lake
+    os.environ["LAKE_ROOT"] = before
     os.environ.pop("PIPELINE_CONFIG")
     os.environ.pop("PIPELINE_TIMINGS_DIR")
 
@@ -129,7 +134,7 @@ def check_sweep_bar_and_report(mlflow_client, run_id: str, config) -> None:
     # one training: the DAG run's id on the sweep's parent, its candidates and the baseline it cleared
     (baseline,) = mlflow_client.search_runs([run.info.experiment_id], "tags.candidate_kind = 'baseline'")
     training = run.data.tags["training_id"]
-    assert training.startswith("train_pipeline/") and parent.data.tags["training_id"] == training
+    assert training.startswith("flights_train/") and parent.data.tags["training_id"] == training
     assert {c.data.tags["training_id"] for c in children} == {baseline.data.tags["training_id"]} == {training}
     assert {(c.data.tags["config_fingerprint"], c.data.tags["data_fingerprint"]) for c in children} == {
         (baseline.data.tags["config_fingerprint"], baseline.data.tags["data_fingerprint"])}
@@ -164,16 +169,16 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
 
     # ingest the training window and the scored day in one run: the only writer of features/
     window = (SCORE_DATE - dt.date(2013, 1, 1)).days + 1
-    states = _run(dags["ingest_pipeline"], SCORE_DATE, days=window)
+    states = _run(dags["flights_ingest"], SCORE_DATE, days=window)
     assert states == {"wait_for_raw": "success", "validate_raw": "success", "build_features": "success",
                       "publish_features": "success"}
     days = [(dt.date(2013, 1, 1) + dt.timedelta(days=n)).isoformat() for n in range(window)]
-    assert [event["days"] for event in _asset_events("features")] == [days]
-    assert _consumers("features") == {"score_pipeline"}  # the scheduler scores them next
+    assert [event["days"] for event in _asset_events("flights_features")] == [days]
+    assert _consumers("flights_features") == {"flights_score"}  # the scheduler scores them next
     written = sorted(p.name for p in Path(lake.features).iterdir() if partition_day(p.name) is not None)
     assert written == [partition_name(dt.date.fromisoformat(d)) for d in days]
 
-    states = _run(dags["train_pipeline"], TRAIN_DATE, sweep_size=2, sweep_learning_rates=[0.01, 0.003],
+    states = _run(dags["flights_train"], TRAIN_DATE, sweep_size=2, sweep_learning_rates=[0.01, 0.003],
                   sweep_epochs=[1])
     assert states == {"plan_training": "success", "train_baselines": "success", "plan_sweep": "success",
                       "train_candidate": "success", "select_candidate": "success", "train_model": "success",
@@ -196,7 +201,7 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     plots = {a.path for a in mlflow_client.list_artifacts(version.run_id, "plots")}
     assert plots == {"plots/loss_curves.png", "plots/roc_curve.png", "plots/calibration_curve.png"}
     # the train task returns the job's summary and links to the MLflow run
-    xcoms = _xcoms("train_pipeline", "train_model")
+    xcoms = _xcoms("flights_train", "train_model")
     summary = xcoms["return_value"]
     assert (summary["model_version"], summary["run_id"]) == (str(version.version), version.run_id)
     assert summary["gate"]["gate_decision"] == "promoted"
@@ -211,9 +216,10 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     assert run.data.tags["started_by"] == f"a person: run_date {TRAIN_DATE}"
     assert run.data.tags["trigger"] == "person"
     assert (summary["trigger"], summary["started_by"]) == ("person", f"a person: run_date {TRAIN_DATE}")
-    assert [(e["run_date"], e["model_version"]) for e in _asset_events("champion_model")] == [
+    assert [(e["run_date"], e["model_version"]) for e in _asset_events("flights_champion_model")] == [
         (TRAIN_DATE.isoformat(), str(version.version))]
-    assert _consumers("champion_model") == {"score_pipeline"} and _consumers("scoring_drift") == {"train_pipeline"}
+    assert _consumers("flights_champion_model") == {"flights_score"}
+    assert _consumers("flights_scoring_drift") == {"flights_train"}
     # training read the window's features and wrote none (the ingest run's files are untouched)
     assert sorted(p.name for p in Path(lake.features).iterdir() if partition_day(p.name) is not None) == written
 
@@ -229,7 +235,7 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     mlflow_client.set_model_version_tag(config.train.model_name, waiting.version, "gate_decision", AWAITING_APPROVAL)
 
     caplog.clear()
-    states = _run(dags["score_pipeline"], SCORE_DATE)
+    states = _run(dags["flights_score"], SCORE_DATE)
     # dag.test() logs each task's run only to the console; `make demo` files each task's part where
     # the UI reads task logs (scripts/dag_test_logs.py), so the log tab of such a run is not empty
     import importlib.util
@@ -241,8 +247,8 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     console.write_text(caplog.text)
     # plan_scoring, score_batch, check_drift, monitor_day, check_decay, promote_challenger
     assert len(dag_test_logs.write_task_logs(str(console))) == 6
-    shown = _ui_log("score_pipeline", "score_batch")
-    assert "[DAG TEST] running task <TaskInstance: score_pipeline.score_batch" in shown, shown
+    shown = _ui_log("flights_score", "score_batch")
+    assert "[DAG TEST] running task <TaskInstance: flights_score.score_batch" in shown, shown
     assert "task_id=plan_scoring" not in shown
     # a normal day: no drift, so no Asset event (the check is skipped)
     # and the monitor judged the day on its outcomes; one day is too few to judge decay (skipped);
@@ -262,7 +268,7 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     difference = comparison["difference"]
     assert difference["low"] <= difference["value"] <= difference["high"] and difference["value"] < 0, difference
     assert comparison["pooled"]["days"] == [SCORE_DATE.isoformat()] and comparison["pooled"]["beats"] is False
-    assert _asset_events("scoring_drift") == []
+    assert _asset_events("flights_scoring_drift") == []
     drift = json.loads(Path(lake.report("drift", SCORE_DATE, DRIFT_REPORT)).read_text())
     assert drift["model_version"] == str(version.version) and not drift["drifted"]
     assert Path(lake.report("drift", SCORE_DATE, DRIFT_PLOT)).stat().st_size > 0
@@ -298,7 +304,9 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     assert "none over the thresholds; highest monitored PSI: " in text
     assert "predictions PSI " in text and "(reported, not alerted on)" in text
     assert "validation days 2013-" in text  # the days between training and holdout that chose the threshold
-    assert lake.report("drift", SCORE_DATE, DRIFT_REPORT) in text
+    # the score job wrote it in the pipeline's lake, $LAKE_ROOT/flights (the session's lake, linked)
+    served = f"{os.environ['LAKE_ROOT']}/flights"
+    assert lake.report("drift", SCORE_DATE, DRIFT_REPORT).replace(lake.root, served) in text
     check_timings(Path(os.environ["PIPELINE_TIMINGS_DIR"]))
 
 
@@ -314,7 +322,7 @@ def check_timings(folder: Path) -> None:
         assert record["seconds"]["spark session"] > 0 and record["seconds"]["work"] >= 0
     assert any(r["seconds"].get("GX context", 0) > 0 for r in records if r["job"] == "validation")
     tasks = {t["task"]: task_breakdown(t, records)
-             for t in task_instances(Path(os.environ["PIPELINE_HOME"]), "score_pipeline")}
+             for t in task_instances(Path(os.environ["PIPELINE_HOME"]), "flights_score")}
     score = tasks["score_batch[0]"]
     assert score["job"] == "scoring" and score["parts"]["model load"] > 0
     assert all(v >= 0 for v in score["parts"].values()), score

@@ -30,6 +30,7 @@ LINEAGE = """
 import os
 arguments = open(f"/proc/{os.getppid()}/cmdline").read().split("\\0")
 print("LINEAGE", sorted(a for a in arguments if a.startswith("spark.openlineage.")))
+print("PIPELINE", os.environ["PIPELINE_NAME"], os.environ["PIPELINE_CONFIG"], os.environ["LAKE_ROOT"])
 """
 JOBS = {"data_error": DATA_ERROR, "fault": FAULT, "lineage": LINEAGE}
 
@@ -51,14 +52,15 @@ from orchestration.spark_jobs import DEFAULT_ARGS, PipelineSparkSubmitOperator
 args = {**DEFAULT_ARGS, "retries": 1, "retry_delay": timedelta(0), "retry_exponential_backoff": 0}
 with DAG("retry_semantics", schedule=None, start_date=pendulum.datetime(2013, 1, 1, tz="UTC"), default_args=args):
     for name in ("data_error", "fault", "lineage"):
-        PipelineSparkSubmitOperator(task_id=name, application=f"{APPS}/{name}.py", conn_id="spark_default")
+        PipelineSparkSubmitOperator(task_id=name, application=f"{APPS}/{name}.py", conn_id="spark_default",
+                                    pipeline_name="flights", pipeline_source="pipelines/flights")
 """
 
 
 def test_data_errors_are_not_retried_faults_are_and_spark_jobs_know_their_airflow_parent(
         airflow_db, tmp_path, monkeypatch, capfd):
     """A DAG of tasks that each spark-submit a tiny job: one fails on its data, one fails
-    otherwise, one prints the OpenLineage settings its spark-submit was given."""
+    otherwise, one prints the OpenLineage settings its spark-submit was given and its pipeline."""
     from airflow.dag_processing.dagbag import DagBag
 
     for name, source in JOBS.items():
@@ -83,3 +85,7 @@ def test_data_errors_are_not_retried_faults_are_and_spark_jobs_know_their_airflo
     lineage = text[text.index("LINEAGE ["):].splitlines()[0]
     assert "spark.openlineage.parentJobName=retry_semantics.lineage" in lineage, lineage
     assert "spark.openlineage.parentRunId=" in lineage and "spark.openlineage.rootParentJobName=" in lineage
+    # the job is pointed at its pipeline: its name, its files, its own lake under $LAKE_ROOT
+    from jobs.lake.layout import Lake
+
+    assert f"PIPELINE flights pipelines/flights {Lake.at().root}/flights" in text

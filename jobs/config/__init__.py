@@ -43,7 +43,7 @@ from jobs.config.cli import (
 from jobs.config.dataset import CalendarSpec, FeatureSpec, HistorySpec, TableLimits, TableSpec, ValidationSpec
 from jobs.config.files import DEFAULT_CONFIG, ConfigError, load_config, resolved, write_overlay
 from jobs.config.pipeline import PipelineConfig
-from jobs.config.runtime import artifact_root, days_ending, environment, import_object, tracking_uri
+from jobs.config.runtime import artifact_root, dag_id, days_ending, environment, import_object, tracking_uri
 from jobs.config.serving import TRACKING_ENV, DecaySpec, DriftSpec, MonitoringSpec, ScoreSpec, ShiftSpec, TrackingSpec
 from jobs.config.training import BaselineSpec, EvaluationSpec, SweepSpec, TrainSpec
 
@@ -54,7 +54,7 @@ __all__ = [
     "WINDOW_OVERRIDES", "XGBOOST_DEFAULTS", "BaselineSpec", "CalendarSpec", "ConfigError", "DecaySpec", "DriftSpec",
     "EvaluationSpec", "FeatureSpec", "HistorySpec", "JobArgs", "MonitoringSpec", "PipelineConfig", "ScoreSpec",
     "ShiftSpec", "SweepSpec", "TableLimits", "TableSpec", "TrackingSpec", "TrainSpec", "ValidationSpec", "WindowArgs",
-    "add_overrides", "apply_overrides", "artifact_root", "check_arrow_memory_pool", "check_mmap_threshold",
+    "add_overrides", "apply_overrides", "artifact_root", "dag_id", "check_arrow_memory_pool", "check_mmap_threshold",
     "days_ending", "environment", "import_object", "job_parser", "load_config", "override_json", "param_schema",
     "parse_bool", "parse_job_args", "resolved", "tracking_uri", "write_overlay",
 ]

@@ -21,6 +21,15 @@ def import_object(ref: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), attr)
 
 
+PIPELINE_NAME_ENV = "PIPELINE_NAME"  # set by the DAGs for the jobs they run (orchestration.pipelines.job_env)
+
+
+def dag_id(stage: str) -> str:
+    """The DAG of ``stage`` (``ingest``, ``score``, ``train``) of the pipeline this job runs for, for
+    messages that say what to trigger (``<pipeline>_<stage>`` when the job was not started by a DAG)."""
+    return f"{os.environ.get(PIPELINE_NAME_ENV) or '<pipeline>'}_{stage}"
+
+
 def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{pipeline_home() / 'mlflow.db'}"
 

@@ -23,6 +23,7 @@ import datetime as dt
 import hashlib
 from typing import TYPE_CHECKING, Any
 
+from jobs.config.runtime import dag_id
 from jobs.errors import DataError
 from jobs.lake import storage
 from jobs.lake.layout import partition_day
@@ -117,6 +118,6 @@ def check_fresh(lake: Lake, days: Iterable[dt.date]) -> None:
     listed = ", ".join(str(d) for d in sorted(stale))
     raise StaleFeaturesError(
         f"the features of {listed} are stale: {first}'s were built before {'; '.join(stale[first][:3])}. "
-        f"Rebuild them before they are read: run the ingest of the changed day again (ingest_pipeline, or "
+        f"Rebuild them before they are read: run the ingest of the changed day again ({dag_id('ingest')}, or "
         f"spark-submit jobs/features/job.py --run-date {max(stale)} --days {(max(stale) - first).days + 1})"
     )

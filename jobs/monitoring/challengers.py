@@ -13,7 +13,7 @@ and the live evidence of a challenger against the champion on the realized outco
   95% interval, and ``beats``: K days compared and the interval wholly on the better side of 0.
 - :func:`live_promotion`: with ``monitoring.promotion_evidence: live``, the one decision that
   moves the ``champion`` alias to a version that won on the holdout: only when its live evidence
-  beats the champion (``score_pipeline``'s ``promote_challenger`` task calls it every run).
+  beats the champion (``<pipeline>_score``'s ``promote_challenger`` task calls it every run).
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ import math
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from jobs.config import PipelineConfig, WindowArgs, job_parser, parse_job_args
+from jobs.config import PipelineConfig, WindowArgs, dag_id, job_parser, parse_job_args
 from jobs.errors import DataError
 from jobs.lake.spark import configure_logging, get_spark, path_exists
 from jobs.lake.storage import read_json, write_text
@@ -315,8 +315,8 @@ def monitor_day(config: PipelineConfig, day: dt.date, arrived: bool,
 def never_scored(day: dt.date, path: str) -> NeverScoredError:
     conf = json.dumps({"run_date": day.isoformat()})
     return NeverScoredError(
-        f"day {day} was never scored: no predictions under {path}. Score it first: trigger score_pipeline with "
-        f"{conf} (airflow dags trigger score_pipeline --conf '{conf}'), which monitors it after scoring"
+        f"day {day} was never scored: no predictions under {path}. Score it first: trigger {dag_id('score')} with "
+        f"{conf} (airflow dags trigger {dag_id('score')} --conf '{conf}'), which monitors it after scoring"
     )
 
 

@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None = None) -> BaselinesArgs:
     parser = job_parser(__doc__)
     parser.add_argument("--started-by", default=None, help="what started the run: an MLflow tag")
     parser.add_argument("--training-id", type=lambda text: text or None, default=None,
-                        help="the training these baselines belong to (train_pipeline's run): an MLflow tag the "
+                        help="the training these baselines belong to (<pipeline>_train's run): an MLflow tag the "
                              "bar matches")
     add_overrides(parser, WINDOW_OVERRIDES)  # the window, as the train job's options of the same name
     return parse_job_args(parser, argv, BaselinesArgs)

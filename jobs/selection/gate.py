@@ -13,7 +13,7 @@ A promotion is two registry writes that no transaction joins: the alias moves fi
 decision tags follow (``gate_decision`` last, :func:`promote_version`), so a process killed between
 them leaves a champion whose tags do not say ``promoted`` yet, never a version tagged ``promoted``
 that scoring does not serve. :func:`reconcile` finds such a champion and completes its tags, saying
-so; the gate runs it first, as do ``train_pipeline``'s ``plan_training`` and the live promotion.
+so; the gate runs it first, as do ``<pipeline>_train``'s ``plan_training`` and the live promotion.
 
 With ``train.require_approval`` a winning version does not move the alias itself: it is tagged
 ``awaiting_approval`` and the training DAG asks a person (an Airflow human-in-the-loop task, with

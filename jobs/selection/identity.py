@@ -4,7 +4,7 @@ choice may compare.
 Every run of a training (its baselines, its sweep's candidates, the run that is registered)
 carries three tags:
 
-- ``training_id``: the training it is part of: ``train_pipeline``'s DAG run (``plan_training``),
+- ``training_id``: the training it is part of: ``<pipeline>_train``'s DAG run (``plan_training``),
   the replay's model selection of a window, or ``--training-id`` of the jobs;
 - ``config_fingerprint``: a digest of what the config decides about a comparison: the features
   (inputs, label), the window's lengths, the category cut, the promotion metric, the evaluation

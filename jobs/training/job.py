@@ -109,7 +109,7 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
     parser.add_argument("--promote-run", type=_text, default=None,
                         help="no training: register this finished sweep candidate run, then bar and gate it")
     parser.add_argument("--training-id", type=_text, default=None,
-                        help="the training the run belongs to (train_pipeline's run): an MLflow tag the bar and the "
+                        help="the training the run belongs to (<pipeline>_train's run): an MLflow tag the bar and the "
                              "sweep match (a promoted run keeps its own)")
     parser.add_argument("--family", choices=FAMILIES, default="mlp",
                         help="the model family: mlp (TorchDistributor) or xgboost (SparkXGBClassifier, a sweep "

@@ -6,15 +6,16 @@ cookie, or an ``Authorization: Bearer`` header for scripts) must be valid and al
 checked by the API server's own dependency (``requires_access_dag``); without one the answer is
 401, with a bad one 403. Routes:
 
-- ``/model-health/``: the page (``?model=NAME&days=N`` narrow it);
+- ``/model-health/``: the page (``?pipeline=NAME`` picks a pipeline, default the first served;
+  ``?model=NAME&days=N`` narrow it);
 - ``/model-health/api/health``: the same data as JSON, for scripts (same parameters);
 - ``/model-health/api/days/YYYY-MM-DD``: one day's ``monitoring.json`` as the monitor job wrote it
   (segments included).
 
-The lake is ``LAKE_ROOT`` of the API server's environment, the headline metric and window are the
-decay rule's (``monitoring.decay`` in the pipeline config). Each retraining is linked to its Airflow
-run through ``train_pipeline``'s ``plan_training`` outputs in the metadata DB (:func:`training_runs`),
-which also say what started it when the training summary does not.
+A pipeline's lake is ``$LAKE_ROOT/<pipeline>`` of the API server's environment, the headline metric
+and window are the decay rule's (``monitoring.decay`` in the pipeline's config). Each retraining is
+linked to its Airflow run through its train DAG's ``plan_training`` outputs in the metadata DB
+(:func:`training_runs`), which also say what started it when the training summary does not.
 """
 
 from __future__ import annotations
@@ -30,11 +31,19 @@ URL_PREFIX = "/model-health"
 log = logging.getLogger(__name__)
 
 
-def _settings() -> tuple[str, int]:
-    from jobs.config import load_config
+def served(name: str | None) -> tuple[Any, list[str]]:
+    """The pipeline the page shows (``name``, else the first served) and every served pipeline's name;
+    an unknown name is a 404 naming the served ones."""
+    from fastapi import HTTPException
 
-    decay = load_config().monitoring.decay
-    return decay.metric, decay.window_days
+    from jobs.config.pipelines import discover
+
+    pipelines = discover()
+    names = [p.name for p in pipelines]
+    chosen = [p for p in pipelines if p.name == name] if name else pipelines[:1]
+    if not chosen:
+        raise HTTPException(404, f"no pipeline {name!r}: this deployment serves {', '.join(names) or 'none'}")
+    return chosen[0], names
 
 
 PLAN_TASK = "plan_training"  # its outputs: the window's last day, and what started the run
@@ -78,7 +87,7 @@ class _Row:
 
 
 def create_app(lake_root: str | None = None) -> FastAPI:
-    """The app; ``lake_root`` (default: ``LAKE_ROOT`` at each request) is where it reads."""
+    """The app; ``lake_root`` (default: ``LAKE_ROOT`` at each request) is where the pipelines' lakes are."""
     from airflow.api_fastapi.core_api.security import requires_access_dag
     from fastapi import Depends, FastAPI, HTTPException, Query
     from fastapi.responses import HTMLResponse, JSONResponse
@@ -86,28 +95,36 @@ def create_app(lake_root: str | None = None) -> FastAPI:
     from jobs.lake.layout import MONITORING_REPORT, Lake
     from jobs.lake.storage import read_json
     from orchestration.health.page import render
-    from orchestration.health.view import TRAIN_DAG, model_health
+    from orchestration.health.view import model_health
+    from orchestration.pipelines import dag_ids
 
     app = FastAPI(title="Model health", docs_url=None, redoc_url=None, openapi_url=None,
                   dependencies=[Depends(requires_access_dag("GET"))])
     days_query = Query(None, ge=1, description="only the last N days up to the latest monitored day")
 
-    def view(model: str | None, days: int | None) -> dict[str, Any]:
-        metric, window = _settings()
-        return model_health(Lake.at(lake_root), metric=metric, window_days=window, model=model or None, days=days,
-                            airflow_runs=training_runs(TRAIN_DAG))
+    def pipeline_lake(pipeline: Any) -> Lake:
+        return Lake.at(pipeline.lake_root(Lake.at(lake_root).root))
+
+    def view(name: str | None, model: str | None, days: int | None) -> dict[str, Any]:
+        pipeline, names = served(name)
+        decay = pipeline.config().monitoring.decay
+        train_dag = dag_ids(pipeline.name)["train"]
+        found = model_health(pipeline_lake(pipeline), metric=decay.metric, window_days=decay.window_days,
+                             model=model or None, days=days, airflow_runs=training_runs(train_dag),
+                             train_dag=train_dag)
+        return {"pipeline": pipeline.name, "pipelines": names, **found}
 
     @app.get("/", response_class=HTMLResponse)
-    def page(model: str | None = None, days: int | None = days_query) -> HTMLResponse:
-        return HTMLResponse(render(view(model, days), model=model or None, days=days))
+    def page(pipeline: str | None = None, model: str | None = None, days: int | None = days_query) -> HTMLResponse:
+        return HTMLResponse(render(view(pipeline, model, days), model=model or None, days=days))
 
     @app.get("/api/health")
-    def health(model: str | None = None, days: int | None = days_query) -> JSONResponse:
-        return JSONResponse(view(model, days))
+    def health(pipeline: str | None = None, model: str | None = None, days: int | None = days_query) -> JSONResponse:
+        return JSONResponse(view(pipeline, model, days))
 
     @app.get("/api/days/{day}")
-    def monitored_day(day: dt.date) -> JSONResponse:
-        lake = Lake.at(lake_root)
+    def monitored_day(day: dt.date, pipeline: str | None = None) -> JSONResponse:
+        lake = pipeline_lake(served(pipeline)[0])
         path = f"{lake.partition(lake.monitoring, day)}/{MONITORING_REPORT}"
         record = read_json(path)
         if record is None:

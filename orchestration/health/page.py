@@ -46,8 +46,9 @@ def render(view: dict[str, Any], *, model: str | None = None, days: int | None =
         items = "".join(f"<li>{escape(p)}</li>" for p in view["problems"][:20])
         parts.append(f"<div class='problems'>Files skipped:<ul>{items}</ul></div>")
     if not view["models"]:
-        parts.append("<p>No monitored days yet. The monitor job writes a day's record once score_pipeline "
-                     "has scored it and its outcomes are in the lake; trigger score_pipeline for a day with "
+        score = f"{escape(view.get('pipeline') or '<pipeline>')}_score"
+        parts.append(f"<p>No monitored days yet. The monitor job writes a day's record once {score} "
+                     f"has scored it and its outcomes are in the lake; trigger {score} for a day with "
                      "features (or wait for the next ingest) and look again.</p>")
     for found in view["models"]:
         parts.append(_model(found, view["metric"], view["window_days"]))
@@ -64,11 +65,15 @@ def _header(view: dict[str, Any], model: str | None, days: int | None) -> str:
     names = sorted({m["model_name"] for m in view["models"]} | ({model} if model else set()))
     models = "<option value=''>every model</option>" + "".join(
         f"<option{' selected' if name == model else ''}>{escape(name)}</option>" for name in names)
-    query = urlencode({k: v for k, v in {"model": model, "days": days}.items() if v})
+    pipeline = view.get("pipeline")
+    pipelines = "".join(f"<option{' selected' if name == pipeline else ''}>{escape(name)}</option>"
+                        for name in view.get("pipelines") or [])
+    picker = f"Pipeline <select name='pipeline'>{pipelines}</select> " if pipelines else ""
+    query = urlencode({k: v for k, v in {"pipeline": pipeline, "model": model, "days": days}.items() if v})
     return (f"<h1>Model health</h1><div class='muted'>{where}; headline metric {escape(view['metric'])}; "
             f"read in {view['read_ms']} ms. <a href='api/health{'?' + query if query else ''}'>JSON</a></div>"
-            f"<form method='get'>Model <select name='model'>{models}</select> Days <select name='days'>{options}"
-            f"</select> <button type='submit'>Show</button></form>")
+            f"<form method='get'>{picker}Model <select name='model'>{models}</select> Days <select name='days'>"
+            f"{options}</select> <button type='submit'>Show</button></form>")
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -442,7 +447,7 @@ def _retrainings(events: list[dict[str, Any]]) -> str:
     rows = []
     for event in reversed(events):
         airflow = (f"<a href='../{escape(event['airflow_path'])}' target='_top'>"
-                   f"{'Airflow run' if event['airflow_run_id'] else 'train_pipeline runs'}</a>")
+                   f"{'Airflow run' if event['airflow_run_id'] else 'training runs'}</a>")
         mlflow = (f"<a href='{escape(event['mlflow_url'])}' target='_blank' rel='noopener'>MLflow run</a>"
                   if event["mlflow_url"] else escape(str(event["mlflow_run_id"] or "")))
         rows.append(f"<tr><td>{escape(event['day'])}</td><td>v{escape(event['model_version'])}</td>"

@@ -24,7 +24,6 @@ from urllib.parse import quote
 from jobs.lake.layout import DECAY_REPORT, DRIFT_REPORT, MONITORING_REPORT, SUMMARY, Lake, partition_day
 from jobs.lake.storage import files_under, read_bytes
 
-TRAIN_DAG = "train_pipeline"  # the DAG whose runs retrain a model
 READERS = 8  # files read at once: an object store answers each read slowly, a local disk does not care
 
 
@@ -98,13 +97,16 @@ def mlflow_run_url(experiment_id: Any, run_id: Any) -> str:
 
 
 def airflow_run_path(dag_id: str, run_id: str | None) -> str:
-    """The Airflow UI's page of a DAG run, relative to the UI's base (the DAG's runs without a run id)."""
+    """The Airflow UI's page of a DAG run, relative to the UI's base (the DAG's runs without a run id,
+    the DAGs without a DAG)."""
+    if not dag_id:
+        return "dags"
     return f"dags/{dag_id}/runs/{quote(run_id, safe='')}" if run_id else f"dags/{dag_id}/runs"
 
 
 def model_health(lake: Lake, *, metric: str = "roc_auc", window_days: int = 7, model: str | None = None,
                  days: int | None = None, airflow_runs: dict[str, dict[str, str]] | None = None,
-                 cache: DocumentCache = CACHE) -> dict[str, Any]:
+                 train_dag: str = "", cache: DocumentCache = CACHE) -> dict[str, Any]:
     """Everything the Model health page shows, per model: its versions (champion, challengers, and
     every version that scored a day in range, deleted ones included) with their daily realized
     metrics, intervals, estimates and holdout values; the decay verdicts; the drift PSI per
@@ -114,10 +116,12 @@ def model_health(lake: Lake, *, metric: str = "roc_auc", window_days: int = 7, m
     one model's name; ``metric``: the headline metric (the decay rule's); ``window_days``: the
     days the "realized" summary of a version pools (the decay window); ``airflow_runs``: the
     training runs Airflow knows by the last day of their window (``airflow_run_id``, ``trigger``,
-    ``started_by``), for the summaries that do not say them.
+    ``started_by``), for the summaries that do not say them; ``train_dag``: the pipeline's train
+    DAG, which the retrainings link to.
     """
     started = time.perf_counter()
     problems: list[str] = []
+    runs = {"airflow_runs": airflow_runs or {}, "train_dag": train_dag}
     monitored = dated_files(lake.monitoring, MONITORING_REPORT)
     reports = {kind: dated_files(lake.reports(kind), name)
                for kind, name in (("decay", DECAY_REPORT), ("drift", DRIFT_REPORT), ("training", SUMMARY))}
@@ -133,8 +137,7 @@ def model_health(lake: Lake, *, metric: str = "roc_auc", window_days: int = 7, m
                    | {str(d.get("model_name")) for _, d in decay + drift + training if d.get("model_name")})
     if model is not None:
         names = [name for name in names if name == model]
-    models = [_model(name, metric, window_days, records, decay, drift, training, airflow_runs or {})
-              for name in names]
+    models = [_model(name, metric, window_days, records, decay, drift, training, runs) for name in names]
     shown = [day for day, _ in records]
     return {
         "metric": metric,
@@ -154,7 +157,7 @@ def _version(entry: dict[str, Any], name: str) -> dict[str, Any]:
 
 def _model(name: str, metric: str, window_days: int, records: list[tuple[dt.date, dict[str, Any]]],
            decay: list[tuple[dt.date, dict[str, Any]]], drift: list[tuple[dt.date, dict[str, Any]]],
-           training: list[tuple[dt.date, dict[str, Any]]], airflow_runs: dict[str, dict[str, str]]) -> dict[str, Any]:
+           training: list[tuple[dt.date, dict[str, Any]]], runs: dict[str, Any]) -> dict[str, Any]:
     from jobs.monitoring.decay import pooled, verdicts
 
     versions: dict[str, dict[str, Any]] = {}
@@ -206,7 +209,7 @@ def _model(name: str, metric: str, window_days: int, records: list[tuple[dt.date
         "miscalibrated": [{"day": d["day"], "model_version": v["model_version"], "role": d["role"], **d["level"]}
                           for v in ordered for d in v["days"] if (d.get("level") or {}).get("flagged")],
         "drift": _drift([(day, report) for day, report in drift if report.get("model_name") in (name, None)]),
-        "retrainings": [_retraining(day, summary, airflow_runs.get(day.isoformat()) or {})
+        "retrainings": [_retraining(day, summary, runs["airflow_runs"].get(day.isoformat()) or {}, runs["train_dag"])
                         for day, summary in training if summary.get("model_name") in (name, None)],
     }
 
@@ -240,7 +243,7 @@ def _drift(reports: list[tuple[dt.date, dict[str, Any]]]) -> dict[str, Any]:
     return {"features": ordered, "monitored": features, "threshold": threshold, "days": days}
 
 
-def _retraining(day: dt.date, summary: dict[str, Any], run: dict[str, str]) -> dict[str, Any]:
+def _retraining(day: dt.date, summary: dict[str, Any], run: dict[str, str], train_dag: str) -> dict[str, Any]:
     gate = summary.get("gate") or {}
     airflow_run_id = summary.get("airflow_run_id") or run.get("airflow_run_id")
     return {
@@ -250,6 +253,6 @@ def _retraining(day: dt.date, summary: dict[str, Any], run: dict[str, str]) -> d
         "gate_decision": gate.get("gate_decision"), "gate_reason": gate.get("gate_reason"),
         "mlflow_run_id": summary.get("run_id"), "mlflow_experiment_id": summary.get("experiment_id"),
         "mlflow_url": mlflow_run_url(summary.get("experiment_id"), summary.get("run_id")) or summary.get("run_url", ""),
-        "airflow_run_id": airflow_run_id, "airflow_path": airflow_run_path(TRAIN_DAG, airflow_run_id),
+        "airflow_run_id": airflow_run_id, "airflow_path": airflow_run_path(train_dag, airflow_run_id),
         "holdout": summary.get("metrics") or {},
     }

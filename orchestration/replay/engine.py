@@ -8,7 +8,7 @@ Usage::
 What does not depend on the policy runs once, in a shared lake (``<home>/lake``): the raw data of
 every day landed, validated and turned into features (the validate and features jobs over a month
 at a time), and each training window's model selection (the baselines job, the sweep's candidates
-through the train job, the best on the validation days: what ``train_pipeline`` runs before
+through the train job, the best on the validation days: what a train DAG runs before
 ``train_model``). Each policy has its own lake (``<home>/policies/<policy>/lake``: the shared
 zones linked in, its own predictions, monitoring and reports), its own registered model
 (``<train.model_name>-replay-<policy>``) and serves the days in order. Each home has its own MLflow

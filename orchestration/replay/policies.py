@@ -1,6 +1,6 @@
 """The retraining policies a replay compares, and what each does when a served day ends.
 
-A policy is which of ``train_pipeline``'s triggers it listens to: the weekly schedule
+A policy is which of the train DAG's triggers it listens to: the weekly schedule
 (:data:`~orchestration.decisions.TRAINING_SCHEDULE`), the ``scoring_drift`` Asset, the ``model_decay``
 Asset. The DAG listens to all three (``default``); ``never`` keeps the first champion all year. The
 events themselves come from :func:`~orchestration.decisions.drift_event` and
@@ -18,7 +18,7 @@ from typing import Any
 @dataclass(frozen=True)
 class Policy:
     name: str
-    weekly: bool = False  # train_pipeline's schedule
+    weekly: bool = False  # the train DAG's schedule
     drift: bool = False  # a scoring_drift event
     decay: bool = False  # a model_decay event
 
@@ -39,7 +39,7 @@ POLICIES = {policy.name: policy for policy in (
 def retraining(policy: Policy, day: dt.date, drift: dict[str, Any] | None,
                decay: dict[str, Any] | None) -> dict[str, str] | None:
     """The training run ``policy`` starts once ``day`` has been served and judged, as
-    :func:`~orchestration.decisions.training_plan` plans it for ``train_pipeline`` (``run_date``,
+    :func:`~orchestration.decisions.training_plan` plans it for the train DAG (``run_date``,
     ``trigger``, ``started_by``), or None. ``drift``, ``decay``: the day's events' extras (None
     when the day raised none). One run a day at most: where the DAG would start a scheduled run
     and an event's run the same night, the replay starts the event's (decay before drift)."""

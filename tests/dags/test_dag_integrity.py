@@ -11,15 +11,15 @@ import pytest
 DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
 
 EXPECTED_EDGES = {
-    "ingest_pipeline": {("wait_for_raw", "validate_raw"), ("validate_raw", "build_features"),
+    "flights_ingest": {("wait_for_raw", "validate_raw"), ("validate_raw", "build_features"),
                         ("build_features", "publish_features")},
-    "train_pipeline": {("plan_training", "train_baselines"), ("plan_training", "plan_sweep"),
+    "flights_train": {("plan_training", "train_baselines"), ("plan_training", "plan_sweep"),
                        ("plan_sweep", "train_candidate"), ("plan_sweep", "select_candidate"),
                        ("train_candidate", "select_candidate"), ("plan_training", "train_model"),
                        ("select_candidate", "train_model"), ("train_baselines", "train_model"),
                        ("plan_training", "publish_champion"), ("train_model", "publish_champion"),
                        ("train_model", "approve_champion"), ("approve_champion", "publish_champion")},
-    "score_pipeline": {("plan_scoring", "score_batch"), ("plan_scoring", "check_drift"),
+    "flights_score": {("plan_scoring", "score_batch"), ("plan_scoring", "check_drift"),
                        ("score_batch", "check_drift"), ("plan_scoring", "monitor_day"),
                        ("score_batch", "monitor_day"), ("plan_scoring", "check_decay"),
                        ("monitor_day", "check_decay"), ("plan_scoring", "promote_challenger"),
@@ -27,17 +27,18 @@ EXPECTED_EDGES = {
 }
 # The Spark jobs each DAG runs: validate and features (the writers of validated/ and features/)
 # belong to ingest alone.
-SPARK_JOBS = {"ingest_pipeline": {"validate", "features"}, "train_pipeline": {"train", "baselines"},
-              "score_pipeline": {"score", "monitor"}}
+SPARK_JOBS = {"flights_ingest": {"validate", "features"}, "flights_train": {"train", "baselines"},
+              "flights_score": {"score", "monitor"}}
 # Worker tasks that update Assets: (dag, task) -> the Assets.
 OUTLETS = {
-    ("ingest_pipeline", "publish_features"): {"features"},
-    ("score_pipeline", "check_drift"): {"scoring_drift"},
-    ("score_pipeline", "check_decay"): {"model_decay"},
-    ("score_pipeline", "promote_challenger"): {"champion_model"},  # promotion_evidence: live
-    ("train_pipeline", "publish_champion"): {"champion_model"},
+    ("flights_ingest", "publish_features"): {"flights_features"},
+    ("flights_score", "check_drift"): {"flights_scoring_drift"},
+    ("flights_score", "check_decay"): {"flights_model_decay"},
+    ("flights_score", "promote_challenger"): {"flights_champion_model"},  # promotion_evidence: live
+    ("flights_train", "publish_champion"): {"flights_champion_model"},
 }
-SCHEDULED_ON = {"score_pipeline": {"features", "champion_model"}, "train_pipeline": {"scoring_drift", "model_decay"}}
+SCHEDULED_ON = {"flights_score": {"flights_features", "flights_champion_model"},
+                "flights_train": {"flights_scoring_drift", "flights_model_decay"}}
 
 
 @pytest.fixture(scope="module")
@@ -51,10 +52,12 @@ def test_no_import_errors(dag_bag):
     assert dag_bag.import_errors == {}
 
 
-def test_every_pipeline_is_loaded_and_named_after_its_file(dag_bag):
+def test_every_pipeline_s_dags_come_from_the_one_file_named_after_the_pipeline_and_stage(dag_bag):
     assert set(dag_bag.dag_ids) == set(EXPECTED_EDGES)
     for dag_id in dag_bag.dag_ids:
-        assert Path(dag_bag.dags[dag_id].fileloc).stem == dag_id
+        assert Path(dag_bag.dags[dag_id].fileloc).name == "pipeline_dags.py"
+        assert "pipeline:flights" in dag_bag.dags[dag_id].tags
+    assert [p.name for p in DAGS_DIR.glob("*.py")] == ["pipeline_dags.py"], "dags/ holds no pipeline's own file"
 
 
 @pytest.mark.parametrize("dag_id", sorted(EXPECTED_EDGES))
@@ -113,7 +116,7 @@ def test_every_asset_a_dag_updates_starts_another_dag(dag_bag):
 def test_training_runs_weekly_or_on_drift(dag_bag):
     from airflow.sdk import AssetOrTimeSchedule
 
-    timetable = dag_bag.dags["train_pipeline"].timetable
+    timetable = dag_bag.dags["flights_train"].timetable
     assert isinstance(timetable, AssetOrTimeSchedule) and timetable.can_be_scheduled
 
 
@@ -147,7 +150,7 @@ def test_every_training_param_reaches_the_job_as_the_setting_it_names(dag_bag):
     from jobs.selection.baselines import parse_args as baselines_args
     from jobs.training.job import parse_args
 
-    dag = dag_bag.dags["train_pipeline"]
+    dag = dag_bag.dags["flights_train"]
     values = {"train_days": 14, "max_train_days": 60, "holdout_days": 3, "epochs": 2, "learning_rate": 0.01,
               "weight_decay": 0.01, "lr_schedule": "constant", "keep_best_epoch": True,
               "hyperparameters": {"members": 1}, "num_processes": 1, "use_gpu": True, "local_mode": True,
@@ -173,7 +176,7 @@ def test_every_training_param_reaches_the_job_as_the_setting_it_names(dag_bag):
 def test_training_params_left_empty_keep_the_config(dag_bag, config):
     from jobs.training.job import parse_args
 
-    dag = dag_bag.dags["train_pipeline"]
+    dag = dag_bag.dags["flights_train"]
     parsed = parse_args(_render(dag.get_task("train_model").application_args, dict.fromkeys(dag.params), dag))
     assert parsed.config.train == config.train and parsed.overrides == {}
 
@@ -184,11 +187,11 @@ def test_the_trigger_form_refuses_a_bad_value(dag_bag, name, bad):
     from airflow.sdk.exceptions import ParamValidationError
 
     with pytest.raises(ParamValidationError):
-        dag_bag.dags["train_pipeline"].params.get_param(name).resolve(bad)
+        dag_bag.dags["flights_train"].params.get_param(name).resolve(bad)
 
 
 def test_ingest_takes_a_window_the_jobs_understand(dag_bag):
-    dag = dag_bag.dags["ingest_pipeline"]
+    dag = dag_bag.dags["flights_ingest"]
     assert dag.params.get_param("days").resolve(29) == 29
     for task_id in ("validate_raw", "build_features"):
         args = _render(dag.get_task(task_id).application_args, {"run_date": "2013-01-29", "days": 29})
@@ -204,7 +207,7 @@ def test_the_sweep_is_mapped_over_as_many_candidates_as_configured(dag_bag, conf
     from jobs.training.job import parse_args
     from orchestration.sweep_tasks import SWEEP_PARAMS
 
-    dag = dag_bag.dags["train_pipeline"]
+    dag = dag_bag.dags["flights_train"]
     mapped = dag.get_task("train_candidate")
     assert mapped.expand_input.value["application_args"].operator.task_id == "plan_sweep"
     base = {"learning_rate": config.train.learning_rate, "epochs": config.train.epochs,
@@ -263,7 +266,7 @@ def run_states(dag, decided: dict[str, str]) -> dict[str, str]:
 def test_publishing_runs_after_an_approval_or_a_skipped_one_but_not_after_a_skipped_training(dag_bag):
     """publish_champion follows train_model whether approve_champion ran or was skipped, and is
     skipped with them when the run skipped training (a weekly run before any features exist)."""
-    dag = dag_bag.dags["train_pipeline"]
+    dag = dag_bag.dags["flights_train"]
     publish = dag.get_task("publish_champion")
     assert publish.trigger_rule == "none_failed_min_one_success"
     assert run_states(dag, {})["publish_champion"] == "success"  # approved

@@ -64,7 +64,7 @@ def running(lake, features_zone, config_patch, tmp_path_factory) -> Iterator[Run
     call the jobs' own functions too) until the stack stops: at the end of the folder, or when a
     test stops it."""
     home = tmp_path_factory.mktemp("stack")
-    own = prepare_lake(lake, features_zone, home / "lake")
+    own = prepare_lake(lake, features_zone, home / "lake" / "flights")
     env = {
         **stack_env(own, write_config(config_patch, home / "config"), home),
         # a failed try is retried after 5 s, not a minute: the fault cases wait for retries
@@ -106,7 +106,7 @@ def stack_lake(running):
 
 @pytest.fixture(scope="package")
 def training(stack) -> dict[str, Any]:
-    """The first champion: a train_pipeline run for TRAIN_DATE triggered through the REST API with
+    """The first champion: a flights_train run for TRAIN_DATE triggered through the REST API with
     approval required, approved by a person once it asks, finished; its run, train_model's task
     instance, the approval request and the model version."""
     import mlflow
@@ -114,12 +114,12 @@ def training(stack) -> dict[str, Any]:
     from jobs.selection.gate import current_champion
 
     airflow = stack.airflow
-    airflow.wait_for_dag("train_pipeline")
-    airflow.unpause("train_pipeline")  # a paused DAG's triggered run would only be queued
-    run_id = airflow.trigger("train_pipeline", {"run_date": TRAIN_DATE.isoformat(),
+    airflow.wait_for_dag("flights_train")
+    airflow.unpause("flights_train")  # a paused DAG's triggered run would only be queued
+    run_id = airflow.trigger("flights_train", {"run_date": TRAIN_DATE.isoformat(),
                                                 "require_approval": True})["dag_run_id"]
-    airflow.wait_for_task("train_pipeline", run_id, "approve_champion", "awaiting_input", timeout=TRAIN_TIMEOUT)
-    request = airflow.hitl("train_pipeline", run_id, "approve_champion")
+    airflow.wait_for_task("flights_train", run_id, "approve_champion", "awaiting_input", timeout=TRAIN_TIMEOUT)
+    request = airflow.hitl("flights_train", run_id, "approve_champion")
     # the version won the gate (the first one ever) but is not champion before a person says so
     client = mlflow.MlflowClient(stack.mlflow.url)
     assert current_champion(client, MODEL) is None
@@ -132,16 +132,16 @@ def training(stack) -> dict[str, Any]:
     # then failed ("finished with state success, but the task instance's state attribute is
     # queued") and retried, asking again.
     time.sleep(5)
-    answer = airflow.hitl("train_pipeline", run_id, "approve_champion", answer=["Approve"])
+    answer = airflow.hitl("flights_train", run_id, "approve_champion", answer=["Approve"])
     assert answer["chosen_options"] == ["Approve"], answer
 
     def finished(runs: dict[str, list[dict[str, Any]]]) -> bool:
-        return any(r["dag_run_id"] == run_id for r in runs["train_pipeline"])
+        return any(r["dag_run_id"] == run_id for r in runs["flights_train"])
 
-    runs = airflow.settle(["train_pipeline"], finished, timeout=TRAIN_TIMEOUT)  # any failed try fails at once
-    [run] = [r for r in runs["train_pipeline"] if r["dag_run_id"] == run_id]
+    runs = airflow.settle(["flights_train"], finished, timeout=TRAIN_TIMEOUT)  # any failed try fails at once
+    [run] = [r for r in runs["flights_train"] if r["dag_run_id"] == run_id]
     assert run["state"] == "success", run
-    [train] = [ti for ti in airflow.task_instances("train_pipeline")
+    [train] = [ti for ti in airflow.task_instances("flights_train")
                if ti["task_id"] == "train_model" and ti["dag_run_id"] == run_id]
     return {"run": run, "train_model": train, "approval": request,
             "version": client.get_model_version(MODEL, version.version)}

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from tests.stack import Stack, running_stack
 
-DAGS = ["ingest_pipeline", "score_pipeline", "train_pipeline"]
+DAGS = ["flights_ingest", "flights_score", "flights_train"]
 MODEL = "stack_model"
 TRAIN_DATE = dt.date(2013, 1, 7)  # the first champion: trains on 01-01..01-05, evaluates on 01-06..01-07
 TRAIN_DAYS, HOLDOUT_DAYS = 5, 2
@@ -85,10 +85,11 @@ def stack_config(config_patch, folder: Path, model: str, train: dict[str, Any] |
 
 def stack_env(lake, config: Path, home: Path) -> dict[str, str]:
     """What a stack's processes (and this one, calling the jobs' own functions) are pointed with:
-    its lake, its config, its MLflow artifacts under ``home``; and no wait for raw data, so that a
+    its lakes' root (``lake``'s folder is named after its pipeline), its config, its MLflow
+    artifacts under ``home``; and no wait for raw data, so that a
     scheduled ingest run of a day without any (yesterday's) skips at once, whatever the hour."""
-    return {"PIPELINE_RAW_WAIT_HOURS": "0", "LAKE_ROOT": lake.root, "PIPELINE_CONFIG": str(config),
-            "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts")}
+    return {"PIPELINE_RAW_WAIT_HOURS": "0", "LAKE_ROOT": str(Path(lake.root).parent),
+            "PIPELINE_CONFIG": str(config), "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts")}
 
 
 def write_config(config_patch, folder: Path) -> Path:

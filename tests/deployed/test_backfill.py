@@ -64,7 +64,7 @@ def _rescored(lake, day: dt.date, trainings: int):
     version none of the earlier champions is (the latest: every retraining is promoted)."""
 
     def done(runs: dict[str, list[dict]]) -> bool:
-        finished = [r for r in _of(runs["train_pipeline"], "asset_triggered") if r["state"] == "success"]
+        finished = [r for r in _of(runs["flights_train"], "asset_triggered") if r["state"] == "success"]
         return len(finished) >= trainings and _served_by(lake, day) == {str(1 + trainings)}
 
     return done
@@ -89,17 +89,17 @@ def _check(airflow, lake) -> None:
         airflow.wait_for_dag(dag_id)
         airflow.unpause(dag_id)  # the scheduler starts no run, backfills included, of a paused DAG
     # The range names logical dates, both ends included: one run per day.
-    planned = airflow.backfill("ingest_pipeline", DAYS[0], DAYS[-1], dry_run=True)
+    planned = airflow.backfill("flights_ingest", DAYS[0], DAYS[-1], dry_run=True)
     assert [b["logical_date"][:10] for b in planned["backfills"]] == [d.isoformat() for d in DAYS]
     # Bounded, with room for a shared 2-core machine: failed tries end the wait at once anyway.
     # The API answers its health check every 2 s all along (health_probe raises on a failed call).
     started = time.monotonic()
     with health_probe(airflow) as latencies:
-        backfill = airflow.backfill("ingest_pipeline", DAYS[0], DECAY_DAY, max_active_runs=1)
-        assert backfill["dag_id"] == "ingest_pipeline", backfill
+        backfill = airflow.backfill("flights_ingest", DAYS[0], DECAY_DAY, max_active_runs=1)
+        assert backfill["dag_id"] == "flights_ingest", backfill
         airflow.settle(DAGS, _rescored(lake, DECAY_DAY, 1), timeout=1200)
         _check_decay(lake)
-        airflow.backfill("ingest_pipeline", DRIFT_DAY, DRIFT_DAY, max_active_runs=1)
+        airflow.backfill("flights_ingest", DRIFT_DAY, DRIFT_DAY, max_active_runs=1)
         runs = airflow.settle(DAGS, _rescored(lake, DRIFT_DAY, 2), timeout=1200)
     seconds = time.monotonic() - started
     assert len(latencies) > seconds / 4, (len(latencies), seconds)  # the probe ran all along
@@ -111,12 +111,12 @@ def _check(airflow, lake) -> None:
 
     # unpausing started no doomed run: the scheduled runs for the last day and week of today's
     # calendar (no raw data, no features) were skipped at their first task
-    for dag_id, first in (("ingest_pipeline", "wait_for_raw"), ("train_pipeline", "plan_training")):
+    for dag_id, first in (("flights_ingest", "wait_for_raw"), ("flights_train", "plan_training")):
         for run in _of(runs[dag_id], "scheduled"):
             assert run["state"] == "success", run
             first_state = {ti["task_id"]: ti["state"] for ti in states[dag_id] if ti["dag_run_id"] == run["dag_run_id"]}
             assert first_state[first] == "skipped", first_state
-    ingest = _of(runs["ingest_pipeline"], "backfill")
+    ingest = _of(runs["flights_ingest"], "backfill")
     assert [r["logical_date"][:10] for r in ingest] == [d.isoformat() for d in DAYS]
     assert {r["state"] for r in ingest} == {"success"}
     for day, run in zip(DAYS, ingest, strict=True):
@@ -125,7 +125,7 @@ def _check(airflow, lake) -> None:
         assert report["run_id"] == run["dag_run_id"] and report["success"], report["run_id"]
 
     # scoring followed the features Asset and the champion: every run started by an event
-    assert {(r["run_type"], r["state"]) for r in runs["score_pipeline"]} == {("asset_triggered", "success")}
+    assert {(r["run_type"], r["state"]) for r in runs["flights_score"]} == {("asset_triggered", "success")}
     for day in DAYS:
         flights = pd.read_csv(lake.raw_file("flights", day))
         predictions = pq.read_table(lake.partition(lake.predictions, day)).to_pandas()
@@ -146,7 +146,7 @@ def _check(airflow, lake) -> None:
     assert str(mlflow_client.get_model_version_by_alias(name, "champion").version) == "3"
     versions = {str(v.version): v for v in mlflow_client.search_model_versions(f"name = '{name}'")}
     assert sorted(versions) == ["1", "2", "3"]
-    assert [r["state"] for r in _of(runs["train_pipeline"], "asset_triggered")] == ["success", "success"]
+    assert [r["state"] for r in _of(runs["flights_train"], "asset_triggered")] == ["success", "success"]
     for version, day, trigger, started in (("2", DECAY_DAY, "decay", f"decay of version 1 on {DECAY_DAY}"),
                                            ("3", DRIFT_DAY, "drift", f"drift on {DRIFT_DAY}")):
         assert versions[version].tags["run_date"] == day.isoformat()
@@ -155,9 +155,9 @@ def _check(airflow, lake) -> None:
         assert tags["trigger"] == trigger and tags["started_by"].startswith(started), tags
     drift = json.loads(Path(lake.report("drift", DRIFT_DAY, DRIFT_REPORT)).read_text())
     assert drift["drifted"] and any("distance" in reason for reason in drift["reasons"]), drift["reasons"]
-    checks = [ti for ti in states["score_pipeline"] if ti["task_id"] == "check_drift"]
+    checks = [ti for ti in states["flights_score"] if ti["task_id"] == "check_drift"]
     assert sum(ti["state"] == "success" for ti in checks) == 1  # the one event, for DRIFT_DAY
-    decays = [ti for ti in states["score_pipeline"] if ti["task_id"] == "check_decay"]
+    decays = [ti for ti in states["flights_score"] if ti["task_id"] == "check_decay"]
     assert sum(ti["state"] == "success" for ti in decays) == 1  # the one event, for DECAY_DAY
 
     # the decay-retrained champion served the day after the decay: the monitor judged it there,

@@ -66,15 +66,15 @@ def _wait_for_run(airflow, dag_id: str, run_id: str, timeout: float) -> dict:
 def test_a_lost_scheduler_started_again_retries_the_killed_task_and_writes_the_day_once(stack, stack_lake, training):
     airflow, lake, day = stack.airflow, stack_lake, DAYS[0]
     # the day is ingested again; its scoring is not part of this case
-    airflow.pause("score_pipeline")
-    run_id = airflow.trigger("ingest_pipeline", {"run_date": day.isoformat()})["dag_run_id"]
-    airflow.wait_for_task("ingest_pipeline", run_id, "validate_raw", "running", timeout=300, poll=1)
+    airflow.pause("flights_score")
+    run_id = airflow.trigger("flights_ingest", {"run_date": day.isoformat()})["dag_run_id"]
+    airflow.wait_for_task("flights_ingest", run_id, "validate_raw", "running", timeout=300, poll=1)
     time.sleep(5)  # its spark-submit under way
     killed = airflow.kill("scheduler")
     assert any("SparkSubmit" in line or "spark-submit" in line for line in killed), killed  # the task's went too
     airflow.start("scheduler")
 
-    run = _wait_for_run(airflow, "ingest_pipeline", run_id, RECOVERY_TIMEOUT)
+    run = _wait_for_run(airflow, "flights_ingest", run_id, RECOVERY_TIMEOUT)
     _check_retried_once(airflow, run, "validate_raw")
     assert "Reset the following 1 orphaned TaskInstances" in airflow.logs["scheduler"].read_text()
     check_day_once(lake, day, run_id)
@@ -84,20 +84,20 @@ def test_a_lost_task_worker_is_failed_by_its_missing_heartbeat_and_the_retry_wri
         stack, stack_lake, training):
     airflow, lake, day = stack.airflow, stack_lake, DAYS[1]
     clean = _day_rows(lake, day)  # what the backfill's run of the day wrote
-    airflow.pause("score_pipeline")  # ingest alone, as above
-    run_id = airflow.trigger("ingest_pipeline", {"run_date": day.isoformat()})["dag_run_id"]
-    ti = airflow.wait_for_task("ingest_pipeline", run_id, "validate_raw", "running", timeout=300, poll=1)
+    airflow.pause("flights_score")  # ingest alone, as above
+    run_id = airflow.trigger("flights_ingest", {"run_date": day.isoformat()})["dag_run_id"]
+    ti = airflow.wait_for_task("flights_ingest", run_id, "validate_raw", "running", timeout=300, poll=1)
     time.sleep(5)  # its spark-submit under way
     killed = airflow.kill_task(ti["id"])
     assert any("SparkSubmit" in line or "spark-submit" in line for line in killed), killed
     assert airflow.processes["scheduler"].poll() is None  # the scheduler was not touched
 
-    run = _wait_for_run(airflow, "ingest_pipeline", run_id, RECOVERY_TIMEOUT)
+    run = _wait_for_run(airflow, "flights_ingest", run_id, RECOVERY_TIMEOUT)
     _check_retried_once(airflow, run, "validate_raw")
     # Airflow found the try by its missing heartbeat (nothing else could report it: its supervisor died)
-    timeouts = [e for e in airflow.event_logs("ingest_pipeline", "heartbeat timeout")
+    timeouts = [e for e in airflow.event_logs("flights_ingest", "heartbeat timeout")
                 if (e["run_id"], e["task_id"], e["try_number"]) == (run_id, "validate_raw", 1)]
-    assert len(timeouts) == 1, airflow.event_logs("ingest_pipeline", "heartbeat timeout")
+    assert len(timeouts) == 1, airflow.event_logs("flights_ingest", "heartbeat timeout")
     check_day_once(lake, day, run_id)
     assert _day_rows(lake, day) == clean
 
@@ -139,18 +139,18 @@ def test_the_mlflow_server_lost_while_a_day_is_scored_fails_the_try_saying_so_an
 
     airflow, lake, day = stack.airflow, stack_lake, DAYS[0]
     champion = str(current_champion(mlflow.MlflowClient(stack.mlflow.url), MODEL).version)
-    airflow.unpause("score_pipeline")  # paused above; nothing was queued for it meanwhile
-    run_id = airflow.trigger("score_pipeline", {"run_date": day.isoformat()})["dag_run_id"]
-    ti = airflow.wait_for_task("score_pipeline", run_id, "score_batch", "running", timeout=300, poll=1)
+    airflow.unpause("flights_score")  # paused above; nothing was queued for it meanwhile
+    run_id = airflow.trigger("flights_score", {"run_date": day.isoformat()})["dag_run_id"]
+    ti = airflow.wait_for_task("flights_score", run_id, "score_batch", "running", timeout=300, poll=1)
     stack.mlflow.kill()  # before the job has looked the champion up or loaded it
     # down (a redeploy gone wrong) until the try has ended: the job cannot score without the registry
-    ended = _wait_for_try(airflow, "score_pipeline", run_id, "score_batch", ti["try_number"], timeout=300)
+    ended = _wait_for_try(airflow, "flights_score", run_id, "score_batch", ti["try_number"], timeout=300)
     stack.mlflow.start().ready()
 
-    assert ended == "up_for_retry", airflow.describe("score_pipeline")  # a fault, retried: not a data error
-    log = airflow.task_log("score_pipeline", run_id, "score_batch", 1, lines=400, map_index=ti["map_index"])
+    assert ended == "up_for_retry", airflow.describe("flights_score")  # a fault, retried: not a data error
+    log = airflow.task_log("flights_score", run_id, "score_batch", 1, lines=400, map_index=ti["map_index"])
     assert "failed (a fault: Airflow retries the task)" in log and "data error" not in log, log
-    run = _wait_for_run(airflow, "score_pipeline", run_id, RECOVERY_TIMEOUT)
+    run = _wait_for_run(airflow, "flights_score", run_id, RECOVERY_TIMEOUT)
     # a normal day: no drift, one day too few to judge decay, no live promotion in this config
     _check_retried_once(airflow, run, "score_batch", skipped=frozenset({"check_drift", "check_decay",
                                                                        "promote_challenger"}))
@@ -225,18 +225,18 @@ def test_a_full_disk_under_the_predictions_fails_the_try_saying_so_keeps_the_day
     filler = small_disk.fill(zone)
     assert digest() == underneath
 
-    run_id = airflow.trigger("score_pipeline", {"run_date": day.isoformat()})["dag_run_id"]
-    ti = airflow.wait_for_task("score_pipeline", run_id, "score_batch", "running", timeout=300, poll=1)
-    ended = _wait_for_try(airflow, "score_pipeline", run_id, "score_batch", ti["try_number"], timeout=600)
-    assert ended == "up_for_retry", airflow.describe("score_pipeline")  # a fault: space may be freed
+    run_id = airflow.trigger("flights_score", {"run_date": day.isoformat()})["dag_run_id"]
+    ti = airflow.wait_for_task("flights_score", run_id, "score_batch", "running", timeout=300, poll=1)
+    ended = _wait_for_try(airflow, "flights_score", run_id, "score_batch", ti["try_number"], timeout=600)
+    assert ended == "up_for_retry", airflow.describe("flights_score")  # a fault: space may be freed
     assert digest() == underneath  # the day as it was
     assert staging(zone) == []
     filler.unlink()  # an operator frees space; the retry (5 s later here) writes the day
-    log = airflow.task_log("score_pipeline", run_id, "score_batch", 1, lines=400, map_index=ti["map_index"])
+    log = airflow.task_log("flights_score", run_id, "score_batch", 1, lines=400, map_index=ti["map_index"])
     [line] = [line for line in log.splitlines() if "failed (a fault: Airflow retries the task)" in line]
     assert "the disk is full (No space left on device" in line and "free space on the lake's disk" in line, line
 
-    run = _wait_for_run(airflow, "score_pipeline", run_id, RECOVERY_TIMEOUT)
+    run = _wait_for_run(airflow, "flights_score", run_id, RECOVERY_TIMEOUT)
     _check_retried_once(airflow, run, "score_batch", skipped=frozenset({"check_drift", "check_decay",
                                                                        "promote_challenger"}))
     flights = pd.read_csv(lake.raw_file("flights", day))
@@ -265,9 +265,9 @@ def test_postgresql_stopped_immediately_during_training_recovers_and_the_champio
     client = mlflow.MlflowClient(stack.mlflow.url)
     before = current_champion(client, MODEL)
     known = {v.version for v in client.search_model_versions(f"name = '{MODEL}'")}
-    airflow.pause("score_pipeline")  # the new champion's re-scoring is not part of this case
-    airflow.unpause("train_pipeline")
-    run_id = airflow.trigger("train_pipeline", {"run_date": day.isoformat()})["dag_run_id"]
+    airflow.pause("flights_score")  # the new champion's re-scoring is not part of this case
+    airflow.unpause("flights_train")
+    run_id = airflow.trigger("flights_train", {"run_date": day.isoformat()})["dag_run_id"]
     mine = f"tags.run_date = '{day.isoformat()}'"
 
     def training_logs() -> bool:  # its MLflow run open, an epoch's metrics in
@@ -284,11 +284,11 @@ def test_postgresql_stopped_immediately_during_training_recovers_and_the_champio
     time.sleep(30)  # down: every query of Airflow's processes, the MLflow server and the job fails
     stack.postgres.start().ready()
 
-    run = _wait_for_run(airflow, "train_pipeline", run_id, RECOVERY_TIMEOUT)  # restarts what exited
+    run = _wait_for_run(airflow, "flights_train", run_id, RECOVERY_TIMEOUT)  # restarts what exited
     _wait_for_rest(airflow, timeout=300)
     assert "database system was not properly shut down; automatic recovery in progress" in \
         stack.postgres.log.read_text()
-    tis = {ti["task_id"]: ti for ti in airflow.task_instances("train_pipeline") if ti["dag_run_id"] == run_id}
+    tis = {ti["task_id"]: ti for ti in airflow.task_instances("flights_train") if ti["dag_run_id"] == run_id}
     running = [ti for dag_id in DAGS for ti in airflow.task_instances(dag_id)
                if ti["state"] in ("running", "queued", "scheduled", "up_for_retry")]
     assert running == [], running
@@ -318,10 +318,10 @@ def test_postgresql_stopped_immediately_during_training_recovers_and_the_champio
     refused = _refused(stack, heard, "/api/2.0/mlflow/runs/")
     assert refused, "no run call of the training reached the MLflow server while PostgreSQL was down"
     assert (tis["train_model"]["state"], tis["train_model"]["try_number"]) == ("success", 1), tis["train_model"]
-    log = airflow.task_log("train_pipeline", run_id, "train_model", 1, lines=400)
+    log = airflow.task_log("flights_train", run_id, "train_model", 1, lines=400)
     assert "failed (a fault" not in log, log[-3000:]
-    assert run["state"] == "success", airflow.describe("train_pipeline")
-    print(f"restarted: {restarted}; train_pipeline {run_id}: {run['state']}; tries "
+    assert run["state"] == "success", airflow.describe("flights_train")
+    print(f"restarted: {restarted}; flights_train {run_id}: {run['state']}; tries "
           f"{ {name: (ti['state'], ti['try_number']) for name, ti in tis.items()} }")
 
 
@@ -343,9 +343,9 @@ def test_postgresql_stopped_immediately_as_a_day_is_scored_the_jobs_registry_cal
     # needs no backfill before it), and scoring it again is what a new champion does anyway
     airflow, lake, day = stack.airflow, stack_lake, TRAIN_DATE
     champion = str(current_champion(mlflow.MlflowClient(stack.mlflow.url), MODEL).version)
-    airflow.unpause("score_pipeline")
-    run_id = airflow.trigger("score_pipeline", {"run_date": day.isoformat()})["dag_run_id"]
-    ti = airflow.wait_for_task("score_pipeline", run_id, "score_batch", "running", timeout=300, poll=1)
+    airflow.unpause("flights_score")
+    run_id = airflow.trigger("flights_score", {"run_date": day.isoformat()})["dag_run_id"]
+    ti = airflow.wait_for_task("flights_score", run_id, "score_batch", "running", timeout=300, poll=1)
     # once its spark-submit runs: the task has its inputs from Airflow, the job has not yet called
     # MLflow (a JVM, then the Python driver's imports, come first)
     wait_until(lambda: _spark_submit(airflow, "scoring/job.py"), "the score job's spark-submit", 120,
@@ -356,15 +356,15 @@ def test_postgresql_stopped_immediately_as_a_day_is_scored_the_jobs_registry_cal
     time.sleep(30)
     stack.postgres.start().ready()
 
-    run = _wait_for_run(airflow, "score_pipeline", run_id, RECOVERY_TIMEOUT)
+    run = _wait_for_run(airflow, "flights_score", run_id, RECOVERY_TIMEOUT)
     _wait_for_rest(airflow, timeout=300)
-    tis = {t["task_id"]: t for t in airflow.task_instances("score_pipeline") if t["dag_run_id"] == run_id}
+    tis = {t["task_id"]: t for t in airflow.task_instances("flights_score") if t["dag_run_id"] == run_id}
     refused = _refused(stack, heard, "/api/2.0/mlflow/")
     assert refused, "no call of the score job reached the MLflow server while PostgreSQL was down"
     assert (tis["score_batch"]["state"], tis["score_batch"]["try_number"]) == ("success", 1), tis["score_batch"]
-    log = airflow.task_log("score_pipeline", run_id, "score_batch", 1, lines=400, map_index=ti["map_index"])
+    log = airflow.task_log("flights_score", run_id, "score_batch", 1, lines=400, map_index=ti["map_index"])
     assert "failed (a fault" not in log, log[-3000:]
-    assert run["state"] == "success", airflow.describe("score_pipeline")
+    assert run["state"] == "success", airflow.describe("flights_score")
     airflow.restarts.clear()  # the components that exit without their database: the case above checks them
     health = airflow.health()
     assert {part: state["status"] for part, state in health.items()} == dict.fromkeys(health, "healthy"), health
@@ -410,7 +410,7 @@ def test_fifty_trigger_requests_at_once_are_each_accepted_or_refused_cleanly(sta
 
     from tests.airflow_server import AirflowError
 
-    airflow, dag_id = stack.airflow, "train_pipeline"
+    airflow, dag_id = stack.airflow, "flights_train"
     airflow.pause(dag_id)
     before = {r["dag_run_id"] for r in airflow.dag_runs(dag_id)}
 

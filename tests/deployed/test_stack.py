@@ -90,7 +90,7 @@ def test_a_training_run_logs_to_the_mlflow_server_and_links_to_it(stack, trainin
     assert "| holdout roc_auc |" in request["body"] and run.info.run_id in request["body"], request["body"]
     version = training["version"]
     assert version.tags["gate_decision"] == "promoted" and version.tags["gate_approved_by"] == "admin", version.tags
-    path = f"/api/v2/dags/train_pipeline/dagRuns/{urllib.parse.quote(ti['dag_run_id'], safe='')}/taskInstances"
+    path = f"/api/v2/dags/flights_train/dagRuns/{urllib.parse.quote(ti['dag_run_id'], safe='')}/taskInstances"
     links = stack.airflow.request("GET", f"{path}/train_model/links")
     assert links["extra_links"] == {"MLflow run": page}, links
     # the job ran on the standalone cluster, not on a local master: two jobs of the train script,
@@ -128,17 +128,17 @@ def test_the_airflow_ui_in_chromium_shows_the_runs_and_opens_the_mlflow_run(stac
             page.text(dag_id)
         page.shot("dags")
 
-        browser.get(f"{airflow.url}/dags/train_pipeline/runs")
+        browser.get(f"{airflow.url}/dags/flights_train/runs")
         page.text(run_id)
-        page.shot("train_pipeline-runs")
+        page.shot("flights_train-runs")
 
         # the approval the person answered, with the comparison they read
-        browser.get(f"{airflow.url}/dags/train_pipeline/runs/{run_id}/tasks/approve_champion/required_actions")
+        browser.get(f"{airflow.url}/dags/flights_train/runs/{run_id}/tasks/approve_champion/required_actions")
         page.text(training["approval"]["subject"])
         page.shot("approve_champion")
 
         # the task instance's details tab has its extra links: the "MLflow run" button
-        browser.get(f"{airflow.url}/dags/train_pipeline/runs/{run_id}/tasks/train_model/details")
+        browser.get(f"{airflow.url}/dags/flights_train/runs/{run_id}/tasks/train_model/details")
         button = page.wait.until(lambda d: d.find_element(By.XPATH, "//a[normalize-space(.)='MLflow run']"))
         _, run_page = approved_run(stack, training)
         assert button.get_attribute("href") == run_page

@@ -200,7 +200,7 @@ def test_adding_an_override_is_one_line_that_reaches_the_dags_params_and_the_job
     monkeypatch.setattr(jobs.config.cli, "RUN_OVERRIDES", names)
     monkeypatch.setattr(jobs.config, "RUN_OVERRIDES", names)
     assert parse_args(["--run-date", "2013-01-28", "--seed", "7"]).config.train.seed == 7
-    spec = importlib.util.spec_from_file_location("train_pipeline_with_seed", REPO / "dags/train_pipeline.py")
+    spec = importlib.util.spec_from_file_location("train_dag_with_seed", REPO / "orchestration/dags/train.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     param = module.TRAIN_PARAMS["seed"]

@@ -7,8 +7,8 @@ processes with the schedules on, the MLflow server, a Spark standalone cluster f
 the Spark Connect server for the nightly jobs), on a lake of its own: the session lake's first
 days (raw and validated) and the first champion's features, and the raw data of every day up to
 the backfill's last. After the first champion is trained through the REST API, one backfill of
-``ingest_pipeline`` covers the days after it (``POST /api/v2/backfills``, one run at a time: the
-DAG's ``max_active_runs=1``); ``score_pipeline`` follows the ``features`` Asset by itself (one
+``flights_ingest`` covers the days after it (``POST /api/v2/backfills``, one run at a time: the
+DAG's ``max_active_runs=1``); ``flights_score`` follows the ``features`` Asset by itself (one
 run at a time too, so a run covers the days whose events arrived while the last one ran) and the
 monitor judges each day on its outcomes.
 
@@ -121,7 +121,7 @@ def quarter(days, changed, lake, features_zone, config_patch, tmp_path_factory, 
     from tests.stack import running_stack
 
     home = tmp_path_factory.mktemp("quarter")
-    own = copy_lake(lake, features_zone, home / "lake")
+    own = copy_lake(lake, features_zone, home / "lake" / "flights")
     land(own, FIRST, days[-1])
     for day, how in changed.items():
         (turn_outcomes if how == "decay" else make_drift)(own.raw_file("flights", day))
@@ -171,9 +171,9 @@ def _backfill(stack, lake, days, path: Path, trainings: int = 0, done=lambda: Tr
     airflow = stack.airflow
     for dag_id in DAGS:
         airflow.wait_for_dag(dag_id)
-    airflow.unpause("train_pipeline")
-    run_id = airflow.trigger("train_pipeline", {"run_date": TRAIN_DATE.isoformat()})["dag_run_id"]
-    airflow.settle(["train_pipeline"], lambda runs: any(r["dag_run_id"] == run_id for r in runs["train_pipeline"]),
+    airflow.unpause("flights_train")
+    run_id = airflow.trigger("flights_train", {"run_date": TRAIN_DATE.isoformat()})["dag_run_id"]
+    airflow.settle(["flights_train"], lambda runs: any(r["dag_run_id"] == run_id for r in runs["flights_train"]),
                    timeout=TRAIN_TIMEOUT)
     for dag_id in DAGS:
         airflow.unpause(dag_id)
@@ -182,8 +182,8 @@ def _backfill(stack, lake, days, path: Path, trainings: int = 0, done=lambda: Tr
     progress: list[tuple[float, int, int]] = []  # (seconds, days ingested, days scored)
     server = ConnectHeap(stack.connect.process.pid)
     with health_probe(airflow) as latencies:
-        backfill = airflow.backfill("ingest_pipeline", days[0], days[-1], max_active_runs=1)
-        assert backfill["dag_id"] == "ingest_pipeline", backfill
+        backfill = airflow.backfill("flights_ingest", days[0], days[-1], max_active_runs=1)
+        assert backfill["dag_id"] == "flights_ingest", backfill
         runs = _wait(stack, lake, days, started, progress, latencies, server, trainings, done)
         seconds = time.monotonic() - started
         latency = list(latencies)
@@ -242,7 +242,7 @@ def _wait(stack, lake, days, started: float, progress: list, latencies: list[flo
             if airflow.task_instances(dag_id, FAILED_TASK_STATES):
                 raise AssertionError(f"a try of {dag_id} failed:\n{airflow.describe(dag_id)}")
         runs = {dag_id: airflow.dag_runs(dag_id) for dag_id in DAGS}
-        ingested = [r for r in runs["ingest_pipeline"] if r["run_type"] == "backfill" and r["state"] == "success"]
+        ingested = [r for r in runs["flights_ingest"] if r["run_type"] == "backfill" and r["state"] == "success"]
         zone = Path(lake.predictions)
         scored = {partition_day(p.name) for p in zone.iterdir()} & set(days) if zone.exists() else set()
         elapsed = time.monotonic() - started
@@ -266,8 +266,8 @@ def _figures(runs, days, seconds: float, latency: list[float], server: ConnectHe
         ended, began = (dt.datetime.fromisoformat(run[key]) for key in ("end_date", "start_date"))
         return (ended - began).total_seconds()
 
-    ingest = [r for r in runs["ingest_pipeline"] if r["run_type"] == "backfill"]
-    score = [r for r in runs["score_pipeline"] if r["start_date"] and r["start_date"] >= ingest[0]["start_date"]]
+    ingest = [r for r in runs["flights_ingest"] if r["run_type"] == "backfill"]
+    score = [r for r in runs["flights_score"] if r["start_date"] and r["start_date"] >= ingest[0]["start_date"]]
     return {
         "days": len(days), "first_day": days[0].isoformat(), "last_day": days[-1].isoformat(),
         "seconds": round(seconds), "days_per_hour": round(len(days) / seconds * 3600, 1),
@@ -337,9 +337,9 @@ def _check(stack, lake, runs, days) -> None:
     assert staging(Path(lake.predictions), Path(lake.monitoring)) == [] and locks(lake) == []
 
     # scoring followed the features Asset, and scored each day in exactly one task
-    assert {r["state"] for r in runs["score_pipeline"]} == {"success"}
+    assert {r["state"] for r in runs["flights_score"]} == {"success"}
     tis = {dag_id: airflow.task_instances(dag_id) for dag_id in DAGS}
-    scorings = [ti for ti in tis["score_pipeline"] if ti["task_id"] == "score_batch" and ti["state"] == "success"]
+    scorings = [ti for ti in tis["flights_score"] if ti["task_id"] == "score_batch" and ti["state"] == "success"]
     assert len(scorings) == len(days) + 1, len(scorings)  # the champion's own day, then each backfilled one
     unfinished = [ti for found in tis.values() for ti in found if ti["state"] in ("running", "queued", "scheduled")]
     assert unfinished == [], unfinished
@@ -358,7 +358,7 @@ def _check(stack, lake, runs, days) -> None:
 def _check_days(lake, runs, days) -> None:
     """Every backfill run succeeded, one a day in order, and its day is in the lake once: validated
     or quarantined, featured, one prediction per raw flight and no key twice, judged by the monitor."""
-    ingest = [r for r in runs["ingest_pipeline"] if r["run_type"] == "backfill"]
+    ingest = [r for r in runs["flights_ingest"] if r["run_type"] == "backfill"]
     assert [r["logical_date"][:10] for r in ingest] == [d.isoformat() for d in days]
     assert {r["state"] for r in ingest} == {"success"}
     for day, run in zip(days, ingest, strict=True):
@@ -424,10 +424,10 @@ def _check_retraining(stack, lake, runs, days, changed) -> list[dict]:
     first, *retrained = versions
     trained_to = {v.version: dt.date.fromisoformat(v.tags["run_date"]) for v in versions}
     assert trained_to[first.version] == TRAIN_DATE
-    trainings = [r for r in runs["train_pipeline"] if r["run_type"] == "asset_triggered"]
+    trainings = [r for r in runs["flights_train"] if r["run_type"] == "asset_triggered"]
     assert [r["state"] for r in trainings] == ["success"] * len(trainings), trainings
     # a run whose events all judged a champion replaced while it waited is skipped at its plan (stale)
-    plans = {ti["dag_run_id"]: ti["state"] for ti in airflow.task_instances("train_pipeline")
+    plans = {ti["dag_run_id"]: ti["state"] for ti in airflow.task_instances("flights_train")
              if ti["task_id"] == "plan_training"}
     stale = [r["dag_run_id"] for r in trainings if plans[r["dag_run_id"]] == "skipped"]
     assert len(trainings) - len(stale) == len(retrained), (plans, len(retrained))
@@ -478,7 +478,7 @@ def _check_retraining(stack, lake, runs, days, changed) -> list[dict]:
 
     # scored once a day, and once more by each new champion on its own day
     tis = {dag_id: airflow.task_instances(dag_id) for dag_id in DAGS}
-    scorings = [ti for ti in tis["score_pipeline"] if ti["task_id"] == "score_batch" and ti["state"] == "success"]
+    scorings = [ti for ti in tis["flights_score"] if ti["task_id"] == "score_batch" and ti["state"] == "success"]
     assert len(scorings) == 1 + len(days) + len(retrained), len(scorings)
     # judged once a day by each version that served or shadowed it: no step twice in a version's run
     experiment = client.get_experiment_by_name(load_config().train.experiment + EXPERIMENT_SUFFIX)

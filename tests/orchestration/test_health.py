@@ -24,12 +24,13 @@ from orchestration.health.view import DocumentCache, model_health
 REPO = Path(__file__).resolve().parents[2]
 FIRST = dt.date(2013, 2, 1)
 DAYS = 40
+TRAIN_DAG = "flights_train"  # the bundled pipeline's train DAG
 
 
 @pytest.fixture(scope="module")
 def story(tmp_path_factory):
     """A synthetic lake of DAYS days (see benchmarks.health.synthetic_lake) and its plan."""
-    lake = Lake(str(tmp_path_factory.mktemp("health") / "lake"))
+    lake = Lake(str(tmp_path_factory.mktemp("health") / "lakes" / "flights"))  # the bundled pipeline's lake
     return lake, synthetic_lake(lake, FIRST, DAYS)["plan"]
 
 
@@ -57,7 +58,7 @@ def _write_day(lake: Lake, day: dt.date, outcomes: str, *entries: dict) -> None:
 
 def test_every_version_that_scored_keeps_its_days_champion_and_challengers_from_the_latest_day(story):
     lake, plan = story
-    view = model_health(lake, cache=DocumentCache())
+    view = model_health(lake, train_dag=TRAIN_DAG, cache=DocumentCache())
     (found,) = view["models"]
     assert view["range"] == {"first": _day(0), "last": _day(DAYS - 1), "monitored_days": DAYS}
     assert found["champion"] == "4" and found["challengers"] == ["3", "2"]
@@ -76,9 +77,9 @@ def test_every_version_that_scored_keeps_its_days_champion_and_challengers_from_
     assert events["4"]["trigger"] == "decay" and events["4"]["started_by"].startswith("decay of version 1")
     assert events["3"]["trigger"] == "drift" and events["2"]["trigger"] == "schedule"
     assert events["4"]["mlflow_url"] == f"{os.environ['MLFLOW_UI_URL']}/#/experiments/3/runs/train4"
-    assert events["4"]["airflow_path"] == (f"dags/train_pipeline/runs/asset_triggered__{_day(plan['decay'])}"
+    assert events["4"]["airflow_path"] == (f"dags/flights_train/runs/asset_triggered__{_day(plan['decay'])}"
                                            "T01%3A00%3A00%2B00%3A00")
-    assert events["2"]["airflow_path"] == "dags/train_pipeline/runs"  # no run id in its summary: the DAG's runs
+    assert events["2"]["airflow_path"] == "dags/flights_train/runs"  # no run id in its summary: the DAG's runs
     decayed = [d for d in found["decay"] if d["decayed"]]
     assert [(d["day"], d["triggered"], d["model_version"]) for d in decayed] == [(_day(plan["decay"]), True, "1")]
     drift = found["drift"]
@@ -131,7 +132,7 @@ def test_a_rewritten_day_is_read_again_and_a_broken_file_is_named_not_fatal(tmp_
 
 def test_the_page_draws_the_metric_the_intervals_the_heat_map_and_links_the_runs(story):
     lake, plan = story
-    html = render(model_health(lake, cache=DocumentCache()))
+    html = render(model_health(lake, train_dag=TRAIN_DAG, cache=DocumentCache()))
     assert "champion v4" in html and "challengers v3, v2" in html and "retired" in html
     chart, heatmap = html.split("aria-label='realized roc_auc'")[1].split("aria-label='drift heat map'")
     assert chart.count("<polygon") >= 4 and chart.count("<polyline") >= 4  # a band and a line per version
@@ -156,7 +157,7 @@ def test_the_page_draws_the_metric_the_intervals_the_heat_map_and_links_the_runs
     assert len(muted) == len(IGNORED) * DAYS and all(grey.match(f"fill='{fill}'>") for fill in muted)
     alerting = re.findall(r"<rect [^>]*fill='(#[0-9a-f]{6})'><title>visib ", monitored)
     assert any(not grey.match(f"fill='{fill}'>") for fill in alerting)  # the drifting feature in colour
-    assert f"href='../dags/train_pipeline/runs/asset_triggered__{_day(plan['decay'])}" in html
+    assert f"href='../dags/flights_train/runs/asset_triggered__{_day(plan['decay'])}" in html
     assert "target='_top'" in html  # an Airflow link opens in the UI, not inside the iframe
     assert f"href='{os.environ['MLFLOW_UI_URL']}/#/experiments/3/runs/train4'" in html
     assert "<script" not in html and "http://" not in html.replace(os.environ["MLFLOW_UI_URL"], "").replace(
@@ -164,8 +165,11 @@ def test_the_page_draws_the_metric_the_intervals_the_heat_map_and_links_the_runs
 
 
 def test_an_empty_lake_says_what_to_trigger(tmp_path):
-    html = render(model_health(Lake(str(tmp_path / "lake")), cache=DocumentCache()))
-    assert "No monitored days yet" in html and "trigger score_pipeline" in html
+    view = {**model_health(Lake(str(tmp_path / "lake")), cache=DocumentCache()), "pipeline": "flights",
+            "pipelines": ["flights", "another"]}
+    html = render(view)
+    assert "No monitored days yet" in html and "trigger flights_score" in html
+    assert "<option selected>flights</option><option>another</option>" in html  # the pipeline picker
 
 
 PLAN_DAG = """
@@ -209,7 +213,7 @@ def test_without_a_valid_airflow_token_the_page_and_the_api_are_refused(airflow_
     import jwt
 
     client, _ = airflow_api
-    monkeypatch.setenv("LAKE_ROOT", story[0].root)
+    monkeypatch.setenv("LAKE_ROOT", str(Path(story[0].root).parent))
     forged = jwt.encode({"sub": "admin", "role": "admin", "exp": 4102444800}, "not-the-key" * 8, algorithm="HS512")
     for path in ("/model-health/", "/model-health/api/health", f"/model-health/api/days/{_day(0)}"):
         assert client.get(path).status_code == 401, path
@@ -222,7 +226,7 @@ def test_with_the_ui_s_cookie_or_a_bearer_token_the_page_and_its_json_answer(air
 
     client, manager = airflow_api
     lake, plan = story
-    monkeypatch.setenv("LAKE_ROOT", lake.root)
+    monkeypatch.setenv("LAKE_ROOT", str(Path(lake.root).parent))
     token = _token(manager)
     client.cookies.set(COOKIE_NAME_JWT_TOKEN, token)  # what the browser sends the UI's iframe
     try:
@@ -264,7 +268,7 @@ def test_the_screenshot_script_renders_the_page_in_headless_chromium(tmp_path):
 def test_a_retraining_links_its_airflow_run_and_says_what_started_it_from_airflow_s_plan(
         airflow_api, tmp_path, monkeypatch):
     """A real DAG run whose ``plan_training`` returned its window's last day and trigger (as
-    train_pipeline's does): the page finds the run by that day in Airflow's metadata DB."""
+    flights_train's does): the page finds the run by that day in Airflow's metadata DB."""
     from airflow import settings
     from airflow.dag_processing.dagbag import DagBag
 
@@ -284,9 +288,10 @@ def test_a_retraining_links_its_airflow_run_and_says_what_started_it_from_airflo
     lake = Lake(str(tmp_path / "lake"))
     write_text(lake.report("training", dt.date(2013, 3, 10)), json.dumps(  # a summary without trigger or run id
         {"model_name": MODEL, "model_version": "2", "run_id": "r2", "experiment_id": "3", "metrics": {}, "gate": {}}))
-    (event,) = model_health(lake, airflow_runs=runs, cache=DocumentCache())["models"][0]["retrainings"]
+    view = model_health(lake, airflow_runs=runs, train_dag=TRAIN_DAG, cache=DocumentCache())
+    (event,) = view["models"][0]["retrainings"]
     assert event["trigger"] == "decay" and event["started_by"] == "decay of version 1 on 2013-03-10"
-    assert event["airflow_run_id"] == run.run_id and event["airflow_path"].startswith("dags/train_pipeline/runs/")
+    assert event["airflow_run_id"] == run.run_id and event["airflow_path"].startswith("dags/flights_train/runs/")
 
 
 def test_a_challenger_shows_its_live_comparison_with_the_champion(tmp_path):

@@ -1,4 +1,4 @@
-"""The replay's decisions are the DAGs': its weekly retraining fires where ``train_pipeline``'s
+"""The replay's decisions are the DAGs': its weekly retraining fires where ``flights_train``'s
 timetable does (Airflow computes that side), and each policy's retraining is what
 ``training_plan`` plans for the events it listens to."""
 
@@ -16,14 +16,14 @@ FEBRUARY = [dt.date(2013, 2, 1) + dt.timedelta(days=i) for i in range(28)]
 
 
 def _airflow_schedule_ends(first: dt.date, last: dt.date) -> list[dt.datetime]:
-    """The data interval ends of train_pipeline's scheduled runs in [first, last + 1 day], as
+    """The data interval ends of flights_train's scheduled runs in [first, last + 1 day], as
     Airflow's scheduler computes them from the DAG's own timetable."""
     import pendulum
     from airflow.dag_processing.dagbag import DagBag
     from airflow.timetables.base import TimeRestriction
     from airflow.timetables.interval import CronDataIntervalTimetable
 
-    dag = DagBag(dag_folder=str(DAGS_DIR)).dags["train_pipeline"]
+    dag = DagBag(dag_folder=str(DAGS_DIR)).dags["flights_train"]
     cron = dag.timetable.timetable  # AssetOrTimeSchedule: the time half
     timetable = CronDataIntervalTimetable(cron.expression, timezone=str(cron.timezone))
     before = first - dt.timedelta(days=31)  # a run's interval may start before ``first``

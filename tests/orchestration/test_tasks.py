@@ -95,8 +95,9 @@ def test_missing_feature_days_are_named_with_what_to_trigger(tmp_path):
         Path(lake.partition(lake.features, day)).mkdir(parents=True)
     missing = missing_feature_days(lake, days)
     assert missing == days[2:]
-    hint = ingest_hint(missing)
-    assert '{"run_date": "2013-01-05", "days": 3}' in hint and "from 2013-01-03 to 2013-01-05" in hint
+    hint = ingest_hint(missing, "flights_ingest")
+    assert '{"run_date": "2013-01-05", "days": 3}' in hint
+    assert "backfill flights_ingest from 2013-01-03 to 2013-01-05" in hint
 
 
 

@@ -291,18 +291,19 @@ def test_days_judged_in_one_job_equal_each_day_judged_alone(monitored, monitored
 
 
 def test_a_day_never_scored_fails_as_a_data_error_saying_what_to_trigger(monitored_lake, tmp_path, monkeypatch):
+    monkeypatch.setenv("PIPELINE_NAME", "flights")  # as a DAG's job: its messages name the pipeline's DAGs
     from jobs.errors import DATA_ERROR_EXIT, ERROR_FILE_ENV
     from jobs.monitoring.job import NeverScoredError
     from jobs.runner import run_job
 
-    with pytest.raises(NeverScoredError, match=r"day 2013-01-07 was never scored.*trigger score_pipeline with "
+    with pytest.raises(NeverScoredError, match=r"day 2013-01-07 was never scored.*trigger flights_score with "
                                                r"\{\"run_date\": \"2013-01-07\"\}"):
         _run(monitored_lake, D6)
     monkeypatch.setenv(ERROR_FILE_ENV, str(tmp_path / "error.txt"))
     with pytest.raises(SystemExit) as exited:
         run_job(lambda: _run(monitored_lake, D6))
     assert exited.value.code == DATA_ERROR_EXIT  # Airflow does not retry it
-    assert "score_pipeline" in (tmp_path / "error.txt").read_text()
+    assert "flights_score" in (tmp_path / "error.txt").read_text()
     assert not Path(monitored_lake.monitoring_report(D6)).exists()
 
 

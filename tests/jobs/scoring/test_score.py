@@ -359,7 +359,8 @@ def test_scoring_without_a_champion_says_how_to_get_one(tmp_path, monkeypatch):
     from jobs.tracking import NoModelError, champion_version
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/empty.db")
-    with pytest.raises(NoModelError, match="train_pipeline"):
+    monkeypatch.setenv("PIPELINE_NAME", "flights")  # as a DAG's job: its messages name the pipeline's DAGs
+    with pytest.raises(NoModelError, match="flights_train"):
         champion_version("flight_delay")
 
 

@@ -16,7 +16,7 @@ import pytest
 from jobs.config import BaselineSpec
 
 RUN_DATE = dt.date(2013, 1, 5)
-TRAINING = "train_pipeline/manual__2013-01-05"
+TRAINING = "flights_train/manual__2013-01-05"
 BASELINES = (BaselineSpec("logistic_regression", "logistic_regression", {"maxIter": 20, "regParam": 0.01}),
              BaselineSpec("gbt", "gbt", {"maxIter": 3, "maxDepth": 3}))
 
@@ -221,7 +221,7 @@ def candidate_run(trained, **tags):
 
 
 @pytest.mark.parametrize(("tags", "why"), [
-    ({"training_id": "train_pipeline/manual__another"}, "no baselines of this training"),
+    ({"training_id": "flights_train/manual__another"}, "no baselines of this training"),
     ({"config_fingerprint": "0123456789abcdef"}, "no baselines of this training"),
     ({"data_fingerprint": "0123456789abcdef"}, "no baselines of this training"),
     ({"training_id": None}, "no baselines: the candidate has no training identity tags"),
@@ -283,7 +283,7 @@ def test_the_window_s_drift_feature_bins_come_from_a_baseline_of_the_same_traini
     afresh = feature_bins(features, pre, config.score.drift.bins, config.train.in_process_max_rows)
     assert found is not None and PREDICTION not in found and found["rows"] > 0
     assert json.loads(json.dumps(afresh)) == found  # as logged: JSON
-    for other in ({"training_id": "train_pipeline/manual__another"}, {"training_id": None}):
+    for other in ({"training_id": "flights_train/manual__another"}, {"training_id": None}):
         stranger, _ = candidate_run(trained, **other)
         assert logged_feature_bins(client(), stranger.info.run_id, RUN_DATE, window) is None
 

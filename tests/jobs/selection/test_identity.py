@@ -62,7 +62,7 @@ def test_the_sweep_chooses_among_candidates_of_its_training_config_and_data_only
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
     monkeypatch.setenv("PIPELINE_MLFLOW_ARTIFACTS", str(tmp_path / "artifacts"))
     config = config_patch.replace(config, train={"promotion_metric": "roc_auc"})
-    training = "train_pipeline/manual__2013-01-28"
+    training = "flights_train/manual__2013-01-28"
     parent = open_parent(config, "2013-01-28", [{"name": n} for n in "ab"], "a test", training)
     mlflow_client = client()
     assert mlflow_client.get_run(parent).data.tags["training_id"] == training
@@ -77,7 +77,7 @@ def test_the_sweep_chooses_among_candidates_of_its_training_config_and_data_only
         return run.info.run_id
 
     child("stale", 0.95, data_fingerprint="d0")  # trained before the window's features were rebuilt
-    child("other", 0.97, training_id="train_pipeline/manual__2013-01-21")
+    child("other", 0.97, training_id="flights_train/manual__2013-01-21")
     child("untagged", 0.99, training_id=None, config_fingerprint=None, data_fingerprint=None)
     child("a", 0.70)
     b = child("b", 0.72)

@@ -17,7 +17,7 @@ import pytest
 from jobs.model.calibration import apply_scale
 
 RUN_DATE = dt.date(2013, 1, 5)
-TRAINING = "train_pipeline/manual__xgboost"
+TRAINING = "flights_train/manual__xgboost"
 PARAMS = {"n_estimators": 30, "max_depth": 4, "learning_rate": 0.2, "min_child_weight": 1.0}
 DAYS = {"train": [dt.date(2013, 1, 2), dt.date(2013, 1, 3)], "validation": [dt.date(2013, 1, 4)],
         "holdout": [RUN_DATE]}

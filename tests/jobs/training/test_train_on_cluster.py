@@ -38,7 +38,7 @@ def small_window(features_zone, config_patch, tmp_path: Path, **train: Any) -> t
     features written, and ``train`` settings over the bundled config's."""
     from jobs.training.data import split_window
 
-    # no validation days to choose on; in train_pipeline (test_stack.py) one candidate, no baselines
+    # no validation days to choose on; in flights_train (test_stack.py) one candidate, no baselines
     config_path = config_patch.write(
         tmp_path, train={"train_days": 3, "validation_days": 0, "holdout_days": 2, "epochs": 2, **train},
         baselines=[], evaluation={"threshold": 0.5, "segments": []},

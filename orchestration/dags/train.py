@@ -1,14 +1,14 @@
 """
 ### Training: weekly, on drift or on decay, on the feature partitions of a window
 
-Runs weekly and whenever `score_pipeline` updates the `scoring_drift` Asset (a day's inputs moved)
+Runs weekly and whenever `<pipeline>_score` updates the `scoring_drift` Asset (a day's inputs moved)
 or the `model_decay` Asset (the champion's realized quality on the outcomes fell below its
 holdout). `plan_training` says what started the run and picks the window's last day *D*: the
 `run_date` param when given, else the latest decayed day, else the latest drifted day, else the
 last day before the weekly run; the MLflow run is tagged `trigger` (person, decay, drift or
 schedule) and `started_by` (in words), and the training summary says both. The window is the
 `train_days + holdout_days` days ending with *D*; every day of it must have features (built by
-`ingest_pipeline`: this DAG writes none), or the run fails at once saying what to ingest. With
+`<pipeline>_ingest`: this DAG writes none), or the run fails at once saying what to ingest. With
 `max_train_days` the training days reach further back, over every earlier day with features up to
 that many (an expanding window). A day whose features are stale (an earlier day they read was
 validated again since) is refused, saying which ingest rebuilds it. Runs go one at a time: a drift
@@ -38,7 +38,7 @@ days counts as Reject. Without it, or when the version lost, `approve_champion` 
 Asset when there is a new champion; scoring re-scores *D* with it.
 With `monitoring.promotion_evidence: live` a winner (approved, when approval is required) does not
 become champion here: it is tagged `awaiting_live_evidence`, scored in shadow beside the champion,
-and `score_pipeline`'s `promote_challenger` promotes it once it beats the champion on
+and `<pipeline>_score`'s `promote_challenger` promotes it once it beats the champion on
 `monitoring.live_days` days of realized outcomes; the approval request shows that live evidence
 when the version has some.
 
@@ -48,15 +48,21 @@ the config's setting of its name (`train.*`, docs/configuration.md).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pendulum
 from airflow.sdk import DAG, AssetOrTimeSchedule, CronDataIntervalTimetable, Param
 
 from jobs.config import RUN_OVERRIDES, WINDOW_OVERRIDES, override_json, param_schema
-from orchestration.assets import DECAY, DRIFT
+from orchestration.assets import pipeline_assets
 from orchestration.decisions import TRAINING_SCHEDULE
+from orchestration.pipelines import dag_ids, described
 from orchestration.spark_jobs import DEFAULT_ARGS, spark_job, spark_job_mapped
 from orchestration.sweep_tasks import plan_sweep, select_candidate
 from orchestration.train_tasks import ChampionApprovalOperator, plan_training, publish_champion
+
+if TYPE_CHECKING:
+    from jobs.config.pipelines import Pipeline
 
 # Knobs a person tunes per run (jobs.config.RUN_OVERRIDES): empty keeps train.<name> of the config.
 TRAIN_PARAMS = {name: Param(None, **param_schema(name)) for name in RUN_OVERRIDES}
@@ -80,38 +86,44 @@ SWEEP_PARAMS = {
 }
 
 
-with DAG(
-    dag_id="train_pipeline",
-    description="Train and register the model weekly or on drift; promote it when it beats the champion",
-    doc_md=__doc__,
-    schedule=AssetOrTimeSchedule(timetable=CronDataIntervalTimetable(TRAINING_SCHEDULE, timezone="UTC"),
-                                 assets=DRIFT | DECAY),
-    start_date=pendulum.datetime(2013, 1, 1, tz="UTC"),
-    catchup=False,  # a retrain covers its whole window; old weeks need no run of their own
-    max_active_runs=1,
-    default_args=DEFAULT_ARGS,
-    params={
-        "run_date": Param(None, type=["null", "string"], format="date",
-                          description="last day of the window (empty: the drifted day, or the day before the run)"),
-        **TRAIN_PARAMS,
-        **SWEEP_PARAMS,
-    },
-    tags=["mlops", "training"],
-    user_defined_macros={"override_json": override_json},  # the one renderer of a run's overrides
-):
-    plan = plan_training()
-    baselines = spark_job("baselines", task_id="train_baselines", run_date=plan["run_date"],
-                          args=["--overrides", WINDOW_JSON, "--started-by", plan["started_by"],
-                                "--training-id", plan["training_id"]])
-    candidates = plan_sweep(plan["run_date"], plan["started_by"], plan["training_id"])
-    sweep = spark_job_mapped("train", candidates, task_id="train_candidate")
-    best = select_candidate(candidates)
-    train_model = spark_job(
-        "train", task_id="train_model", run_date=plan["run_date"],
-        args=["--overrides", OVERRIDES_JSON, "--started-by", plan["started_by"], "--trigger", plan["trigger"],
-              "--promote-run", best],
-    )
-    sweep >> best
-    baselines >> train_model  # the bar: the candidate must beat the baselines of the same window
-    approve = ChampionApprovalOperator(task_id="approve_champion", summary_task=train_model.task_id)
-    train_model >> approve >> publish_champion(plan["run_date"], train_model.output, approval=approve.task_id)
+def train_dag(pipeline: Pipeline) -> DAG:
+    """The pipeline's train DAG (this module's docstring is its doc)."""
+    assets = pipeline_assets(pipeline.name)
+    with DAG(
+        dag_id=dag_ids(pipeline.name)["train"],
+        description="Train and register the model weekly or on drift; promote it when it beats the champion",
+        doc_md=described(pipeline, __doc__ or ""),
+        schedule=AssetOrTimeSchedule(timetable=CronDataIntervalTimetable(TRAINING_SCHEDULE, timezone="UTC"),
+                                     assets=assets.drift | assets.decay),
+        start_date=pendulum.datetime(2013, 1, 1, tz="UTC"),
+        catchup=False,  # a retrain covers its whole window; old weeks need no run of their own
+        max_active_runs=1,
+        default_args=DEFAULT_ARGS,
+        params={
+            "run_date": Param(None, type=["null", "string"], format="date",
+                              description="last day of the window (empty: the drifted day, or the day before the run)"),
+            **TRAIN_PARAMS,
+            **SWEEP_PARAMS,
+        },
+        tags=["mlops", "training", f"pipeline:{pipeline.name}"],
+        user_defined_macros={"override_json": override_json},  # the one renderer of a run's overrides
+    ) as dag:
+        plan = plan_training(pipeline)
+        baselines = spark_job("baselines", pipeline, task_id="train_baselines", run_date=plan["run_date"],
+                              args=["--overrides", WINDOW_JSON, "--started-by", plan["started_by"],
+                                    "--training-id", plan["training_id"]])
+        candidates = plan_sweep(pipeline, plan["run_date"], plan["started_by"], plan["training_id"])
+        sweep = spark_job_mapped("train", pipeline, candidates, task_id="train_candidate")
+        best = select_candidate(pipeline, candidates)
+        train_model = spark_job(
+            "train", pipeline, task_id="train_model", run_date=plan["run_date"],
+            args=["--overrides", OVERRIDES_JSON, "--started-by", plan["started_by"], "--trigger", plan["trigger"],
+                  "--promote-run", best],
+        )
+        sweep >> best
+        baselines >> train_model  # the bar: the candidate must beat the baselines of the same window
+        approve = ChampionApprovalOperator(task_id="approve_champion", summary_task=train_model.task_id,
+                                           pipeline=pipeline)
+        train_model >> approve >> publish_champion(pipeline, plan["run_date"], train_model.output,
+                                                   approval=approve.task_id)
+    return dag

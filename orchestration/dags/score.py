@@ -1,14 +1,14 @@
 """
 ### Scoring: score the days whose features just landed, measure drift, start retraining on drift
 
-Runs when `ingest_pipeline` updates the `features` Asset (one run may cover several days when
+Runs when `<pipeline>_ingest` updates the `features` Asset (one run may cover several days when
 events arrive together: it plans every `features` event no earlier run planned, also one that
 Airflow left out of every run) and when a new version becomes `champion` (the `champion_model` Asset:
 the day it was trained up to is scored again with it). For each day *D*, `score_batch` scores
 the day's features with the champion version of the model and writes `predictions/date=D/`
 (replacing only that day: re-running is safe), and measures *D*'s drift against the champion's
 training window (`reports/drift/date=D/`). When *D* drifted, `check_drift` updates the
-`scoring_drift` Asset, which starts `train_pipeline`; a day scored again after the retraining its
+`scoring_drift` Asset, which starts `<pipeline>_train`; a day scored again after the retraining its
 own drift started does not start another. `monitor_day` joins the predictions of the day whose
 outcomes have just landed (*D* minus `monitoring.label_delay_days`) with those outcomes and writes
 its realized metrics, with 95% intervals, to `monitoring/date=.../` and to each model version's
@@ -31,32 +31,43 @@ to score one day whose features exist (a missing day fails at once, saying how t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pendulum
 from airflow.sdk import DAG, Param
 
-from orchestration.assets import CHAMPION, FEATURES
+from orchestration.assets import pipeline_assets
+from orchestration.pipelines import dag_ids, described
 from orchestration.score_tasks import challenger_promotion, decay_check, drift_check, plan_scoring
 from orchestration.spark_jobs import DEFAULT_ARGS, spark_job_per_day
 
-with DAG(
-    dag_id="score_pipeline",
-    description="Score the days whose features landed with the champion; drift starts retraining",
-    doc_md=__doc__,
-    schedule=FEATURES | CHAMPION,
-    start_date=pendulum.datetime(2013, 1, 1, tz="UTC"),
-    catchup=False,
-    max_active_runs=1,  # two runs never write the same day's predictions at once
-    default_args=DEFAULT_ARGS,
-    params={"run_date": Param(None, type=["null", "string"], format="date",
-                              description="the day to score (empty: the days of the triggering events)")},
-    tags=["mlops", "scoring"],
-):
-    days = plan_scoring()
-    score_batch = spark_job_per_day("score", days, task_id="score_batch")
-    check_drift = drift_check(days)
-    monitor_day = spark_job_per_day("monitor", days, task_id="monitor_day")
-    check_decay = decay_check(days)
-    promote_challenger = challenger_promotion(days)
-    score_batch >> check_drift
-    score_batch >> monitor_day >> check_decay
-    monitor_day >> promote_challenger
+if TYPE_CHECKING:
+    from jobs.config.pipelines import Pipeline
+
+
+def score_dag(pipeline: Pipeline) -> DAG:
+    """The pipeline's score DAG (this module's docstring is its doc)."""
+    assets = pipeline_assets(pipeline.name)
+    with DAG(
+        dag_id=dag_ids(pipeline.name)["score"],
+        description="Score the days whose features landed with the champion; drift starts retraining",
+        doc_md=described(pipeline, __doc__ or ""),
+        schedule=assets.features | assets.champion,
+        start_date=pendulum.datetime(2013, 1, 1, tz="UTC"),
+        catchup=False,
+        max_active_runs=1,  # two runs never write the same day's predictions at once
+        default_args=DEFAULT_ARGS,
+        params={"run_date": Param(None, type=["null", "string"], format="date",
+                                  description="the day to score (empty: the days of the triggering events)")},
+        tags=["mlops", "scoring", f"pipeline:{pipeline.name}"],
+    ) as dag:
+        days = plan_scoring(pipeline)
+        score_batch = spark_job_per_day("score", pipeline, days, task_id="score_batch")
+        check_drift = drift_check(pipeline, days)
+        monitor_day = spark_job_per_day("monitor", pipeline, days, task_id="monitor_day")
+        check_decay = decay_check(pipeline, days)
+        promote_challenger = challenger_promotion(pipeline, days)
+        score_batch >> check_drift
+        score_batch >> monitor_day >> check_decay
+        monitor_day >> promote_challenger
+    return dag
