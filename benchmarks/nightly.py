@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import arguments, markdown_table, start, write_results
+from jobs.lake.layout import ROOT_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN_DATE = dt.date(2013, 1, 28)
@@ -133,14 +134,14 @@ def prepare(env: dict[str, str], last_night: dt.date) -> dict[str, float]:
     """Land the data, ingest the training window and train a champion; seconds per step."""
     logs = Path(env["PIPELINE_HOME"]) / "logs"
     conf = json.dumps({"run_date": TRAIN_DATE.isoformat(), "days": TRAIN_DATE.day})
-    lake = f"{env['LAKE_ROOT']}/flights"  # the flights pipeline's lake, where its DAGs read
+    lake = f"{env[ROOT_ENV]}/flights"  # the flights pipeline's lake, where its DAGs read
     return {
         "land_s": run(env, "python", "-m", "jobs.datasets.land_flights", "--to", last_night.isoformat(),
                       "--lake-root", lake, log=logs / "land.log"),
         "migrate_s": run(env, "airflow", "db", "migrate", log=logs / "migrate.log"),
         "ingest_window_s": run(env, "airflow", "dags", "test", "flights_ingest", "--conf", conf,
                                log=logs / "ingest-window.log"),
-        "train_s": run({**env, "LAKE_ROOT": lake}, "spark-submit", "--master", "local[2]", "jobs/training/job.py",
+        "train_s": run({**env, ROOT_ENV: lake}, "spark-submit", "--master", "local[2]", "jobs/training/job.py",
                        "--run-date", TRAIN_DATE.isoformat(), "--epochs", "1", log=logs / "train.log"),
     }
 

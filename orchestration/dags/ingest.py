@@ -23,12 +23,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pendulum
 from airflow.sdk import DAG, CronDataIntervalTimetable, Param
 
+from orchestration.dags.common import dag_settings, run_date_param
 from orchestration.ingest_tasks import publish_features, wait_for_raw
-from orchestration.pipelines import dag_ids, described
-from orchestration.spark_jobs import DEFAULT_ARGS, spark_job
+from orchestration.spark_jobs import spark_job
 
 if TYPE_CHECKING:
     from jobs.config.pipelines import Pipeline
@@ -37,22 +36,15 @@ if TYPE_CHECKING:
 def ingest_dag(pipeline: Pipeline) -> DAG:
     """The pipeline's ingest DAG (this module's docstring is its doc)."""
     with DAG(
-        dag_id=dag_ids(pipeline.name)["ingest"],
+        **dag_settings(pipeline, "ingest", __doc__ or "", "ingest"),
         description="Validate a day's raw data and build its features (the only writer of validated/ and features/)",
-        doc_md=described(pipeline, __doc__ or ""),
         # A run for day D starts when D has ended (data-interval semantics): ds is D.
         schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
-        start_date=pendulum.datetime(2013, 1, 1, tz="UTC"),
-        catchup=False,  # history comes in by an explicit backfill, not on first unpause
-        max_active_runs=1,  # one writer at a time: no two runs write the same partition
-        default_args=DEFAULT_ARGS,
         params={
-            "run_date": Param(None, type=["null", "string"], format="date",
-                              description="the last day to ingest (empty: the day this run covers)"),
+            "run_date": run_date_param("the last day to ingest (empty: the day this run covers)"),
             "days": Param(1, type="integer", minimum=1, maximum=366,
                           description="how many days ending with run_date to ingest in this run"),
         },
-        tags=["mlops", "ingest", f"pipeline:{pipeline.name}"],
     ) as dag:
         days_args = ["--days", "{{ params.days }}"]
         (

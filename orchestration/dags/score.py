@@ -33,13 +33,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pendulum
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG
 
 from orchestration.assets import pipeline_assets
-from orchestration.pipelines import dag_ids, described
+from orchestration.dags.common import dag_settings, run_date_param
 from orchestration.score_tasks import challenger_promotion, decay_check, drift_check, plan_scoring
-from orchestration.spark_jobs import DEFAULT_ARGS, spark_job_per_day
+from orchestration.spark_jobs import spark_job_per_day
 
 if TYPE_CHECKING:
     from jobs.config.pipelines import Pipeline
@@ -49,17 +48,10 @@ def score_dag(pipeline: Pipeline) -> DAG:
     """The pipeline's score DAG (this module's docstring is its doc)."""
     assets = pipeline_assets(pipeline.name)
     with DAG(
-        dag_id=dag_ids(pipeline.name)["score"],
+        **dag_settings(pipeline, "score", __doc__ or "", "scoring"),
         description="Score the days whose features landed with the champion; drift starts retraining",
-        doc_md=described(pipeline, __doc__ or ""),
         schedule=assets.features | assets.champion,
-        start_date=pendulum.datetime(2013, 1, 1, tz="UTC"),
-        catchup=False,
-        max_active_runs=1,  # two runs never write the same day's predictions at once
-        default_args=DEFAULT_ARGS,
-        params={"run_date": Param(None, type=["null", "string"], format="date",
-                                  description="the day to score (empty: the days of the triggering events)")},
-        tags=["mlops", "scoring", f"pipeline:{pipeline.name}"],
+        params={"run_date": run_date_param("the day to score (empty: the days of the triggering events)")},
     ) as dag:
         days = plan_scoring(pipeline)
         score_batch = spark_job_per_day("score", pipeline, days, task_id="score_batch")

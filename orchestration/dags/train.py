@@ -50,62 +50,59 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pendulum
 from airflow.sdk import DAG, AssetOrTimeSchedule, CronDataIntervalTimetable, Param
 
 from jobs.config import RUN_OVERRIDES, WINDOW_OVERRIDES, override_json, param_schema
 from orchestration.assets import pipeline_assets
+from orchestration.dags.common import dag_settings, run_date_param
 from orchestration.decisions import TRAINING_SCHEDULE
-from orchestration.pipelines import dag_ids, described
-from orchestration.spark_jobs import DEFAULT_ARGS, spark_job, spark_job_mapped
+from orchestration.spark_jobs import spark_job, spark_job_mapped
 from orchestration.sweep_tasks import plan_sweep, select_candidate
 from orchestration.train_tasks import ChampionApprovalOperator, plan_training, publish_champion
 
 if TYPE_CHECKING:
     from jobs.config.pipelines import Pipeline
 
-# Knobs a person tunes per run (jobs.config.RUN_OVERRIDES): empty keeps train.<name> of the config.
-TRAIN_PARAMS = {name: Param(None, **param_schema(name)) for name in RUN_OVERRIDES}
 OVERRIDES_JSON = "{{ override_json(params) }}"  # the params set, as the jobs' --overrides take them
 WINDOW_JSON = f"{{{{ override_json(params, {list(WINDOW_OVERRIDES)!r}) }}}}"
 
 
-# The sweep: each list empty keeps sweep.<name> of the config.
-SWEEP_PARAMS = {
-    "sweep_size": Param(None, type=["null", "integer"], minimum=1, maximum=32,
-                        description="MLP candidates the sweep trains (default: sweep.size, 1: an ensemble), beside "
-                                    "one per sweep.xgboost param set"),
-    "sweep_learning_rates": Param(None, type=["null", "array"], items={"type": "number", "exclusiveMinimum": 0},
-                                  description="learning rates to try"),
-    "sweep_widths": Param(None, type=["null", "array"], items={"type": "integer", "minimum": 1},
-                          description="hidden layer widths to try"),
-    "sweep_depths": Param(None, type=["null", "array"], items={"type": "integer", "minimum": 1},
-                          description="numbers of hidden layers to try"),
-    "sweep_epochs": Param(None, type=["null", "array"], items={"type": "integer", "minimum": 1},
-                          description="epochs to try"),
-}
+def train_params() -> dict[str, Param]:
+    """Knobs a person tunes per run (jobs.config.RUN_OVERRIDES): empty keeps train.<name> of the config."""
+    return {name: Param(None, **param_schema(name)) for name in RUN_OVERRIDES}
+
+
+def sweep_params() -> dict[str, Param]:
+    """The sweep's knobs: each list empty keeps sweep.<name> of the config."""
+    return {
+        "sweep_size": Param(None, type=["null", "integer"], minimum=1, maximum=32,
+                            description="MLP candidates the sweep trains (default: sweep.size, 1: an ensemble), "
+                                        "beside one per sweep.xgboost param set"),
+        "sweep_learning_rates": Param(None, type=["null", "array"], items={"type": "number", "exclusiveMinimum": 0},
+                                      description="learning rates to try"),
+        "sweep_widths": Param(None, type=["null", "array"], items={"type": "integer", "minimum": 1},
+                              description="hidden layer widths to try"),
+        "sweep_depths": Param(None, type=["null", "array"], items={"type": "integer", "minimum": 1},
+                              description="numbers of hidden layers to try"),
+        "sweep_epochs": Param(None, type=["null", "array"], items={"type": "integer", "minimum": 1},
+                              description="epochs to try"),
+    }
 
 
 def train_dag(pipeline: Pipeline) -> DAG:
     """The pipeline's train DAG (this module's docstring is its doc)."""
     assets = pipeline_assets(pipeline.name)
     with DAG(
-        dag_id=dag_ids(pipeline.name)["train"],
+        # a retrain covers its whole window: old weeks need no run of their own (no catch-up)
+        **dag_settings(pipeline, "train", __doc__ or "", "training"),
         description="Train and register the model weekly or on drift; promote it when it beats the champion",
-        doc_md=described(pipeline, __doc__ or ""),
         schedule=AssetOrTimeSchedule(timetable=CronDataIntervalTimetable(TRAINING_SCHEDULE, timezone="UTC"),
                                      assets=assets.drift | assets.decay),
-        start_date=pendulum.datetime(2013, 1, 1, tz="UTC"),
-        catchup=False,  # a retrain covers its whole window; old weeks need no run of their own
-        max_active_runs=1,
-        default_args=DEFAULT_ARGS,
         params={
-            "run_date": Param(None, type=["null", "string"], format="date",
-                              description="last day of the window (empty: the drifted day, or the day before the run)"),
-            **TRAIN_PARAMS,
-            **SWEEP_PARAMS,
+            "run_date": run_date_param("last day of the window (empty: the drifted day, or the day before the run)"),
+            **train_params(),
+            **sweep_params(),
         },
-        tags=["mlops", "training", f"pipeline:{pipeline.name}"],
         user_defined_macros={"override_json": override_json},  # the one renderer of a run's overrides
     ) as dag:
         plan = plan_training(pipeline)

@@ -68,6 +68,15 @@ def test_an_asset_of_one_pipeline_starts_only_that_pipeline_s_dags(two):
     assert all(uri.startswith("lakeflow://flights/") for uri in flights_uris)
 
 
+def test_no_two_dags_share_a_param_object(two):
+    """A value resolved on one DAG's param (a trigger form, a test) never shows in another's."""
+    params = [(dag_id, name, id(dag.params.get_param(name))) for dag_id, dag in two.dags.items() for name in dag.params]
+    assert len({found for _, _, found in params}) == len(params)
+    first, second = two.dags["flights_train"], two.dags["rivals_train"]
+    first.params.get_param("train_days").resolve(14)
+    assert second.params.get_param("train_days").value is None
+
+
 def test_every_spark_task_runs_its_own_pipeline_s_config_on_its_own_lake(two, tmp_path, monkeypatch):
     from orchestration.pipelines import job_env
     from orchestration.spark_jobs import PipelineSparkSubmitOperator

@@ -203,7 +203,7 @@ def test_adding_an_override_is_one_line_that_reaches_the_dags_params_and_the_job
     spec = importlib.util.spec_from_file_location("train_dag_with_seed", REPO / "orchestration/dags/train.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    param = module.TRAIN_PARAMS["seed"]
+    param = module.train_params()["seed"]
     assert param.value is None and param.schema["type"] == ["null", "integer"] and param.description
     assert jobs.config.override_json({"seed": 7, "epochs": None}) == '{"seed": 7}'
 
