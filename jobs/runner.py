@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 
 from jobs.config import ConfigError
+from jobs.config.runtime import PIPELINE_NAME_ENV
 from jobs.errors import DATA_ERROR_EXIT, ERROR_FILE_ENV, USAGE_EXIT, DataError, data_problem, disk_full, headline
 from jobs.lake.spark import release_session
 from jobs.timings import timed_job
@@ -38,11 +39,21 @@ def run_job(main: Callable[[], None]) -> None:
     except Exception as err:  # noqa: BLE001 - every failure gets its one line; the traceback at debug
         problem = f"{type(err).__name__}: {err}" if isinstance(err, DataError) else data_problem(err)
         if problem is None:
-            log.error("failed (a fault: Airflow retries the task): %s (the traceback: PIPELINE_LOG_LEVEL=DEBUG)",
-                      disk_full(err) or headline(err))
+            log.error("%sfailed (a fault: Airflow retries the task): %s (the traceback: PIPELINE_LOG_LEVEL=DEBUG)",
+                      whose(), disk_full(err) or headline(err))
             log.debug("the traceback of that failure", exc_info=True)
             sys.exit(1)
         _not_retried("data error", problem, DATA_ERROR_EXIT)
+
+
+def whose(argv: list[str] | None = None) -> str:
+    """Whose failure, to open its line: the pipeline (a DAG's job knows it, ``$PIPELINE_NAME``) and
+    the day (the job's ``--run-date``); empty when neither is known."""
+    args = sys.argv if argv is None else argv
+    parts = [f"pipeline {name}"] if (name := os.environ.get(PIPELINE_NAME_ENV)) else []
+    if "--run-date" in args[:-1]:
+        parts.append(f"day {args[args.index('--run-date') + 1]}")
+    return f"{', '.join(parts)}: " if parts else ""
 
 
 def _not_retried(kind: str, problem: str, status: int) -> None:
@@ -51,7 +62,7 @@ def _not_retried(kind: str, problem: str, status: int) -> None:
     if details.strip():  # the details first: the log's last line is the problem, in one line
         log.error("%s, in detail:\n%s", kind, details)
         summary += " (in detail above)"
-    log.error("%s (not retried): %s", kind, summary)
+    log.error("%s%s (not retried): %s", whose(), kind, summary)
     log.debug("the traceback of that %s", kind, exc_info=True)
     if path := os.environ.get(ERROR_FILE_ENV):
         with open(path, "w", encoding="utf-8") as out:

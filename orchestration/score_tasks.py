@@ -131,6 +131,9 @@ def drift_check(pipeline: Pipeline, days: Any) -> Any:
         get_current_context()["outlet_events"][asset].extra = extra
         for reason in extra["reasons"]:
             print(f"drift on {day}: {reason}")
+        print(f"pipeline {pipeline.name}: {day} drifted from version {extra['model_version']}'s training window "
+              f"({len(extra['reasons'])} reason(s) above): {dag_ids(pipeline.name)['train']} retrains on it; "
+              f"read {extra['report']}")
         return extra
 
     return check.expand(item=days)
@@ -153,13 +156,16 @@ def decay_check(pipeline: Pipeline, days: Any) -> Any:
         report, extra = decay_event(lake_of(pipeline), config, dt.date.fromisoformat(item["day"]), champion.name,
                                     champion.version)
         for found in report.get("miscalibrated_days", []):  # the level far from the truth: said, not retrained on
-            print(f"miscalibrated on {found['day']}: {found['reason']}")
+            print(f"pipeline {pipeline.name}: version {champion.version} miscalibrated on {found['day']}: "
+                  f"{found['reason']}")
         if extra is None:
             why = "; ".join(report["reasons"]) or report["status"]
             raise AirflowSkipException(f"no retraining for decay on {report['day']} ({why}); report: {report['path']}")
         get_current_context()["outlet_events"][asset].extra = extra
         for reason in report["reasons"]:
             print(f"decay on {report['day']}: {reason}")
+        print(f"pipeline {pipeline.name}: version {champion.version} decayed on {report['day']} (above): "
+              f"{dag_ids(pipeline.name)['train']} retrains on the days up to it; report: {report['path']}")
         return extra
 
     return check.expand(item=days)

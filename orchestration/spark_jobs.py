@@ -71,6 +71,12 @@ class PipelineSparkSubmitOperator(SparkSubmitOperator):
     def pipeline(self) -> Pipeline:
         return Pipeline(self.pipeline_name, self.pipeline_source)
 
+    def _whose(self) -> str:
+        """The failure's owner, to open its one line: pipeline, task and the day it ran for."""
+        args = [str(a) for a in self.application_args or []]
+        day = f" for {args[args.index('--run-date') + 1]}" if "--run-date" in args[:-1] else ""
+        return f"pipeline {self.pipeline_name}, {self.task_id}{day}: "
+
     def execute(self, context: Any) -> Any:
         from jobs.errors import ERROR_FILE_ENV
 
@@ -85,7 +91,7 @@ class PipelineSparkSubmitOperator(SparkSubmitOperator):
                     with open(error_file, encoding="utf-8") as found:
                         message = found.read().strip()
                     raise AirflowFailException(
-                        f"{self.task_id}: {message} (not retried: a retry cannot fix it)") from err
+                        f"{self._whose()}{message} (not retried: a retry cannot fix it)") from err
                 raise
 
 

@@ -43,7 +43,15 @@ from jobs.config.cli import (
 from jobs.config.dataset import CalendarSpec, FeatureSpec, HistorySpec, TableLimits, TableSpec, ValidationSpec
 from jobs.config.files import DEFAULT_CONFIG, ConfigError, load_config, resolved, write_overlay
 from jobs.config.pipeline import PipelineConfig
-from jobs.config.runtime import artifact_root, dag_id, days_ending, environment, import_object, tracking_uri
+from jobs.config.runtime import (
+    artifact_root,
+    dag_id,
+    days_ending,
+    environment,
+    import_object,
+    pipeline_name,
+    tracking_uri,
+)
 from jobs.config.serving import TRACKING_ENV, DecaySpec, DriftSpec, MonitoringSpec, ScoreSpec, ShiftSpec, TrackingSpec
 from jobs.config.training import BaselineSpec, EvaluationSpec, SweepSpec, TrainSpec
 
@@ -56,5 +64,6 @@ __all__ = [
     "ShiftSpec", "SweepSpec", "TableLimits", "TableSpec", "TrackingSpec", "TrainSpec", "ValidationSpec", "WindowArgs",
     "add_overrides", "apply_overrides", "artifact_root", "dag_id", "check_arrow_memory_pool", "check_mmap_threshold",
     "days_ending", "environment", "import_object", "job_parser", "load_config", "override_json", "param_schema",
+    "pipeline_name",
     "parse_bool", "parse_job_args", "resolved", "tracking_uri", "write_overlay",
 ]

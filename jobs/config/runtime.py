@@ -24,10 +24,15 @@ def import_object(ref: str) -> Callable[..., Any]:
 PIPELINE_NAME_ENV = "PIPELINE_NAME"  # set by the DAGs for the jobs they run (orchestration.pipelines.job_env)
 
 
+def pipeline_name() -> str | None:
+    """The pipeline this job runs for, when a DAG started it (``$PIPELINE_NAME``)."""
+    return os.environ.get(PIPELINE_NAME_ENV) or None
+
+
 def dag_id(stage: str) -> str:
     """The DAG of ``stage`` (``ingest``, ``score``, ``train``) of the pipeline this job runs for, for
     messages that say what to trigger (``<pipeline>_<stage>`` when the job was not started by a DAG)."""
-    return f"{os.environ.get(PIPELINE_NAME_ENV) or '<pipeline>'}_{stage}"
+    return f"{pipeline_name() or '<pipeline>'}_{stage}"
 
 
 def tracking_uri() -> str:

@@ -39,7 +39,7 @@ import math
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from jobs.config import PipelineConfig, WindowArgs, dag_id, job_parser, parse_job_args
+from jobs.config import PipelineConfig, WindowArgs, dag_id, job_parser, parse_job_args, pipeline_name
 from jobs.errors import DataError
 from jobs.lake.spark import configure_logging, get_spark, path_exists
 from jobs.lake.storage import read_json, write_text
@@ -305,8 +305,10 @@ def monitor_day(config: PipelineConfig, day: dt.date, arrived: bool,
                      entry["status"], entry["rows"], entry["rows_with_outcome"],
                      f", ROC AUC {entry['metrics']['roc_auc']['value']:.3f}" if "roc_auc" in entry["metrics"] else "")
             if (entry.get("level") or {}).get("flagged"):
-                log.warning("%s: %s version %s (%s): MISCALIBRATED: %s", day, name, version, source.role,
-                            entry["level"]["reason"])
+                log.warning("%s%s: %s version %s (%s): MISCALIBRATED: %s. Nothing retrains on the level alone: "
+                            "if it persists, retrain (trigger %s) or read docs/monitoring.md (\"The served level\") "
+                            "for score.shift", f"pipeline {pipeline_name()}, " if pipeline_name() else "", day,
+                            name, version, source.role, entry["level"]["reason"], dag_id("train"))
     if not entries:
         return None
     return day_record(day, config.monitoring.label_delay_days, arrived, entries)

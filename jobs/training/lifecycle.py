@@ -108,7 +108,9 @@ def failed_on_error(client: Any, run_id: str) -> Iterator[None]:
                 if client.get_run(run_id).info.status != "FINISHED":  # a registered, finished run stays so
                     client.set_tag(run_id, FAILURE_TAG, f"{type(err).__name__}: {err}"[:4000])
                     client.set_terminated(run_id, status="FAILED")
-                    log.error("MLflow run %s ended as FAILED: %s: %s", run_id, type(err).__name__, err)
+                    log.error("MLflow run %s ended as FAILED: %s: %s; no model version was registered from it "
+                              "(a version comes only from a finished run); a retry resumes the run",
+                              run_id, type(err).__name__, err)
         except Exception as again:  # the tracking server may be what failed: keep the first error
             log.warning("could not mark MLflow run %s FAILED: %s", run_id, again)
         raise

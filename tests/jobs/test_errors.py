@@ -76,6 +76,30 @@ def test_a_file_that_is_not_parquet_in_a_zone_is_a_data_error_naming_it(spark, t
     assert done.stderr.strip().splitlines()[-1].endswith(f"data error (not retried): {problem}")
 
 
+def test_a_dag_s_job_opens_its_failure_line_with_its_pipeline_and_day(monkeypatch):
+    """Started by a DAG (``$PIPELINE_NAME``) with ``--run-date``, a job's last line says whose failure
+    it is; the Airflow task's message says it too (orchestration.spark_jobs)."""
+    from jobs.runner import whose
+    from orchestration.spark_jobs import PipelineSparkSubmitOperator
+
+    job = ("import sys\nfrom jobs.runner import run_job\nfrom jobs.errors import DataError\n"
+           "sys.argv = ['job.py', '--run-date', '2013-01-02']\n"
+           "def main():\n    raise DataError('no raw flights for 2013-01-02: land the day first')\nrun_job(main)\n")
+    done = _run(job, PIPELINE_NAME="flights")
+    assert done.returncode == DATA_ERROR_EXIT, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1].endswith(
+        "pipeline flights, day 2013-01-02: data error (not retried): DataError: no raw flights for 2013-01-02: "
+        "land the day first")
+    monkeypatch.delenv("PIPELINE_NAME", raising=False)
+    assert whose(["job.py"]) == "" and whose(["job.py", "--run-date"]) == ""  # by hand: nothing to say
+    monkeypatch.setenv("PIPELINE_NAME", "rivals")
+    assert whose(["job.py", "--run-date", "2013-01-02"]) == "pipeline rivals, day 2013-01-02: "
+    task = PipelineSparkSubmitOperator(task_id="validate_raw", application="job.py", pipeline_name="rivals",
+                                       pipeline_source="pipelines/rivals",
+                                       application_args=["--run-date", "2013-01-02"])
+    assert task._whose() == "pipeline rivals, validate_raw for 2013-01-02: "
+
+
 def test_a_java_exception_through_py4j_is_told_by_its_own_message_not_by_the_method_called(spark):
     """A Py4JJavaError's first line only names the JVM method called ("An error occurred while
     calling o303.collectToPython."): the one line a failed job logs is the Java exception's message

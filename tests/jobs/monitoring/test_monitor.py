@@ -432,7 +432,7 @@ def test_a_served_level_far_from_the_truth_is_flagged_with_the_shifts_part():
 
 
 def test_the_monitor_flags_a_shifted_day_far_from_its_outcomes_and_the_verdict_lists_it(
-        feature_frames, config, tracking, tmp_path):
+        feature_frames, config, tracking, tmp_path, caplog, monkeypatch):
     """The monitor judges the served level beside the ranking: a day whose served probabilities sit
     far above its realized rate is flagged in monitoring.json, with the shift's part read from the
     rows' model_probability and logit_shift; the decay verdict lists the day without retraining on it."""
@@ -446,7 +446,13 @@ def test_the_monitor_flags_a_shifted_day_far_from_its_outcomes_and_the_verdict_l
     predictions["model_probability"], predictions["logit_shift"] = own, 2.0
     predictions["probability"] = 1 / (1 + np.exp(-(np.log(own / (1 - own)) + 2.0)))
     _write(lake.predictions, D1, predictions)
-    _run(lake, D1)
+    monkeypatch.setenv("PIPELINE_NAME", "flights")  # as a DAG's job
+    with caplog.at_level("WARNING", logger="jobs.monitoring.job"):
+        _run(lake, D1)
+    # one line: the pipeline, the day, the version, what is wrong and what to do
+    [said] = [r.getMessage() for r in caplog.records if "MISCALIBRATED" in r.getMessage()]
+    assert said.startswith(f"pipeline flights, {D1}: {NAME} version 1 (champion): MISCALIBRATED: served level ")
+    assert "Nothing retrains on the level alone: if it persists, retrain (trigger flights_train)" in said
     [entry] = _record(lake, D1)["models"]
     level = entry["level"]
     assert level["flagged"] and level["predicted_rate"] > level["high"]
