@@ -16,8 +16,7 @@ from typing import Any
 
 from jobs.config import load_config, tracking_uri
 from jobs.lake.layout import Lake
-
-METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "ece", "accuracy", "positive_rate")
+from jobs.metrics import HOLDOUT
 
 
 def read_report(lake: Lake, kind: str, run_date: dt.date | str) -> dict[str, Any]:
@@ -46,7 +45,7 @@ def render(summary: dict[str, Any], label_description: str | None = None) -> str
     what the probabilities are of."""
     scoring, tags = summary["scoring"], summary["model_tags"]
     label_description = label_description or load_config().features.label_description
-    metrics = ", ".join(f"{m} {float(tags[f'holdout_{m}']):.3f}" for m in METRICS if f"holdout_{m}" in tags)
+    metrics = ", ".join(f"{m} {float(tags[f'holdout_{m}']):.3f}" for m in HOLDOUT if f"holdout_{m}" in tags)
     rows = [
         ("model", f"{scoring['model_name']} version {scoring['model_version']} (MLflow run {scoring['model_run_id']})"),
         ("trained on", f"{tags.get('train_window', '?')}, validation days {tags.get('validation_window', 'none')} "

@@ -125,7 +125,7 @@ def test_the_walk_counts_imports_inside_functions_and_leaves_out_type_checking(t
 
 
 # The shared layer below the stages: what every stage may import and which imports none of them.
-LOWER = ("jobs.config", "jobs.lake")
+LOWER = ("jobs.config", "jobs.lake", "jobs.metrics", "jobs.errors")
 
 
 def test_the_config_package_imports_no_stage():
@@ -138,3 +138,16 @@ def test_the_config_package_imports_no_stage():
     above = {name: sorted(target for target in graph[name] if not target.startswith(LOWER))
              for name in config}
     assert all(not targets for targets in above.values()), f"the config imports stages: {above}"
+
+
+def test_the_metric_catalogue_is_the_one_list_of_metrics_and_imports_no_stage():
+    """jobs.metrics (every metric's name, direction and computation) is below every stage that
+    judges a model: it imports nothing of jobs but the lake's names, and no other module of jobs
+    keeps a list of which metrics are lower-is-better."""
+    graph = import_graph()
+    assert sorted(t for t in graph["jobs.metrics"] if not t.startswith(LOWER)) == []
+    redefined = [f"{path.relative_to(REPO)}:{n}" for path in sorted((REPO / "jobs").rglob("*.py"))
+                 if path != REPO / "jobs" / "metrics.py"
+                 for n, line in enumerate(path.read_text().splitlines(), 1)
+                 if line.startswith(("LOWER_IS_BETTER =", "METRICS =")) or line.startswith("def roc_auc(")]
+    assert redefined == []

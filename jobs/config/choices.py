@@ -3,6 +3,8 @@ the stages import them from here (the config package imports no stage)."""
 
 from __future__ import annotations
 
+from jobs.metrics import CATALOGUE, REALIZED
+
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # train.precision: arithmetic of the training steps
 DATA_PATHS = ("auto", "memory", "stream")  # train.data_path: how a rank reads its share
 LAUNCHERS = ("auto", "torch_distributor", "in_process")  # train.launcher: who runs the ranks
@@ -10,9 +12,11 @@ LR_SCHEDULES = ("constant", "cosine")  # train.lr_schedule: the learning rate ov
 ARROW_MEMORY_POOLS = ("system", "mimalloc", "jemalloc", "default")  # train.arrow_memory_pool
 CALIBRATIONS = ("none", "temperature")  # train.calibration
 MAX_MMAP_THRESHOLD = 32 * 1024 * 1024  # train.malloc_mmap_threshold: glibc's ceiling on 64-bit
-# train.promotion_metric: what the gate, the bar and the sweep's choice compare
-PROMOTION_METRICS = ("roc_auc", "daily_roc_auc", "pr_auc", "log_loss", "brier", "ece")
-REALIZED_METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "ece")  # monitoring.decay.metric
+# train.promotion_metric: what the gate, the bar and the sweep's choice compare: the catalogue's
+# metrics with a direction, but accuracy (at a fixed 0.5 threshold it judges no probability model)
+PROMOTION_METRICS = tuple(m for m, found in CATALOGUE.items() if found.lower_is_better is not None and m != "accuracy")
+# monitoring.decay.metric: a served day's metrics with a direction
+REALIZED_METRICS = tuple(m for m in REALIZED if CATALOGUE[m].lower_is_better is not None)
 EVIDENCE = ("holdout", "live")  # monitoring.promotion_evidence: what makes a gate's winner champion
 FAMILIES = ("mlp", "xgboost")  # sweep.families
 BASELINE_KINDS = ("logistic_regression", "gbt")  # baselines[].kind

@@ -23,7 +23,8 @@ import logging
 import math
 from typing import TYPE_CHECKING, Any
 
-from jobs.monitoring.decay import LOWER_IS_BETTER, Z95
+from jobs.metrics import LOWER_IS_BETTER, better
+from jobs.monitoring.decay import Z95
 
 if TYPE_CHECKING:
     from jobs.config import PipelineConfig
@@ -57,7 +58,7 @@ def near_miss(tags: dict[str, str], margin: float) -> bool:
     held_to = margin if held_to is None else held_to
     if challenger is None or champion is None:
         return False
-    gain = champion - challenger if tags.get("gate_metric") in LOWER_IS_BETTER else challenger - champion
+    gain = better(str(tags.get("gate_metric")), challenger, champion)
     return -held_to < gain < held_to
 
 

@@ -28,7 +28,8 @@ import datetime as dt
 import math
 from typing import Any
 
-LOWER_IS_BETTER = {"log_loss", "brier", "ece"}
+from jobs.metrics import LOWER_IS_BETTER
+
 Z95 = 1.959964
 
 

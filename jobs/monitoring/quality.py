@@ -2,17 +2,10 @@
 predictions on their outcomes, each with a seeded bootstrap 95% interval, and the estimate of ROC
 AUC and log loss from the probabilities alone (confidence-based performance estimation, CBPE).
 
-Every metric is written once, for weighted rows: a bootstrap resample is the same rows weighted
-by how often it drew each (a multinomial count), so all ``bootstrap`` resamples are computed at
-once as a (resamples x rows) weight matrix, and the point value is the same function with weight 1
-(equal to scikit-learn's and :func:`jobs.metrics.evaluate`'s on the same rows: tested).
-
-- ROC AUC: the weighted share of (positive, negative) pairs ranked right, ties counting half;
-- PR AUC: average precision (scikit-learn's step-wise definition, no interpolation);
-- log loss and Brier: the means, probabilities clipped to [1e-7, 1 - 1e-7] as in training;
-- ECE: :func:`jobs.metrics.expected_calibration_error`'s equal-mass bins of the day's
-  probabilities; a resample keeps the day's bins (its weights move, its edges do not);
-- mean prediction and outcome rate: the means.
+Every metric is the catalogue's (:mod:`jobs.metrics`), written once for weighted rows: a bootstrap
+resample is the same rows weighted by how often it drew each (a multinomial count), so all
+``bootstrap`` resamples are computed at once as a (resamples x rows) weight matrix
+(:func:`jobs.metrics.weighted_metrics`), and the point value is the same function with weight 1.
 
 A metric that a day cannot define (an AUC with a single class among the outcomes) is left out,
 never NaN. An interval is the 2.5 and 97.5 percentiles of the resamples that define the metric,
@@ -34,81 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from jobs.metrics import EPS, REALIZED, point_metrics, weighted_metrics
 from jobs.monitoring.decay import Z95
 
-EPS = 1e-7  # probabilities are clipped to [EPS, 1 - EPS] for the log loss, as jobs.metrics.evaluate does
-QUALITY = ("roc_auc", "pr_auc", "log_loss", "brier", "ece", "mean_prediction", "outcome_rate")
 ESTIMATED = ("roc_auc", "log_loss")
-
-
-def _grouped(p: np.ndarray, weights: np.ndarray, y: np.ndarray, descending: bool = False,
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """Positive and negative weight per group of tied probabilities, groups in order of ``p``
-    (ascending, or descending): two (resamples x groups) arrays."""
-    order = np.argsort(-p if descending else p, kind="stable")
-    ps = p[order]
-    starts = np.flatnonzero(np.r_[True, ps[1:] != ps[:-1]])
-    w = weights[:, order]
-    ys = y[order]
-    return np.add.reduceat(w * ys, starts, axis=1), np.add.reduceat(w * (1.0 - ys), starts, axis=1)
-
-
-def roc_auc(p: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Weighted ROC AUC per row of ``weights`` (NaN where a resample lacks a class)."""
-    pos, neg = _grouped(p, weights, y)
-    below = np.cumsum(neg, axis=1) - neg
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.sum(pos * (below + 0.5 * neg), axis=1) / (pos.sum(axis=1) * neg.sum(axis=1))
-
-
-def pr_auc(p: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Weighted average precision per row of ``weights`` (NaN where a resample lacks a class)."""
-    pos, neg = _grouped(p, weights, y, descending=True)
-    tp, fp = np.cumsum(pos, axis=1), np.cumsum(neg, axis=1)
-    total_pos, total_neg = tp[:, -1], fp[:, -1]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        precision = np.where(tp + fp > 0, tp / np.where(tp + fp > 0, tp + fp, 1.0), 0.0)
-        ap = np.sum(pos * precision, axis=1) / total_pos
-    return np.where((total_pos > 0) & (total_neg > 0), ap, np.nan)
-
-
-def ece_bins(p: np.ndarray, bins: int = 10) -> np.ndarray:
-    """Each row's bin, as :func:`jobs.metrics.calibration_bins` assigns it (equal mass, ties merged)."""
-    edges = np.unique(np.quantile(p, np.linspace(0, 1, bins + 1)))
-    return np.clip(np.searchsorted(edges, p, side="right") - 1, 0, max(len(edges) - 2, 0))
-
-
-def ece(p: np.ndarray, y: np.ndarray, weights: np.ndarray, which: np.ndarray) -> np.ndarray:
-    """Weighted expected calibration error per row of ``weights`` over the bins ``which``."""
-    k = int(which.max()) + 1 if len(which) else 1
-    onehot = np.zeros((len(p), k))
-    onehot[np.arange(len(p)), which] = 1.0
-    gap = np.abs((weights * p) @ onehot - (weights * y) @ onehot)
-    return gap.sum(axis=1) / weights.sum(axis=1)
-
-
-def _all(p: np.ndarray, y: np.ndarray, weights: np.ndarray, calibration_bins: int) -> dict[str, np.ndarray]:
-    clipped = np.clip(p, EPS, 1 - EPS)
-    total = weights.sum(axis=1)
-    loss = -(y * np.log(clipped) + (1 - y) * np.log(1 - clipped))
-    return {
-        "roc_auc": roc_auc(p, y, weights),
-        "pr_auc": pr_auc(p, y, weights),
-        "log_loss": (weights @ loss) / total,
-        "brier": (weights @ (clipped - y) ** 2) / total,
-        "ece": ece(p, y, weights, ece_bins(p, calibration_bins)),
-        "mean_prediction": (weights @ p) / total,
-        "outcome_rate": (weights @ y) / total,
-    }
-
-
-def point_metrics(probabilities: Any, outcomes: Any, calibration_bins: int = 10) -> dict[str, float]:
-    """The metrics of these rows (no interval); an undefined one is left out."""
-    p, y = np.asarray(probabilities, dtype=np.float64), np.asarray(outcomes, dtype=np.float64)
-    if len(p) == 0:
-        return {}
-    found = _all(p, y, np.ones((1, len(p))), calibration_bins)
-    return {name: float(values[0]) for name, values in found.items() if math.isfinite(values[0])}
 
 
 def resample_weights(rows: int, resamples: int, seed: int) -> np.ndarray:
@@ -125,10 +47,11 @@ def metrics_with_intervals(probabilities: Any, outcomes: Any, resamples: int, se
     p, y = np.asarray(probabilities, dtype=np.float64), np.asarray(outcomes, dtype=np.float64)
     if len(p) == 0:
         return {}
-    point = point_metrics(p, y, calibration_bins)
-    spread = _all(p, y, resample_weights(len(p), resamples, seed), calibration_bins) if resamples > 0 else {}
+    point = point_metrics(y, p, calibration_bins)
+    spread = weighted_metrics(y, p, resample_weights(len(p), resamples, seed), calibration_bins) if resamples > 0 \
+        else {}
     out = {}
-    for name in QUALITY:
+    for name in REALIZED:
         if name not in point:
             continue
         value = point[name]
@@ -150,13 +73,15 @@ def paired_difference(challenger: Any, champion: Any, outcomes: Any, metric: str
     if len(y) == 0:
         return None
     ones = np.ones((1, len(y)))
-    value = float(_all(a, y, ones, calibration_bins)[metric][0] - _all(b, y, ones, calibration_bins)[metric][0])
+    value = float(weighted_metrics(y, a, ones, calibration_bins)[metric][0]
+                  - weighted_metrics(y, b, ones, calibration_bins)[metric][0])
     if not math.isfinite(value):
         return None
     low = high = value
     if resamples > 0:
         weights = resample_weights(len(y), resamples, seed)
-        drawn = _all(a, y, weights, calibration_bins)[metric] - _all(b, y, weights, calibration_bins)[metric]
+        drawn = weighted_metrics(y, a, weights, calibration_bins)[metric] \
+            - weighted_metrics(y, b, weights, calibration_bins)[metric]
         drawn = drawn[np.isfinite(drawn)]
         if len(drawn):
             low, high = (float(x) for x in np.percentile(drawn, [2.5, 97.5]))

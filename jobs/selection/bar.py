@@ -24,7 +24,8 @@ import datetime as dt
 import logging
 from typing import TYPE_CHECKING, Any
 
-from jobs.selection.gate import LOWER_IS_BETTER, GateDecision
+from jobs.metrics import HOLDOUT, LOWER_IS_BETTER
+from jobs.selection.gate import GateDecision
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,7 +40,7 @@ FAMILY = "model_family"  # run tag: mlp or xgboost (jobs.config.FAMILIES); the b
 CANDIDATE = "candidate"  # candidate_kind of every trained candidate, whatever its family (baselines: "baseline")
 COMPARISON = "comparison/comparison.md"
 STOPPED = "stopped_at_bar"
-TABLE_METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "ece", "accuracy")
+TABLE_METRICS = tuple(m for m in HOLDOUT if m != "positive_rate")  # the window's, not a model's
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,8 +35,8 @@ def member_runs(config: PipelineConfig, client: Any, candidate: Any, run_date: d
     """Each member's run for the training of ``candidate`` (a finished sweep candidate), or why
     there is no blend, in words."""
     from jobs.config import FAMILIES
+    from jobs.metrics import LOWER_IS_BETTER
     from jobs.selection.bar import FAMILY, window_runs
-    from jobs.selection.gate import LOWER_IS_BETTER
     from jobs.selection.identity import identity_of
     from jobs.selection.sweep import MODEL_URI_TAG, finished_children
 

@@ -32,6 +32,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from jobs.metrics import LOWER_IS_BETTER, better
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -41,7 +43,6 @@ CHAMPION = "champion"
 # gate_decision tag values
 PROMOTED, REJECTED, AWAITING_APPROVAL = "promoted", "rejected", "awaiting_approval"
 AWAITING_LIVE = "awaiting_live_evidence"  # won on the holdout; champion once it beats the champion live
-LOWER_IS_BETTER = frozenset({"log_loss", "brier", "ece"})
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ def decide(
     if not math.isfinite(champion):
         return GateDecision(True, metric, challenger, champion, champion_version,
                             f"champion v{champion_version} has {metric} {champion} on this holdout")
-    gain = (champion - challenger) if metric in LOWER_IS_BETTER else (challenger - champion)
+    gain = better(metric, challenger, champion)
     direction = "lower" if metric in LOWER_IS_BETTER else "higher"
     promote = gain >= margin
     reason = (f"{metric} {challenger:.4f} vs champion v{champion_version} {champion:.4f}: "

@@ -628,7 +628,7 @@ def improves(metric: str, score: float, best: dict[str, Any] | None) -> bool:
     anything else beats none; a tie keeps the earlier epoch."""
     import math
 
-    from jobs.selection.gate import LOWER_IS_BETTER
+    from jobs.metrics import LOWER_IS_BETTER
 
     if math.isnan(score):
         return False

@@ -78,7 +78,7 @@ def _folder_bytes(path: Path) -> int:
 
 def policy_figures(replay: Replay, name: str) -> dict[str, Any]:
     from jobs.lake.layout import Lake
-    from jobs.selection.gate import LOWER_IS_BETTER
+    from jobs.metrics import LOWER_IS_BETTER
 
     state = replay.state["policies"][name]
     entries = served_entries(Lake(str(replay.policy_lake(name))), state["served"])
@@ -319,7 +319,7 @@ def combine(parts: list[dict[str, Any]]) -> dict[str, Any]:
     replayed in parts, each from a first champion of its own. The served days, trainings and
     windows are the parts' one after another; the means and the worst weeks are computed again over
     all the days (a week may span two parts); days, retrainings and seconds are summed."""
-    from jobs.selection.gate import LOWER_IS_BETTER
+    from jobs.metrics import LOWER_IS_BETTER
 
     if len(parts) < 2:
         raise ValueError("combine needs two reports or more")

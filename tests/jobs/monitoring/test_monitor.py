@@ -40,11 +40,11 @@ def _rows(n: int = 900, seed: int = 0, ties: bool = False) -> tuple[np.ndarray, 
 def test_metrics_equal_sklearns_and_trainings_on_the_same_rows(ties):
     from sklearn.metrics import average_precision_score, brier_score_loss, log_loss, roc_auc_score
 
-    from jobs.metrics import expected_calibration_error
-    from jobs.monitoring.quality import point_metrics, pr_auc, resample_weights, roc_auc
+    from jobs.metrics import expected_calibration_error, point_metrics, weighted_pr_auc, weighted_roc_auc
+    from jobs.monitoring.quality import resample_weights
 
     p, y = _rows(ties=ties)
-    got = point_metrics(p, y)
+    got = point_metrics(y, p)
     assert got["roc_auc"] == pytest.approx(roc_auc_score(y, p), abs=1e-12)
     assert got["pr_auc"] == pytest.approx(average_precision_score(y, p), abs=1e-12)
     assert got["log_loss"] == pytest.approx(log_loss(y, np.clip(p, 1e-7, 1 - 1e-7)), abs=1e-12)
@@ -53,16 +53,18 @@ def test_metrics_equal_sklearns_and_trainings_on_the_same_rows(ties):
     assert (got["mean_prediction"], got["outcome_rate"]) == pytest.approx((p.mean(), y.mean()))
     # a bootstrap resample is the rows weighted by their draws: scikit-learn's sample_weight
     weights = resample_weights(len(p), 3, seed=1)
-    assert roc_auc(p, y, weights) == pytest.approx([roc_auc_score(y, p, sample_weight=w) for w in weights])
-    assert pr_auc(p, y, weights) == pytest.approx([average_precision_score(y, p, sample_weight=w) for w in weights])
+    assert weighted_roc_auc(y, p, weights) == pytest.approx([roc_auc_score(y, p, sample_weight=w) for w in weights])
+    assert weighted_pr_auc(y, p, weights) == pytest.approx(
+        [average_precision_score(y, p, sample_weight=w) for w in weights])
 
 
 def test_intervals_contain_the_value_and_a_rerun_gives_the_same_numbers():
-    from jobs.monitoring.quality import QUALITY, metrics_with_intervals
+    from jobs.metrics import REALIZED
+    from jobs.monitoring.quality import metrics_with_intervals
 
     p, y = _rows(seed=3)
     first = metrics_with_intervals(p, y, resamples=200, seed=[13, 7])
-    assert set(first) == set(QUALITY)
+    assert set(first) == set(REALIZED)
     for name, found in first.items():
         assert found["low"] <= found["value"] <= found["high"], name
         assert found["high"] - found["low"] > 0, name
@@ -200,7 +202,7 @@ def test_a_day_is_judged_on_its_outcomes_with_the_metrics_of_its_joined_rows(mon
                                                                              monitored_lake, config):
     from sklearn.metrics import roc_auc_score
 
-    from jobs.monitoring.quality import point_metrics
+    from jobs.metrics import point_metrics
 
     record = monitored[D1]
     assert (record["day"], record["label_delay_days"], record["outcomes"]) == (D1.isoformat(), 0, "in")
@@ -216,7 +218,7 @@ def test_a_day_is_judged_on_its_outcomes_with_the_metrics_of_its_joined_rows(mon
     # the same numbers from the rows joined by hand (features and predictions are in the same order here)
     known = labels.notna().to_numpy()
     y, p = labels.to_numpy()[known], predictions["probability"].to_numpy()[known]
-    expected = point_metrics(p, y)
+    expected = point_metrics(y, p)
     assert entry["metrics"]["roc_auc"]["value"] == pytest.approx(roc_auc_score(y, p), abs=1e-12)
     assert {k: v["value"] for k, v in entry["metrics"].items()} == pytest.approx(expected, abs=1e-12)
     assert entry["holdout"] == pytest.approx(HOLDOUT)
