@@ -153,3 +153,56 @@ def test_the_shipped_config_files_carry_no_measured_figures_in_comments() -> Non
         for number, line in enumerate(path.read_text().splitlines(), 1):
             comment = line.partition("#")[2]
             assert not MEASURED.search(comment), f"{path.relative_to(REPO)}:{number}: {comment.strip()}"
+
+
+# A measured figure in prose: a metric's value, a timing with decimals, a speed-up.
+FIGURE = re.compile(r"(?<![\w.])(0\.\d{3,}\b|\d+\.\d+\s?(s|ms)\b|\d+(-\d+)?% faster"
+                    r"|\d+(\.\d+)?\s?times\b|\d+(\.\d+)?x faster)")
+# (file, figure) -> why it is not a measurement
+FIGURE_EXCEPTIONS = {
+    ("jobs/scoring/shift.py", "0.005"): "half the logit bins' width: an error bound, derived",
+    ("jobs/lake/spark.py", "4 times"): "quotes Spark's own message (a task failed 4 times)",
+    ("orchestration/health/page.py", "2.5 times"): "the drift heat map's colour scale, a design choice",
+}
+
+
+def prose(path: Path) -> list[tuple[int, str]]:
+    """A module's docstrings, comments and ``help=`` texts, with their line."""
+    import ast
+    import io
+    import tokenize
+
+    source = path.read_text()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        body = getattr(node, "body", None)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body \
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            found.append((body[0].value.lineno, body[0].value.value))
+        if isinstance(node, ast.keyword) and node.arg == "help":
+            found += [(part.lineno, part.value) for part in ast.walk(node.value)
+                      if isinstance(part, ast.Constant) and isinstance(part.value, str)]
+    found += [(token.start[0], token.string) for token in tokenize.generate_tokens(io.StringIO(source).readline)
+              if token.type == tokenize.COMMENT]
+    return found
+
+
+def test_code_prose_carries_no_measured_figures() -> None:
+    """Docstrings, comments and --help say what code does; a measurement behind a choice is linked
+    (a study, a benchmark report), not quoted: it goes stale where nobody re-measures it."""
+    files = sorted(p for folder in ("jobs", "orchestration", "dags", "plugins") for p in (REPO / folder).rglob("*.py"))
+    assert len(files) > 50
+    found = [f"{path.relative_to(REPO)}:{line}: {match.group(0)!r}"
+             for path in files for line, text in prose(path) for match in FIGURE.finditer(text)
+             if (str(path.relative_to(REPO)), match.group(0)) not in FIGURE_EXCEPTIONS]
+    assert not found, "measured figures in code prose (link the study instead):\n" + "\n".join(found)
+
+
+def test_the_figure_scan_finds_a_metric_a_timing_and_a_speed_up(tmp_path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('"""Holdout ROC AUC 0.6821."""\n# 7.7 s against 0.76 s\nparser.add_argument("--x", '
+                      'help="about 25x faster")\n')
+    texts = [text for _, text in prose(module)]
+    assert [m.group(0) for text in texts for m in FIGURE.finditer(text)] == ["0.6821", "25x faster", "7.7 s", "0.76 s"]
+

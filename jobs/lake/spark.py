@@ -47,8 +47,8 @@ SESSION_CONF = {
     # Whole-stage code generation only where the generated method stays small enough for HotSpot
     # to compile (its HugeMethodLimit, 8000 bytes of bytecode: Spark's docs advise this value);
     # above it the JVM interprets the method row by row. The pipeline's wide projections pass it:
-    # the baselines' design rows (200-odd columns) took 10.4 s for a 180-day window of 2013 and
-    # 3.8 s with it, the encoded numbers alone 7.5 s and 2.3 s (docs/training.md, "A window's model selection").
+    # the baselines' design rows (200-odd columns) build several times faster with it
+    # (docs/studies/2026-11-28-a-windows-model-selection-profiled.md).
     "spark.sql.codegen.hugeMethodLimit": "8000",
 }
 

@@ -177,8 +177,8 @@ class TabularEnsemble(nn.Module):
     """``members`` :class:`TabularNet` s of one shape, trained side by side as one module (a deep
     ensemble): each member has its own embeddings, layers and initial weights and learns from its
     own loss on the same batches, its dropout masks its own; their matrix products run stacked, one
-    batched product per layer for all members (a training step of 2 members took 1.7 times one net's
-    on this machine, of 4 members 3.2 times: less than as many nets one after another).
+    batched product per layer for all members: a step costs less than as many nets one after
+    another (docs/studies/2026-11-29-the-mlp-as-an-ensemble.md).
 
     In training mode ``forward`` gives each member's logit, [n, members], and the training loop
     (:func:`jobs.training.loop.batch_loss`) scores every member on its own; in eval mode one logit

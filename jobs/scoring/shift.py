@@ -3,8 +3,8 @@ mean probability over the last days whose outcomes have landed equals their real
 
 A window's model is calibrated on its validation days (``train.calibration``), and stays so until
 the world moves: in the week of 2013-04-21 (the FAA furloughs) a model trained before it predicted a
-quarter of the delays that came, and its log loss over the week was 0.93. The flights that land
-each day say so the next morning. Before day D is scored, the score job scores the days
+fraction of the delays that came. The flights that land each day say so the next morning. Before
+day D is scored, the score job scores the days
 ``D - 1 - L - (days - 1) .. D - 1 - L`` (``L``: ``monitoring.label_delay_days``; only days whose
 outcomes have landed, :func:`jobs.monitoring.outcomes.outcomes_in`) with the same model, and finds
 the intercept ``delta`` for which ``mean(sigmoid(logit(p) + delta))`` over their labelled rows is
@@ -12,8 +12,8 @@ their share of positive labels (:func:`solve_shift`); D's probabilities are then
 ``sigmoid(logit(p) + strength * delta)``. One number per day and model: it moves no flight past
 another within the day, so the day's ranking (its ROC AUC) is the model's own; only the level
 moves. Nothing of day D or later is read: a day's shift is as point-in-time as its history
-features. Over the year 2013 it cut the worst week's log loss from 0.94 to 0.75 and the mean daily
-log loss by 0.009 to 0.020 (docs/monitoring.md, "The recent-outcome shift").
+features. Over the year 2013 it cut the worst week's and the mean daily log loss (the figures:
+docs/monitoring.md, "The recent-outcome shift").
 
 The reference days' predictions are aggregated in Spark into counts of rows and positives per
 logit bin of :data:`BIN_WIDTH` (bounded by the bins, not the rows), and solved on the driver.

@@ -233,8 +233,8 @@ def training_rows(spark: SparkSession, lake: Lake, dirs: list[str], config: Pipe
     partition its day and ids hash to and sorted by them there: the same rows in the same order
     whatever the files are named and whatever order they list in. MLlib's GBT samples rows by their
     position to find its split candidates, so two lakes built alike (the same rows, day files of
-    other names) gave GBTs of holdout ROC AUC 0.6216 and 0.6293 on one window of 2013 when the files
-    were only coalesced (docs/training.md, "The bar, repeatable")."""
+    other names) gave GBTs of different holdout ROC AUC on one window of 2013 when the files were
+    only coalesced (docs/studies/2026-11-29-the-bar-repeatable.md)."""
     from jobs.lake.layout import PARTITION
 
     keys = [PARTITION, *config.features.id_columns]

@@ -3,8 +3,8 @@
 A member is a sweep family (its best finished candidate of the training on the validation days)
 or a baseline's name (its finished run of the training). Logistic regression and XGBoost rank a
 day's flights differently (one linear in the history rates, the other in the schedule's
-interactions), and their mean ranked better than either in 17 of 23 served weeks of 2013 (the
-model study, docs/bench/model-study/study.md: +0.006 over XGBoost). The blend is built where the
+interactions), and their mean ranked better than either in most served weeks of 2013 (the model
+study, docs/bench/model-study/study.md). The blend is built where the
 sweep's choice is promoted (the train job's ``--promote-run``): a child run of the sweep's parent
 with the training's identity, its model a pyfunc holding copies of the members'
 (:mod:`jobs.model.blend`), evaluated by the same report as every candidate; it goes forward in

@@ -115,9 +115,10 @@ def fit_preprocessor(
 
     A window of at most ``local_max_rows`` labelled rows (``train.in_process_max_rows``) is counted in
     this process from its columns in Arrow (:func:`_local_statistics`, the same figures): Spark's two
-    wide aggregations of a 180-day window cost about 5 s a job, and four to five jobs of a training
-    fit the same window's preprocessor. ``labelled_rows``: the window's labelled rows where the
-    caller has counted them (:func:`check_labels`), not counted again.
+    wide aggregations of a long window cost seconds a job, and four to five jobs of a training fit
+    the same window's preprocessor (docs/studies/2026-11-28-a-windows-model-selection-profiled.md).
+    ``labelled_rows``: the window's labelled rows where the caller has counted them
+    (:func:`check_labels`), not counted again.
 
     A numeric feature whose mean or standard deviation is NaN or infinite (NaN or infinite values,
     or values so large that their sum overflows) fails with a :class:`FeatureStatsError` naming the

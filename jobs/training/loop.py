@@ -64,8 +64,7 @@ def wrap_model(net: torch.nn.Module, world: int, device: torch.device) -> torch.
     """What a rank trains: ``net`` in DDP when it has peers to average its gradients with, ``net``
     itself in a world of one. DDP on one rank only copies the gradients into a bucket, all-reduces
     them with nobody and divides by one: the same weights to the bit (a test says so), at a cost per
-    step that a small model feels (the MLP's steps alone ran 25-80% faster without it, a streaming
-    rank of ``benchmarks.scale`` 24-29%: docs/bench/scale.md, 2026-11-28)."""
+    step that a small model feels (measured: docs/bench/scale.md)."""
     if world == 1:
         return net
     from torch.nn.parallel import DistributedDataParallel

@@ -43,10 +43,9 @@ def choose_launcher(setting: str, *, use_gpu: bool, local_mode: bool, labelled_r
 
     ``in_process``: one rank, in the train job's own process (:func:`jobs.training.loop.train_in_process`):
     no processes started, none of torchrun's or the ranks' imports of torch, pandas, pyarrow and
-    ``jobs`` (a fixed cost of 7.7 s against 0.76 s in process on a quiet 2-core machine, for about a
-    second of training on a month's window: docs/bench/training.md). ``torch_distributor``:
-    ``train.num_processes`` ranks (one per GPU) through TorchDistributor, in local mode or as a
-    barrier stage on the cluster. ``auto`` takes ``in_process`` for a CPU training in local mode
+    ``jobs`` (a fixed cost of seconds, larger than a month's window's training: docs/bench/training.md).
+    ``torch_distributor``: ``train.num_processes`` ranks (one per GPU) through TorchDistributor, in
+    local mode or as a barrier stage on the cluster. ``auto`` takes ``in_process`` for a CPU training in local mode
     whose window holds at most ``max_rows`` labelled rows (``train.in_process_max_rows``), and
     TorchDistributor otherwise: a GPU, a cluster, or a window big enough that more ranks pay."""
     if setting == TORCH_DISTRIBUTOR:
@@ -67,9 +66,9 @@ def choose_launcher(setting: str, *, use_gpu: bool, local_mode: bool, labelled_r
 def rank_data_path(setting: str, launcher: str, labelled_rows: int, max_rows: int) -> str:
     """``train.data_path`` as the ranks get it: ``auto`` becomes ``memory`` for the one rank in the
     job's own process when the window holds at most ``train.in_process_max_rows`` labelled rows,
-    which bound its memory already: streaming such a window only costs time (a 163,875-row window,
-    8 epochs in process: 4.1 s of training loops in memory against 17.6 s streamed, measured
-    side by side, docs/training.md). Otherwise the setting as it is (``auto``: by the share's size
+    which bound its memory already: streaming such a window only costs time (measured side by side:
+    docs/studies/2026-11-27-a-ranks-share-in-memory-or-streamed.md). Otherwise the setting as it is
+    (``auto``: by the share's size
     against ``train.buffer_rows``, :func:`jobs.training.stream.resolve_data_path`)."""
     if setting == "auto" and launcher == IN_PROCESS and labelled_rows <= max_rows:
         return "memory"

@@ -5,7 +5,7 @@ between the train job and torchrun (see :mod:`jobs.training.launcher`).
 Run as a file (``python .../torchrun_wrapper.py <torchrun's arguments>``), importing the standard
 library only: pyspark's own wrapper (``python -m pyspark.ml.torch.torch_run_process_wrapper``)
 imports ``pyspark.ml`` first (pandas, SciPy, every MLlib module) before torchrun even starts, in
-every launch: about 1 s on a quiet 2-core machine (docs/bench/training.md). This one does the same
+every launch (its cost: docs/bench/training.md). This one does the same
 work without that import.
 """
 

@@ -104,8 +104,8 @@ def run_expectations(df: DataFrame, table: str, rules: list[Rule], refs: Referen
     costs one small query per rule that found something instead of one per expectation.
 
     When ``df`` has ``rows`` <= ``pandas_max_rows`` (a night's batch), GX runs on a pandas copy of it
-    in this process: each expectation then costs milliseconds instead of Spark jobs (about 25x
-    faster on a day of flights). The SQL expectations (``UnexpectedRowsExpectation``: GX runs them
+    in this process: each expectation then costs milliseconds instead of Spark jobs
+    (docs/bench/validation.md). The SQL expectations (``UnexpectedRowsExpectation``: GX runs them
     on SQL engines only) still run on Spark.
     """
     from jobs.timings import phase
