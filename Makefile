@@ -115,7 +115,7 @@ bench-scale: install
 	  --contenders $(CONTENDERS) --cluster-scale $(CLUSTER_SCALE) --data $(SCALE_DATA)
 
 capacity: install
-	$(ENV) $(VENV)/bin/python -m benchmarks.capacity --out $(BENCH_OUT)
+	$(ENV) $(VENV)/bin/python -m studies.capacity --out $(BENCH_OUT)
 
 airflow: install class-archive system-packages
 	$(ENV) bash scripts/stack.sh $(if $(SPARK),--spark) $(if $(CONNECT),--connect)

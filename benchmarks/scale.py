@@ -38,7 +38,7 @@ holdout's ROC AUC (rank 0's final evaluation), which data path ran. Targets: the
 peak memory per rank within :data:`MEMORY_RATIO` x of 1x and under :data:`MEMORY_CAP_MIB` MiB;
 the peer's rows/s at most :data:`THROUGHPUT_RATIO` x one streaming rank's.
 
-Then the capacity model's inputs (:mod:`benchmarks.capacity`): the all-reduce of the model's
+Then the capacity model's inputs (:mod:`studies.capacity`): the all-reduce of the model's
 parameters (and 16 and 256 times as many floats) on gloo with 2 local ranks, and the read rate
 (footers planned, row groups read and encoded, no model) of one process over the largest scale up
 to 10x. Writes ``scale.json``, ``scale-memory.png`` and ``scale-rows-per-s.png`` to ``--out`` and

@@ -1,6 +1,6 @@
 """What the scale benchmark (:mod:`benchmarks.scale`) runs in processes of their own: a training
 rank that records its own peak memory, the plain PyTorch ``DataLoader`` peer, and the two
-measurements the capacity model (:mod:`benchmarks.capacity`) takes as inputs (the all-reduce on
+measurements the capacity model (:mod:`studies.capacity`) takes as inputs (the all-reduce on
 gloo, the read rate).
 
 Usage (the benchmark starts these itself)::

@@ -1,4 +1,4 @@
-"""The capacity model's arithmetic (benchmarks/capacity.py) against the measured points file,
+"""The capacity model's arithmetic (studies/capacity.py) against the measured points file,
 docs/bench/scale/scale.json: what it predicts is recomputed here from the file's own figures."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from benchmarks import capacity
+from studies import capacity
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks.capacity [--points docs/bench/scale/scale.json] [--rows 1e9] [--out DIR]
+    python -m studies.capacity [--points docs/bench/scale/scale.json] [--rows 1e9] [--out DIR]
 
 Reads the measured points file (:mod:`benchmarks.scale`'s ``scale.json``) and predicts the hours of
 one epoch over ``--rows`` rows on N CPU ranks and on N GPUs, checks the model against every measured

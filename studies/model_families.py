@@ -1,8 +1,8 @@
-"""Benchmark: the MLP against the bar, on the features the pipeline builds, window by window.
+"""Study: the MLP against the bar, on the features the pipeline builds, window by window.
 
 Usage::
 
-    python -m benchmarks.model_families --features LAKE/features [--windows 2013-02-20,2013-03-10,...]
+    python -m studies.model_families --features LAKE/features [--windows 2013-02-20,2013-03-10,...]
                                         [--seeds 13,14] [--max-train-days 90] [--sweep] [--members 2,4]
                                         [--mlp-only] [--config YAML] [--out DIR]
 
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
                              "and train.lr_schedule, seed train.seed: K comma-separated, e.g. 2,4 (mlp_members<K>)")
     parser.add_argument("--mlp-only", action="store_true",
                         help="only the MLPs of --sweep and --members: no logistic regression, XGBoost or seeds")
-    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--out", default="studies/results")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     config = load_config(args.config)
