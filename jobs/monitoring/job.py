@@ -112,11 +112,11 @@ def model_entry(rows: pd.DataFrame, *, role: str, arrived: bool, holdout: dict[s
         return entry
     entry["status"] = "ok"
     bins = evaluation.calibration_bins
-    entry["metrics"] = metrics_with_intervals(judged[PROBABILITY], judged[OUTCOME], spec.bootstrap,
+    entry["metrics"] = metrics_with_intervals(judged[OUTCOME], judged[PROBABILITY], spec.bootstrap,
                                               _seed(spec.seed, day, name, version), bins)
     entry["estimate"]["error"] = estimate_error(entry["metrics"], estimated)
     own = judged[MODEL_PROBABILITY] if MODEL_PROBABILITY in judged.columns else None
-    entry["level"] = level_check(judged[PROBABILITY], judged[OUTCOME], own, spec.max_rate_gap)
+    entry["level"] = level_check(judged[OUTCOME], judged[PROBABILITY], own, spec.max_rate_gap)
     matched = rows[rows[MATCHED].astype(bool)]
     for column in evaluation.segments:
         if column not in matched.columns:
@@ -127,7 +127,7 @@ def model_entry(rows: pd.DataFrame, *, role: str, arrived: bool, holdout: dict[s
             scored = part[part[OUTCOME].notna()]
             entry["segments"].append({
                 "segment": column, "value": value, "rows": int(len(part)), "rows_with_outcome": int(len(scored)),
-                "metrics": metrics_with_intervals(scored[PROBABILITY], scored[OUTCOME], spec.bootstrap,
+                "metrics": metrics_with_intervals(scored[OUTCOME], scored[PROBABILITY], spec.bootstrap,
                                                   _seed(spec.seed, day, name, version, column, value), bins),
             })
     return entry
@@ -194,7 +194,7 @@ def comparison(challenger: pd.DataFrame, champion: pd.DataFrame, config: Pipelin
     both = both.sort_values([*ids, PROBABILITY], na_position="last", kind="mergesort").reset_index(drop=True)
     metric, spec = config.monitoring.decay.metric, config.monitoring
     name, version = str(challenger["model_name"].iloc[0]), str(challenger["model_version"].iloc[0])
-    difference = paired_difference(both[PROBABILITY], both[f"{PROBABILITY}_champion"], both[OUTCOME], metric,
+    difference = paired_difference(both[OUTCOME], both[PROBABILITY], both[f"{PROBABILITY}_champion"], metric,
                                    spec.bootstrap, _seed(spec.seed, day, name, version, "paired"),
                                    config.evaluation.calibration_bins)
     if difference is None:

@@ -9,7 +9,8 @@ resample is the same rows weighted by how often it drew each (a multinomial coun
 
 A metric that a day cannot define (an AUC with a single class among the outcomes) is left out,
 never NaN. An interval is the 2.5 and 97.5 percentiles of the resamples that define the metric,
-widened to include the point value when a skewed bootstrap misses it (tiny days).
+widened to include the point value when a skewed bootstrap misses it (tiny days). Arguments come
+in the catalogue's order: the outcomes (the labels) first, then the probabilities.
 
 The estimate (:func:`estimate`) treats each probability as the chance its row's outcome is 1: for
 a calibrated model, the expected log loss is the mean binary entropy of the probabilities, and the
@@ -30,7 +31,7 @@ import numpy as np
 from jobs.metrics import EPS, REALIZED, point_metrics, weighted_metrics
 from jobs.monitoring.decay import Z95
 
-ESTIMATED = ("roc_auc", "log_loss")
+ESTIMATED = ("roc_auc", "log_loss")  # the metrics the estimate covers (the health page shows them)
 
 
 def resample_weights(rows: int, resamples: int, seed: int) -> np.ndarray:
@@ -39,7 +40,7 @@ def resample_weights(rows: int, resamples: int, seed: int) -> np.ndarray:
     return rng.multinomial(rows, np.full(rows, 1.0 / rows), size=resamples).astype(np.float64)
 
 
-def metrics_with_intervals(probabilities: Any, outcomes: Any, resamples: int, seed: int,
+def metrics_with_intervals(outcomes: Any, probabilities: Any, resamples: int, seed: int,
                            calibration_bins: int = 10) -> dict[str, dict[str, float]]:
     """``{metric: {"value", "low", "high"}}`` over rows with outcomes: the point value and its
     bootstrap 95% interval from ``resamples`` seeded resamples. Empty for no rows; a metric the
@@ -62,7 +63,7 @@ def metrics_with_intervals(probabilities: Any, outcomes: Any, resamples: int, se
     return out
 
 
-def paired_difference(challenger: Any, champion: Any, outcomes: Any, metric: str, resamples: int, seed: Any,
+def paired_difference(outcomes: Any, challenger: Any, champion: Any, metric: str, resamples: int, seed: Any,
                       calibration_bins: int = 10) -> dict[str, float] | None:
     """``metric`` of the ``challenger``'s probabilities minus the ``champion``'s on the same rows
     and outcomes, with a paired bootstrap 95% interval: each resample draws rows, and both
@@ -117,7 +118,7 @@ def estimate_error(realized: dict[str, dict[str, float]], estimated: dict[str, f
     return error or None
 
 
-def level_check(probabilities: Any, outcomes: Any, model_probabilities: Any, max_gap: float) -> dict[str, Any]:
+def level_check(outcomes: Any, probabilities: Any, model_probabilities: Any, max_gap: float) -> dict[str, Any]:
     """Whether a day's served level was far from the truth: the mean served probability against
     the day's realized rate with its 95% interval (Wilson's), flagged when it lies outside the
     interval and further from the rate than ``max_gap``. ``model_probabilities``: the model's own,

@@ -22,7 +22,6 @@ WIDTH, LEFT, RIGHT = 1000, 150, 20
 CHART_HEIGHT, TOP, BOTTOM = 300, 24, 40
 ROW = 14  # height of a heat map row
 PERIODS = (("30 days", 30), ("90 days", 90), ("a year", 365), ("all", None))
-ESTIMATED = ("roc_auc", "log_loss")  # the metrics the estimate covers
 
 STYLE = """
 body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 16px; color: #222; }
@@ -405,6 +404,8 @@ def psi_grey(value: float | None, threshold: float) -> str:
 
 
 def _estimates(found: dict[str, Any]) -> str:
+    from jobs.monitoring.quality import ESTIMATED
+
     champion = next((v for v in found["versions"] if v["is_champion"]), None)
     if champion is None:
         return ""

@@ -109,12 +109,12 @@ def test_the_paired_difference_judges_both_models_on_the_same_resampled_rows():
     y = (rng.uniform(size=900) < 0.25).astype(float)
     weak = np.clip(0.25 + 0.1 * (y - 0.25) + rng.normal(0, 0.2, 900), 0.01, 0.99)
     strong = np.clip(0.25 + 0.4 * (y - 0.25) + rng.normal(0, 0.2, 900), 0.01, 0.99)
-    found = paired_difference(strong, weak, y, "roc_auc", 200, [13, 1])
+    found = paired_difference(y, strong, weak, "roc_auc", 200, [13, 1])
     assert found["value"] == pytest.approx(roc_auc_score(y, strong) - roc_auc_score(y, weak), abs=1e-12)
     assert 0 < found["low"] <= found["value"] <= found["high"]
-    same = paired_difference(weak, weak, y, "roc_auc", 200, [13, 1])
+    same = paired_difference(y, weak, weak, "roc_auc", 200, [13, 1])
     assert same == {"value": 0.0, "low": 0.0, "high": 0.0}  # paired: one model against itself never differs
-    assert paired_difference(weak, strong, np.zeros(900), "roc_auc", 50, 1) is None  # one class: no AUC
+    assert paired_difference(np.zeros(900), weak, strong, "roc_auc", 50, 1) is None  # one class: no AUC
 
 
 def _write(zone: str, day: dt.date, frame: pd.DataFrame) -> None:

@@ -58,18 +58,40 @@ def test_metrics_equal_sklearns_and_trainings_on_the_same_rows(ties):
         [average_precision_score(y, p, sample_weight=w) for w in weights])
 
 
+def test_every_metric_function_takes_the_outcomes_before_the_probabilities():
+    """One argument order for every function that computes from outcomes and probabilities, the
+    catalogue's and the monitor's: the labels first, then the scores (swapped, both are arrays of
+    floats and nothing else would say so)."""
+    import inspect
+
+    import jobs.metrics
+    import jobs.monitoring.quality
+
+    labels, scores = {"labels", "outcomes", "y"}, {"probabilities", "scores", "p", "challenger", "champion"}
+    checked = {}
+    for module in (jobs.metrics, jobs.monitoring.quality):
+        for name, function in inspect.getmembers(module, inspect.isfunction):
+            params = list(inspect.signature(function).parameters)
+            if function.__module__ == module.__name__ and labels & set(params) and scores & set(params):
+                checked[name] = params
+                first_label = min(params.index(p) for p in labels & set(params))
+                assert first_label < min(params.index(p) for p in scores & set(params)), (name, params)
+    assert {"evaluate", "roc_auc", "weighted_metrics", "metrics_with_intervals", "paired_difference",
+            "level_check"} <= set(checked), sorted(checked)
+
+
 def test_intervals_contain_the_value_and_a_rerun_gives_the_same_numbers():
     from jobs.metrics import REALIZED
     from jobs.monitoring.quality import metrics_with_intervals
 
     p, y = _rows(seed=3)
-    first = metrics_with_intervals(p, y, resamples=200, seed=[13, 7])
+    first = metrics_with_intervals(y, p, resamples=200, seed=[13, 7])
     assert set(first) == set(REALIZED)
     for name, found in first.items():
         assert found["low"] <= found["value"] <= found["high"], name
         assert found["high"] - found["low"] > 0, name
-    assert metrics_with_intervals(p, y, resamples=200, seed=[13, 7]) == first
-    other = metrics_with_intervals(p, y, resamples=200, seed=[14, 7])
+    assert metrics_with_intervals(y, p, resamples=200, seed=[13, 7]) == first
+    other = metrics_with_intervals(y, p, resamples=200, seed=[14, 7])
     assert other["roc_auc"]["value"] == first["roc_auc"]["value"] and other["roc_auc"]["low"] != first["roc_auc"]["low"]
     assert first["roc_auc"]["high"] - first["roc_auc"]["low"] < 0.1  # 900 rows: a few hundredths
 
@@ -77,7 +99,7 @@ def test_intervals_contain_the_value_and_a_rerun_gives_the_same_numbers():
 def test_a_single_class_has_no_auc_and_nothing_is_nan():
     from jobs.monitoring.quality import estimate, metrics_with_intervals
 
-    found = metrics_with_intervals([0.2, 0.4, 0.7], [0.0, 0.0, 0.0], resamples=50, seed=1)
+    found = metrics_with_intervals([0.0, 0.0, 0.0], [0.2, 0.4, 0.7], resamples=50, seed=1)
     assert "roc_auc" not in found and "pr_auc" not in found and found["outcome_rate"]["value"] == 0.0
     json.dumps(found, allow_nan=False)
     assert metrics_with_intervals([], [], resamples=50, seed=1) == {} and estimate([]) == {}
@@ -97,7 +119,7 @@ def test_the_estimate_is_what_calibrated_probabilities_promise():
     assert np.mean([roc_auc_score(y, p) for y in draws]) == pytest.approx(expected["roc_auc"], abs=0.005)
     assert np.mean([log_loss(y, p) for y in draws]) == pytest.approx(expected["log_loss"], abs=0.005)
     flipped = 1.0 - draws[0]  # a model whose outcomes turned against it
-    error = estimate_error(metrics_with_intervals(p, flipped, 0, 1), expected)
+    error = estimate_error(metrics_with_intervals(flipped, p, 0, 1), expected)
     assert error["roc_auc"] < -0.2 and error["log_loss"] > 0.2
 
 
@@ -423,14 +445,14 @@ def test_a_served_level_far_from_the_truth_is_flagged_with_the_shifts_part():
     own = np.clip(rng.beta(1.3, 8.4, 869), 1e-4, 1 - 1e-4)
     served = 1 / (1 + np.exp(-(np.log(own / (1 - own)) + 1.169)))
     y = (rng.random(869) < 0.115).astype(float)
-    found = level_check(served, y, own, 0.10)
+    found = level_check(y, served, own, 0.10)
     assert found["flagged"] and found["low"] < found["realized_rate"] < found["high"] < found["predicted_rate"]
     assert found["shift_part"] == pytest.approx(found["predicted_rate"] - found["model_rate"])
     assert found["shift_part"] > 0.5 * found["gap"] > 0
     assert "times the truth" in found["reason"] and "recent-outcome shift" in found["reason"]
-    calibrated = level_check(own, y, None, 0.10)
+    calibrated = level_check(y, own, None, 0.10)
     assert not calibrated["flagged"] and "shift_part" not in calibrated
-    assert not level_check(served, y, own, 0.5)["flagged"]  # a gap under the setting: not flagged
+    assert not level_check(y, served, own, 0.5)["flagged"]  # a gap under the setting: not flagged
 
 
 def test_the_monitor_flags_a_shifted_day_far_from_its_outcomes_and_the_verdict_lists_it(
