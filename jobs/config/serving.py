@@ -37,10 +37,12 @@ class DriftSpec:
 
 @section
 class ShiftSpec:
-    """``score.recent_shift``: the landed days to match (0: off), the share of the solved intercept
-    applied, and the fewest labelled rows it is solved on."""
+    """``score.recent_shift``: the landed days to match (0: off), how fast a day's weight in the
+    match halves with its age, the share of the solved intercept applied, and the fewest labelled
+    rows it is solved on."""
 
-    days: int = setting(7, "landed days whose realized rate a day's level is matched to (0: off)", ge=0)
+    days: int = setting(14, "landed days whose realized rate a day's level is matched to (0: off)", ge=0)
+    half_life_days: float = setting(4.0, "a reference day's rows weigh 2 ** (-age / this); 0: all days alike", ge=0)
     strength: float = setting(1.0, "share of the solved intercept applied", gt=0, le=1)
     min_rows: int = setting(100, "fewer labelled rows landed: not shifted, saying why", ge=1)
 

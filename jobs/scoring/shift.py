@@ -8,12 +8,14 @@ day D is scored, the score job scores the days
 ``D - 1 - L - (days - 1) .. D - 1 - L`` (``L``: ``monitoring.label_delay_days``; only days whose
 outcomes have landed, :func:`jobs.monitoring.outcomes.outcomes_in`) with the same model, and finds
 the intercept ``delta`` for which ``mean(sigmoid(logit(p) + delta))`` over their labelled rows is
-their share of positive labels (:func:`solve_shift`); D's probabilities are then
+their share of positive labels (:func:`solve_shift`), each reference day's rows weighted
+``2 ** (-age / half_life_days)`` (``age``: days before ``D - 1 - L``; ``half_life_days`` 0: all
+alike), so the last days count most and a surge a week old fades; D's probabilities are then
 ``sigmoid(logit(p) + strength * delta)``. One number per day and model: it moves no flight past
 another within the day, so the day's ranking (its ROC AUC) is the model's own; only the level
 moves. Nothing of day D or later is read: a day's shift is as point-in-time as its history
-features. Over the year 2013 it cut the worst week's and the mean daily log loss (the figures:
-docs/monitoring.md, "The recent-outcome shift").
+features. Why this rule, and what it does over a year: docs/monitoring.md, "The recent-outcome
+shift", and the study it links.
 
 The reference days' predictions are aggregated in Spark into counts of rows and positives per
 logit bin of :data:`BIN_WIDTH` (bounded by the bins, not the rows), and solved on the driver.
@@ -73,9 +75,20 @@ def logit_bins(predictions: DataFrame, label: str) -> dict[dt.date, list[tuple[f
     return found
 
 
-def solve_shift(bins: list[tuple[float, int, int]]) -> float:
+def weighted(bins: dict[dt.date, list[tuple[float, int, int]]], reference: list[dt.date], last: dt.date,
+             half_life_days: float) -> list[tuple[float, float, float]]:
+    """The reference days' bins pooled, each day's rows and positives weighted
+    ``2 ** (-(last - day) / half_life_days)`` (``half_life_days`` 0: weight 1)."""
+    found = []
+    for day in reference:
+        weight = 0.5 ** ((last - day).days / half_life_days) if half_life_days else 1.0
+        found += [(z, n * weight, k * weight) for z, n, k in bins.get(day, [])]
+    return found
+
+
+def solve_shift(bins: list[tuple[float, float, float]]) -> float:
     """The intercept ``delta`` for which the rows' mean of ``sigmoid(logit + delta)`` equals their
-    share of positives (``bins``: ``(logit, rows, positives)``), by bisection within
+    share of positives (``bins``: ``(logit, rows, positives)``, the rows weighted or not), by bisection within
     [-LIMIT, LIMIT]: the mean rises with ``delta``. All positive or all negative rows (no finite
     answer) give the limit's side."""
     rows = sum(n for _, n, _ in bins)
@@ -97,22 +110,24 @@ def solve_shift(bins: list[tuple[float, int, int]]) -> float:
 def day_shifts(bins: dict[dt.date, list[tuple[float, int, int]]], days: list[dt.date], spec: ShiftSpec,
                label_delay_days: int, features_days: set[dt.date]) -> dict[dt.date, dict[str, Any]]:
     """Each of ``days``' shift: ``{"logit_shift", "days", "rows", "realized_rate", "predicted_rate"}``
-    from the reference days' bins (``bins``, per day), or a ``logit_shift`` of 0 with the ``reason``
+    from the reference days' bins (``bins``, per day; the rates weighted as the match weighs the
+    days), or a ``logit_shift`` of 0 with the ``reason``
     where fewer than ``spec.min_rows`` labelled rows have landed (the first days of a lake)."""
     found = {}
     for day in days:
         reference = reference_days(day, spec, label_delay_days, features_days)
-        pooled = [b for d in reference for b in bins.get(d, [])]
-        rows = sum(n for _, n, _ in pooled)
+        rows = sum(n for d in reference for _, n, _ in bins.get(d, []))
         entry: dict[str, Any] = {"days": [d.isoformat() for d in reference], "rows": rows,
-                                 "strength": spec.strength}
+                                 "half_life_days": spec.half_life_days, "strength": spec.strength}
         if rows < spec.min_rows:
             entry.update(logit_shift=0.0, reason=f"{rows} labelled rows landed in the {spec.days} days before "
                                                  f"(at least {spec.min_rows} needed): not shifted")
         else:
+            pooled = weighted(bins, reference, day - dt.timedelta(days=1 + label_delay_days), spec.half_life_days)
+            weight = sum(n for _, n, _ in pooled)
             delta = solve_shift(pooled)
-            entry.update(realized_rate=round(sum(k for _, _, k in pooled) / rows, 6),
-                         predicted_rate=round(sum(n / (1.0 + math.exp(-z)) for z, n, _ in pooled) / rows, 6),
+            entry.update(realized_rate=round(sum(k for _, _, k in pooled) / weight, 6),
+                         predicted_rate=round(sum(n / (1.0 + math.exp(-z)) for z, n, _ in pooled) / weight, 6),
                          solved=round(delta, 6), logit_shift=round(spec.strength * delta, 4))
         found[day] = entry
     return found

@@ -477,9 +477,10 @@ def turned_labels(features_zone, zone, days: list[dt.date], label: str) -> None:
 @pytest.mark.slow
 def test_a_days_level_follows_the_landed_outcomes_before_it_and_never_its_own(
         scored_model, features_zone, config, tmp_path, monkeypatch):
-    """``score.recent_shift`` (on by default, 7 days): day D's probabilities are the model's, moved
-    by one logit intercept that makes the model's mean probability over D - 7..D - 1 equal their
-    realized rate, so its ranking within the day stays the model's. Turning around the outcomes of
+    """``score.recent_shift`` (on by default): day D's probabilities are the model's, moved by one
+    logit intercept that makes the model's mean probability over the landed days before it (here
+    D - 7..D - 1, each day's rows weighted ``2 ** (-age / half_life_days)``) equal their realized
+    rate, so its ranking within the day stays the model's. Turning around the outcomes of
     D and the day after moves none of D's predictions; turning around D - 1's moves their level."""
     import mlflow
     import pandas as pd
@@ -510,8 +511,15 @@ def test_a_days_level_follows_the_landed_outcomes_before_it_and_never_its_own(
     earlier = features_zone.frame(days[:7]).toPandas()
     earlier = earlier[earlier[label].notna()]
     assert shift["days"] == [d.isoformat() for d in days[:7]] and shift["rows"] == len(earlier)
-    assert shift["realized_rate"] == pytest.approx(earlier[label].mean(), abs=1e-6)
-    model_mean = predict_proba(scored_model["net"], scored_model["pre"], earlier).mean()
+    half_life = config.score.recent_shift.half_life_days
+    assert half_life > 0 and shift["half_life_days"] == half_life
+    each = [features_zone.frame([d]).toPandas() for d in days[:7]]
+    weight = np.concatenate([np.full(int(f[label].notna().sum()), 0.5 ** ((days[6] - d).days / half_life))
+                             for d, f in zip(days[:7], each, strict=True)])  # D - 1 weighs 1, D - 5 weighs 1/2
+    earlier = pd.concat([f[f[label].notna()] for f in each])
+    assert shift["realized_rate"] == pytest.approx(np.average(earlier[label], weights=weight), abs=1e-6)
+    assert shift["realized_rate"] != pytest.approx(earlier[label].mean(), abs=1e-4)  # the days are weighted
+    model_mean = np.average(predict_proba(scored_model["net"], scored_model["pre"], earlier), weights=weight)
     assert shift["predicted_rate"] == pytest.approx(model_mean, abs=2e-3)  # the bins' centres
     assert abs(shift["logit_shift"]) > 0.1  # an untrained net: far from the flights' rate
     frame = features_zone.frame([day]).toPandas().sort_values(ids).reset_index(drop=True)

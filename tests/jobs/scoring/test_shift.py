@@ -51,13 +51,41 @@ def test_a_day_without_enough_landed_rows_is_not_shifted_and_says_why():
     bins = {D - dt.timedelta(days=1): [(0.0, 60, 30)], D - dt.timedelta(days=2): [(-1.0, 30, 20)]}
     found = day_shifts(bins, [D], spec, 0, lake)[D]
     assert found["logit_shift"] == 0.0 and found["rows"] == 90 and "at least 100 needed" in found["reason"]
-    shifted = day_shifts(bins, [D], ShiftSpec(days=2, strength=0.5, min_rows=90), 0, lake)[D]
+    shifted = day_shifts(bins, [D], ShiftSpec(days=2, half_life_days=0, strength=0.5, min_rows=90), 0, lake)[D]
     assert shifted["realized_rate"] == pytest.approx(50 / 90)
     assert shifted["logit_shift"] == pytest.approx(0.5 * solve_shift([*bins[D - dt.timedelta(days=2)],
                                                                       *bins[D - dt.timedelta(days=1)]]), abs=1e-4)
 
 
+@pytest.mark.parametrize("delay", [0, 1])
+def test_the_last_landed_days_weigh_most_and_an_old_surge_fades(delay):
+    """Each reference day's rows weigh ``2 ** (-age / half_life_days)``, age counted from
+    D - 1 - delay: a week of delays that ended four days before weighs half of the quiet days
+    after it, so D's level moves less than the plain mean of the fortnight would move it; 0 weighs
+    every day alike (the rule before)."""
+    last = D - dt.timedelta(days=1 + delay)
+    lake = {D - dt.timedelta(days=k) for k in range(0, 20)}
+    quiet = [(-2.0, 1000, round(1000 * _sigmoid(-2.0)))]  # the model right
+    surge = [(-2.0, 1000, round(1000 * _sigmoid(-0.5)))]  # late flights the model did not see
+    bins = {last - dt.timedelta(days=age): (surge if 4 <= age < 11 else quiet) for age in range(14)}
+    spec = ShiftSpec(days=14, half_life_days=4, min_rows=1)
+    found = day_shifts(bins, [D], spec, delay, lake)[D]
+    weights = {age: 0.5 ** (age / 4) for age in range(14)}
+    positives = sum(w * bins[last - dt.timedelta(days=age)][0][2] for age, w in weights.items())
+    assert found["realized_rate"] == pytest.approx(positives / (1000 * sum(weights.values())), abs=1e-6)
+    assert found["rows"] == 14_000 and found["half_life_days"] == 4
+    alike = day_shifts(bins, [D], ShiftSpec(days=14, half_life_days=0, min_rows=1), delay, lake)[D]
+    assert alike["realized_rate"] == pytest.approx(sum(b[0][2] for b in bins.values()) / 14_000, abs=1e-6)
+    assert 0 < found["logit_shift"] < alike["logit_shift"]
+    pooled = [(-2.0, 1000 * w, bins[last - dt.timedelta(days=a)][0][2] * w) for a, w in weights.items()]
+    assert found["logit_shift"] == pytest.approx(solve_shift(pooled), abs=1e-4)
+    # once the surge is over two weeks old, it is out of the window and D is matched to quiet days
+    later = day_shifts(bins, [D + dt.timedelta(days=11)], spec, delay, lake | {D + dt.timedelta(days=11)})
+    assert abs(later[D + dt.timedelta(days=11)]["logit_shift"]) < 0.01
+
+
 @pytest.mark.parametrize(("settings", "message"), [({"days": -1}, "days\n.*greater than or equal to 0"),
+                                                   ({"half_life_days": -1}, "half_life_days\n.*greater than or equal"),
                                                    ({"strength": 0.0}, "strength\n.*greater than 0"),
                                                    ({"min_rows": 0}, "min_rows\n.*greater than or equal to 1")])
 def test_bad_settings_say_which(settings, message):
