@@ -75,6 +75,7 @@ def test_backfilled_days_are_scored_and_decay_then_drift_start_one_retraining_ea
     assert training["version"].version == "1"  # the first champion, approved by a person
     _check(stack.airflow, stack_lake)
     _check_connect(stack, spark, lake, stack_lake, config)
+    _the_triggers_said_why(stack)
     pages = _see_the_model_health_page(stack.airflow, tmp_path)
     _secrets_stay_secret(stack, stack_lake, pages)
 
@@ -207,6 +208,19 @@ def _check_connect(stack, spark, session_lake, lake, config) -> None:
     columns = [c for c in classic.columns if c != PARTITION]
     assert len(classic) > 100
     assert _rows(f"{lake.features}/{day}", columns) == sorted(map(tuple, classic[columns].astype(str).to_numpy()))
+
+
+def _the_triggers_said_why(stack) -> None:
+    """Each check that started a retraining ends its log with one line naming the pipeline, the
+    day, the version, the DAG that retrains and the report."""
+    said = {task: "\n".join(p.read_text(errors="replace") for p in Path(stack.airflow.home / "logs").rglob(
+        "attempt=*.log") if f"task_id={task}" in p.parts) for task in ("check_drift", "check_decay")}
+    drift, decay = said["check_drift"], said["check_decay"]
+    assert (f"pipeline flights: {DRIFT_DAY} drifted from version 2's training window" in drift
+            and "flights_train retrains on it; read " in drift
+            and f"{partition_name(DRIFT_DAY)}/{DRIFT_REPORT}" in drift), drift[-3000:]
+    assert (f"pipeline flights: version 1 decayed on {DECAY_DAY} (above): flights_train retrains on the days up "
+            f"to it; report: " in decay and f"{partition_name(DECAY_DAY)}/{DECAY_REPORT}" in decay), decay[-3000:]
 
 
 def _rows(folder: str, columns: list[str]) -> list[tuple]:
