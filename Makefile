@@ -36,7 +36,7 @@ help:
 	@echo "make compose-up   the docker-compose stack: the engine (installed and started if need be, as root), base"
 	@echo "                images without a registry, the image, up --wait (docs/deployment.md); compose-down stops it"
 	@echo "make compose-smoke  by hand: the compose stack from nothing through a training and a night over the REST"
-	@echo "                API, down and up, screenshots into docs/ (FAULTS=1 adds the container faults)"
+	@echo "                API, down and up (FAULTS=1 adds the container faults; SHOTS=docs refreshes the docs' screenshots)"
 	@echo "make clean      remove .pipeline/ (lake, MLflow store, Airflow DB)"
 
 $(STAMP): pyproject.toml
@@ -158,8 +158,9 @@ backfill-retrain: install class-archive system-packages
 	  --backfill-days $(RETRAIN_DAYS) --retrain-every $(RETRAIN_EVERY)
 
 # The docker-compose stack (scripts/compose_stack.py): its volumes outlive compose-down.
+# No .env: it asks to write one with fresh random secrets (WRITE_ENV=1: without asking).
 compose-up: install
-	$(VENV)/bin/python scripts/compose_stack.py up
+	$(VENV)/bin/python scripts/compose_stack.py up $(if $(WRITE_ENV),--write-env)
 
 compose-down:
 	$(VENV)/bin/python scripts/compose_stack.py down
@@ -169,7 +170,8 @@ compose-down:
 # first, for the ports). FAULTS=1 adds the container faults.
 compose-smoke: install system-packages
 	-$(VENV)/bin/python scripts/compose_stack.py down
-	$(VENV)/bin/python scripts/compose_smoke.py $(if $(FAULTS),--faults)
+	$(VENV)/bin/python scripts/compose_smoke.py $(if $(FAULTS),--faults) $(if $(WRITE_ENV),--write-env) \
+	  $(if $(SHOTS),--shots $(SHOTS))
 
 clean:
 	rm -rf .pipeline

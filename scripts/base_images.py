@@ -133,7 +133,7 @@ def image_present(image: str) -> bool:
     return subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode == 0
 
 
-def _load_inputs() -> tuple[dict, str]:
+def load_inputs() -> tuple[dict, str]:
     import yaml
 
     return yaml.safe_load(COMPOSE_FILE.read_text()), DOCKERFILE.read_text()
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="where debootstrap builds the root file system (removed after the import)")
     args = parser.parse_args(argv)
 
-    images = required_images(*_load_inputs())
+    images = required_images(*load_inputs())
     if args.list:
         for image in images:
             state = "present" if image_present(image) else ("stand-in" if standin_dir(image) else "missing")

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python scripts/compose_smoke.py [--project lakeflow-smoke] [--faults] [--keep] [--shots docs]
+    python scripts/compose_smoke.py [--project lakeflow-smoke] [--faults] [--keep] [--shots docs] [--write-env]
 
 On this machine, from nothing (its own compose project, whose volumes it removes first):
 
@@ -385,13 +385,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--faults", action="store_true", help="also kill the scheduler, PostgreSQL, the Spark worker")
     parser.add_argument("--keep", action="store_true", help="leave the stack up at the end")
     parser.add_argument("--reuse", action="store_true", help="keep the project's volumes from an earlier run")
-    parser.add_argument("--shots", default=str(REPO / "docs"), help="where the screenshots go")
+    parser.add_argument("--shots", default=str(STATE / "screenshots"),
+                        help="where the screenshots go (docs/ to refresh the documentation's)")
+    parser.add_argument("--write-env", action="store_true",
+                        help="no .env: write one with fresh random secrets without asking")
     parser.add_argument("--faults-only", action="store_true",
                         help="only the faults, on the stack an earlier run left up (with --keep)")
     parser.add_argument("--fault", action="append", choices=list(FAULTS), help="only this fault (repeatable)")
     args = parser.parse_args(argv)
-    if not (REPO / ".env").exists():
-        sys.exit("no .env: copy .env.example to .env and give every variable a value (it says how)")
+    try:
+        print(f"==> {compose_stack.ensure_env(True if args.write_env else None)}", flush=True)
+    except compose_stack.StackError as exc:
+        sys.exit(f"compose_smoke: {exc}")
 
     smoke = Smoke(args.project, Path(args.shots))
     report = smoke.report

@@ -63,6 +63,64 @@ class StackError(RuntimeError):
     """A step of bringing the stack up did not work; the message says which and why."""
 
 
+ENV_FILE = REPO / ".env"
+ENV_EXAMPLE = REPO / ".env.example"
+# A Fernet key is 32 random bytes, URL-safe base64; the database passwords go into URLs (hex needs
+# no escaping there); every other secret is URL-safe text.
+HEX_SECRETS = {"POSTGRES_PASSWORD", "AIRFLOW_DB_PASSWORD", "MLFLOW_DB_PASSWORD"}
+
+
+def secret_for(name: str) -> str:
+    """A fresh random value for the ``.env`` variable ``name``."""
+    import base64
+    import secrets
+
+    if name == "AIRFLOW_FERNET_KEY":
+        return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+    if name in HEX_SECRETS:
+        return secrets.token_hex(32)
+    return secrets.token_urlsafe(32)
+
+
+def fresh_env(example: str) -> str:
+    """``.env.example``'s text with every empty variable given a fresh random value; comments and
+    commented-out variables as they are."""
+    lines = []
+    for line in example.splitlines():
+        name, equals, value = line.partition("=")
+        if equals and not line.lstrip().startswith("#") and not value.strip():
+            line = f"{name.strip()}={secret_for(name.strip())}"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def ensure_env(write: bool | None = None, path: Path = ENV_FILE, example: Path = ENV_EXAMPLE) -> str:
+    """A ``.env`` for the stack: the one there, or (``write``, or a yes at the terminal when
+    ``write`` is None) one written from ``.env.example`` with fresh random secrets, readable by its
+    owner only and never printed. Returns what was done."""
+    if path.exists():
+        return f"secrets from {path.name}"
+    if write is None and sys.stdin.isatty():
+        answer = input(f"no {path.name}: write one with fresh random secrets (git-ignored, not printed)? [Y/n] ")
+        write = answer.strip().lower() in ("", "y", "yes")
+    if not write:
+        raise StackError(f"no {path.name}: `make compose-up WRITE_ENV=1` writes one with fresh random secrets, or "
+                         f"copy {example.name} to {path.name} and give every variable a value (it says how)")
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        out.write(fresh_env(example.read_text()))
+    return (f"wrote {path} with fresh random secrets (not printed; keep the file: a new AIRFLOW_FERNET_KEY "
+            f"cannot read what the old one encrypted, and the databases keep the passwords they started with)")
+
+
+def ensure_debootstrap() -> str:
+    """debootstrap, which builds the base images' root file system, installed from Debian if missing."""
+    if shutil.which("debootstrap") is not None:
+        return "debootstrap was installed"
+    _apt_install("debootstrap")
+    return "installed debootstrap"
+
+
 def say(message: str) -> None:
     print(f"==> {message}", flush=True)
 
@@ -251,6 +309,9 @@ def compose(project: str, *args: str, **kwargs) -> subprocess.CompletedProcess:
 
 def build(project: str) -> float:
     """Base images, wheelhouse, ``compose build``; returns the seconds the image build took."""
+    steps = base_images.plan(base_images.required_images(*base_images.load_inputs()), base_images.image_present)
+    if any(step.image == base_images.ROOT_IMAGE for step in steps):
+        say(ensure_debootstrap())
     base_images.main([])
     folder = build_wheelhouse()
     started = time.monotonic()
@@ -316,6 +377,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("action", choices=["up", "down", "build", "engine", "stop-engine"])
     parser.add_argument("--project", default=PROJECT, help=f"compose project name (default {PROJECT})")
+    parser.add_argument("--write-env", action="store_true",
+                        help="no .env: write one with fresh random secrets without asking")
     args = parser.parse_args(argv)
     try:
         if args.action == "stop-engine":
@@ -325,11 +388,12 @@ def main(argv: list[str] | None = None) -> None:
         say(f"compose: {' '.join(compose_cli())} ({compose_version()})")
         if args.action == "engine":
             return
-        if not (REPO / ".env").exists():
-            raise StackError("no .env: copy .env.example to .env and give every variable a value (it says how)")
         if args.action == "down":
+            if not ENV_FILE.exists():
+                raise StackError("no .env: the stack's compose file needs its variables even to stop it")
             down(args.project)
             return
+        say(ensure_env(True if args.write_env else None))
         took = build(args.project)
         say(f"image built in {took:.0f} s")
         if args.action == "up":

@@ -6,6 +6,7 @@ smoke's override (``scripts/compose_smoke.py``). ``make compose-smoke`` runs the
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -120,6 +121,45 @@ def test_the_build_reads_only_the_wheelhouse_and_the_dockerfile_declares_what_it
     dockerfile = (REPO / "Dockerfile").read_text()
     for name in pairs:
         assert f"\nARG {name}\n" in dockerfile, f"the Dockerfile does not declare ARG {name}"
+
+
+# --- the secrets ------------------------------------------------------------------------------------
+
+
+def test_a_written_env_gives_every_variable_the_stack_requires_a_fresh_value_of_its_kind(tmp_path, monkeypatch):
+    """Every ``${VAR:?...}`` of docker-compose.yml gets a value, each one different, of the form
+    .env.example asks for (a Fernet key Airflow can use, hex where it goes into a database URL);
+    the file is its owner's only, never printed, and an existing .env is never overwritten."""
+    import base64
+    import re
+    import stat
+
+    from cryptography.fernet import Fernet
+
+    lines = (REPO / "docker-compose.yml").read_text().splitlines()
+    required = {name for line in lines if not line.lstrip().startswith("#")
+                for name in re.findall(r"\$\{(\w+):\?", line)}
+    assert len(required) == 7, required
+    path = tmp_path / ".env"
+    said = compose_stack.ensure_env(True, path=path)
+    values = dict(line.split("=", 1) for line in path.read_text().splitlines()
+                  if "=" in line and not line.startswith("#"))
+    assert required <= set(values) and all(values.values())
+    assert len(set(values.values())) == len(values)  # each its own
+    assert not any(value in said for value in values.values())  # the message names no secret
+    Fernet(values["AIRFLOW_FERNET_KEY"].encode())  # raises on a key Airflow could not use
+    assert len(base64.urlsafe_b64decode(values["AIRFLOW_FERNET_KEY"])) == 32
+    for name in ("POSTGRES_PASSWORD", "AIRFLOW_DB_PASSWORD", "MLFLOW_DB_PASSWORD"):
+        assert re.fullmatch(r"[0-9a-f]{64}", values[name]), name
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert "# SPARK_WORKER_GPUS=1" in path.read_text()  # an optional, commented variable left so
+    before = path.read_text()
+    assert compose_stack.ensure_env(True, path=path) == "secrets from .env" and path.read_text() == before
+    # no .env and no yes: nothing written, the way to get one said
+    monkeypatch.setattr(sys, "stdin", open(os.devnull))  # not a terminal: no question asked
+    with pytest.raises(compose_stack.StackError, match="WRITE_ENV=1.*copy .env.example"):
+        compose_stack.ensure_env(None, path=tmp_path / "none" / ".env")
+    assert not (tmp_path / "none").exists()
 
 
 # --- health checks ----------------------------------------------------------------------------------
