@@ -58,10 +58,11 @@ from benchmarks.harness import (
     start,
     write_results,
 )
-from jobs.config import PipelineConfig, days_ending, import_object, load_config
+from jobs.config import PipelineConfig, days_ending, load_config
 from jobs.datasets.land_flights import FIRST_DAY, LAST_DAY, land
 from jobs.datasets.scale_up import scale_raw
 from jobs.lake.layout import PARTITION, Lake
+from jobs.validation.declared import suites_of
 from jobs.validation.job import validate
 from jobs.validation.rows import (
     MAX_MAGNITUDE,
@@ -279,7 +280,7 @@ def measure(
     """Every point's row (:func:`measure_point`, with :func:`every_table`'s config) and the with-GX
     report of the ``full year`` point (None without one)."""
     config = every_table(config)
-    suites = import_object(config.validation.suites)()
+    suites = suites_of(config)
     rows, year_report = [], None
     for point in points:
         row, report = measure_point(spark, config, suites, point, repeat)

@@ -40,7 +40,16 @@ from jobs.config.cli import (
     parse_bool,
     parse_job_args,
 )
-from jobs.config.dataset import CalendarSpec, FeatureSpec, HistorySpec, TableLimits, TableSpec, ValidationSpec
+from jobs.config.dataset import (
+    CalendarSpec,
+    FeatureSpec,
+    HistorySpec,
+    JoinSpec,
+    RulesSpec,
+    TableLimits,
+    TableSpec,
+    ValidationSpec,
+)
 from jobs.config.files import DEFAULT_CONFIG, ConfigError, load_config, resolved, write_overlay
 from jobs.config.pipeline import PipelineConfig
 from jobs.config.runtime import (
@@ -60,8 +69,9 @@ __all__ = [
     "DEFAULT_MODEL", "EVIDENCE", "FAMILIES", "LAUNCHERS", "LR_SCHEDULES", "MAX_MMAP_THRESHOLD", "PRECISIONS",
     "PROMOTION_METRICS", "REALIZED_METRICS", "RUN_OVERRIDES", "TRACKING_ENV", "TRAINING_WINDOW", "VALIDATION_F1",
     "WINDOW_OVERRIDES", "XGBOOST_DEFAULTS", "BaselineSpec", "CalendarSpec", "ConfigError", "DecaySpec", "DriftSpec",
-    "EvaluationSpec", "FeatureSpec", "HistorySpec", "JobArgs", "MonitoringSpec", "PipelineConfig", "ScoreSpec",
-    "ShiftSpec", "SweepSpec", "TableLimits", "TableSpec", "TrackingSpec", "TrainSpec", "ValidationSpec", "WindowArgs",
+    "EvaluationSpec", "FeatureSpec", "HistorySpec", "JobArgs", "JoinSpec", "MonitoringSpec", "PipelineConfig",
+    "RulesSpec", "ScoreSpec", "ShiftSpec", "SweepSpec", "TableLimits", "TableSpec", "TrackingSpec", "TrainSpec",
+    "ValidationSpec", "WindowArgs",
     "add_overrides", "apply_overrides", "artifact_root", "dag_id", "check_arrow_memory_pool", "check_mmap_threshold",
     "days_ending", "environment", "import_object", "job_parser", "load_config", "override_json", "param_schema",
     "pipeline_name",

@@ -67,10 +67,46 @@ class LimitsOverride:
 
 
 @section
-class ValidationSpec:
-    """The ``validation`` section: the rules' module, the feed, and the limits of a day's batch."""
+class RulesSpec:
+    """``validation.rules.<table>``: a table's rules written in the config (a row breaking one is
+    quarantined with the rule's name, or counted only where ``warn`` names the rule)."""
 
-    suites: str = setting(doc="module:function returning {table: TableSuite}, the rules of every table")
+    date: str | None = setting(None, "a daily table: the column (or SQL expression) of the day a row is about, "
+                                     "which must be its partition's")
+    key: list[str] = setting([], "the columns that tell a row apart (a daily table's with its date column): "
+                                 "unique, shown in the report")
+    not_null: list[str] = setting([], "columns that must have a value")
+    ranges: dict[str, tuple[float | None, float | None]] = setting(
+        {}, "column -> [min, max], both included; null: open on that side")
+    values: dict[str, list[Any]] = setting({}, "column -> the values it may take")
+    references: dict[str, str] = setting({}, "column -> table.column whose values it must be one of")
+    patterns: dict[str, str] = setting({}, "column -> a regular expression its text must match")
+    conditions: dict[str, str] = setting({}, "rule name -> a Spark SQL condition every row must meet")
+    warn: list[str] = setting([], "names of the rules above whose breaking rows pass, counted")
+
+    def named_columns(self) -> list[str]:
+        """The columns the rules name directly (not those inside a SQL expression)."""
+        return [*self.key, *self.not_null, *self.ranges, *self.values, *self.references, *self.patterns]
+
+    def declared(self) -> list[tuple[str, str, str, Any]]:
+        """Each rule as ``(name, kind, column, argument)``, ``kind`` one of not_null, range, values,
+        reference, pattern, condition (no ``column``; the argument its SQL) and unique (the key)."""
+        return [*((f"{c}_not_null", "not_null", c, None) for c in self.not_null),
+                *((f"{c}_in_range", "range", c, bounds) for c, bounds in self.ranges.items()),
+                *((f"{c}_in_values", "values", c, tuple(v)) for c, v in self.values.items()),
+                *((f"{c}_in_{ref.replace('.', '_')}", "reference", c, ref) for c, ref in self.references.items()),
+                *((f"{c}_matches", "pattern", c, regex) for c, regex in self.patterns.items()),
+                *((name, "condition", "", sql) for name, sql in self.conditions.items()),
+                *([("_".join(self.key) + "_unique", "unique", "", tuple(self.key))] if self.key else [])]
+
+
+@section
+class ValidationSpec:
+    """The ``validation`` section: the rules (in the config, from a module, or both), the feed, and
+    the limits of a day's batch."""
+
+    suites: str | None = setting(None, "module:function returning {table: TableSuite}: rules written in Python")
+    rules: dict[str, RulesSpec] = setting({}, "table -> its rules written here (see validation.rules.<table>)")
     feed: str = setting(doc="the daily table whose rows become feature rows")
     great_expectations: bool = setting(True, "also run each rule as a GX expectation (report and cross-check)")
     gx_pandas_max_rows: int = setting(200_000, "GX on pandas in the driver for a table's window up to this many "
@@ -148,11 +184,32 @@ class CalendarSpec:
 
 
 @section
-class FeatureSpec:
-    """The ``features`` section: the builder, its columns and label, the history and the calendar."""
+class JoinSpec:
+    """``features.joins[]``: a table's columns added to the feed's rows, matched on keys."""
 
-    builder: str = setting(doc="module:function(tables, spec) -> DataFrame, one row per prediction")
-    label: str = setting(doc="the builder's label column: 1.0, 0.0, or null for no label")
+    table: str = setting(doc="the table joined (a daily one is matched on its day too)")
+    on: list[str] = setting(doc="key columns, named alike in the rows so far and the table")
+    columns: list[str] | None = setting(None, "the table's columns added (null: all but the keys)")
+    prefix: str = setting("", "put before each added column's name (dest_ for an airport joined on dest)")
+    rename: dict[str, str] = setting({}, "the rows' key column -> the table's, where they are named apart")
+
+    def right_keys(self) -> list[str]:
+        return [self.rename.get(k, k) for k in self.on]
+
+
+@section
+class FeatureSpec:
+    """The ``features`` section: how the rows are made (a builder in Python, or the feed's rows with
+    joins, expressions and a label expression written here), their columns and label, the history
+    and the calendar."""
+
+    builder: str | None = setting(None, "module:function(tables, spec) -> DataFrame, one row per prediction "
+                                        "(null: the feed's rows with features.joins and features.expressions)")
+    joins: list[JoinSpec] = setting([], "without a builder: tables joined to the feed's rows, in order")
+    expressions: dict[str, str] = setting({}, "without a builder: column -> Spark SQL expression, in order (each "
+                                              "may use the ones before)")
+    label_expression: str | None = setting(None, "Spark SQL giving the label column: 1, 0, or null for no label")
+    label: str = setting(doc="the label column: 1.0, 0.0, or null for no label")
     id_columns: list[str] = setting([], "columns copied to every prediction row to tell its entity")
     categorical: list[str] = setting([], "the builder's categorical inputs")
     numeric: list[str] = setting([], "the builder's numeric inputs")

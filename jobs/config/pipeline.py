@@ -52,6 +52,7 @@ class PipelineConfig:
     @model_validator(mode="after")
     def _rules(self) -> PipelineConfig:
         _check_tables(self)
+        _check_declared_rules(self)
         _check_columns(self)
         _check_selection(self)
         return self
@@ -74,6 +75,74 @@ def _check_tables(config: PipelineConfig) -> None:
                              "lake's partition column) or start with '_' (the validate job's own); rename it")
 
 
+def _check_declared_rules(config: PipelineConfig) -> None:
+    """``validation.rules``: rules or a module at least; every table, column and rule named exists."""
+    spec = config.validation
+    if spec.suites is None and not spec.rules:
+        raise ValueError("validation: no rules: write them under validation.rules.<table> (not_null, ranges, values, "
+                         "references, patterns, conditions) or name a module's function in validation.suites")
+    for name, rules in spec.rules.items():
+        where = f"validation.rules.{name}"
+        table = config.tables.get(name)
+        if table is None:
+            raise ValueError(f"{where}: {name!r} is not a table of `tables` ({', '.join(config.tables)})")
+        missing = [c for c in dict.fromkeys(rules.named_columns()) if c not in table.columns]
+        if missing:
+            raise ValueError(f"{where}: {missing} are not columns of the table ({', '.join(table.columns)})")
+        if rules.date is not None and not table.daily:
+            raise ValueError(f"{where}.date: {name} is a reference table (daily: false); only a daily table's rows "
+                             "have a day")
+        for column, reference in rules.references.items():
+            other, _, other_column = reference.partition(".")
+            if other_column not in getattr(config.tables.get(other), "columns", {}):
+                raise ValueError(f"{where}.references.{column}: {reference!r} is not a table.column of `tables`")
+        for column, (low, high) in rules.ranges.items():
+            if low is not None and high is not None and low > high:
+                raise ValueError(f"{where}.ranges.{column}: [{low}, {high}]: the minimum is above the maximum")
+        names = [rule[0] for rule in rules.declared()]
+        unknown = [n for n in rules.warn if n not in names]
+        if unknown:
+            raise ValueError(f"{where}.warn: {unknown} are not rules of the table ({', '.join(names)})")
+
+
+def declared_columns(config: PipelineConfig) -> list[str]:
+    """Without a builder: the feature rows' columns, in order: the feed's, each join's added ones,
+    the expressions', the label. Raises ValueError naming the key where a table, key or column the
+    config names does not exist, or two columns would share a name."""
+    spec = config.features
+    columns = list(config.tables[config.validation.feed].columns)
+    for k, join in enumerate(spec.joins):
+        where = f"features.joins[{k}]"
+        table = config.tables.get(join.table)
+        if table is None:
+            raise ValueError(f"{where}.table: {join.table!r} is not a table of `tables` ({', '.join(config.tables)})")
+        missing = [c for c in join.on if c not in columns]
+        if missing:
+            raise ValueError(f"{where}.on: {missing} are not columns of the rows so far ({', '.join(columns)})")
+        missing = [c for c in join.right_keys() if c not in table.columns]
+        if missing:
+            raise ValueError(f"{where}.on: {missing} are not columns of {join.table} ({', '.join(table.columns)}): "
+                             "name the table's key under rename")
+        added = join.columns if join.columns is not None else [c for c in table.columns if c not in join.right_keys()]
+        missing = [c for c in added if c not in table.columns]
+        if missing:
+            raise ValueError(f"{where}.columns: {missing} are not columns of {join.table}")
+        clash = [join.prefix + c for c in added if join.prefix + c in columns]
+        if clash:
+            raise ValueError(f"{where}: {clash} are columns already: give the join a prefix, or name its columns")
+        columns += [join.prefix + c for c in added]
+    for name in spec.expressions:
+        if name in columns:
+            raise ValueError(f"features.expressions.{name}: a column of that name is there already: rename it")
+        columns.append(name)
+    if spec.label_expression is not None:
+        if spec.label in columns:
+            raise ValueError(f"features.label_expression: the label {spec.label!r} is a column already: name the "
+                             "label column apart (features.label) or drop the expression")
+        columns.append(spec.label)
+    return columns
+
+
 def _check_columns(config: PipelineConfig) -> None:
     """Every column the config names exists where it is read: segments and history keys among the
     builder's columns, and those among the tables' or the builder's declared ones."""
@@ -89,6 +158,19 @@ def _check_columns(config: PipelineConfig) -> None:
     if missing:
         raise ValueError(f"evaluation.segments: {missing} are not feature columns (features.id_columns, categorical, "
                          "numeric, or a history or calendar column): name columns the feature rows have")
+    if spec.builder is None:
+        found = declared_columns(config)
+        for key in ("label", "id_columns", "categorical", "numeric"):
+            value = getattr(spec, key)
+            missing = [c for c in ([value] if isinstance(value, str) else value) if c not in found]
+            if missing:
+                raise ValueError(f"features.{key}: {missing} are not columns of the feature rows (the feed "
+                                 f"{config.validation.feed}'s, the joins', the expressions', the label): "
+                                 f"{', '.join(found)}")
+        return
+    if spec.joins or spec.expressions or spec.label_expression is not None:
+        raise ValueError(f"features: joins, expressions and label_expression make the rows without a builder; "
+                         f"{spec.builder} makes them here: drop one or the other")
     provided = _builder_provides(spec.builder)
     if provided is not None:
         known = {c for table in config.tables.values() for c in table.columns} | set(provided)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from jobs.config import PipelineConfig, WindowArgs, import_object, job_parser, parse_job_args
 from jobs.features import lineage
+from jobs.features.declared import declared_rows
 from jobs.features.history import add_calendar, add_history, history_days
 from jobs.lake.layout import PARTITION, Lake
 from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, list_partitions, read_days
@@ -90,11 +91,14 @@ def build_features(
     from pyspark.sql import functions as F
 
     spec = config.features
-    builder = import_object(spec.builder)
-    features = builder(tables, spec)
+    if spec.builder is None:
+        features = declared_rows(tables, config)
+    else:
+        features = import_object(spec.builder)(tables, spec)
     missing = [c for c in [PARTITION, *spec.categorical, *spec.numeric, spec.label] if c not in features.columns]
     if missing:
-        raise ValueError(f"feature builder {spec.builder} did not produce columns {missing}")
+        raise ValueError(f"feature builder {spec.builder or 'of features.joins/expressions'} did not produce "
+                         f"columns {missing}")
     if spec.history is not None:
         features = add_history(features, spec, config.monitoring.label_delay_days, days)
     if days is not None:

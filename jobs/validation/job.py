@@ -46,7 +46,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from jobs.config import PipelineConfig, TableSpec, WindowArgs, import_object, job_parser, parse_job_args
+from jobs.config import PipelineConfig, TableSpec, WindowArgs, job_parser, parse_job_args
 from jobs.lake.integrity import check_partitions
 from jobs.lake.layout import PARTITION, SUMMARY, VALIDATION_PAGE, Lake
 from jobs.lake.spark import configure_logging, get_spark
@@ -54,6 +54,7 @@ from jobs.lake.storage import read_bytes, write_text
 from jobs.runner import run_job
 from jobs.timings import preload
 from jobs.validation.batch import batch_checks, partition_stats, trailing_counts
+from jobs.validation.declared import suites_of
 from jobs.validation.fingerprints import fingerprint, record, unchanged_since
 from jobs.validation.partitions import Owner, PartitionLocks, clean_staging
 from jobs.validation.report import (
@@ -226,10 +227,10 @@ def validate(
     :mod:`jobs.validation.partitions`). ``suites`` defaults to the config's ``validation.suites``.
     """
     if suites is None:
-        suites = import_object(config.validation.suites)()
+        suites = suites_of(config)
     unknown = sorted(set(suites) - set(config.tables))
     if unknown:
-        raise ValueError(f"{config.validation.suites} has rules for undeclared tables {unknown}")
+        raise ValueError(f"validation rules for undeclared tables {unknown}")
     check_reserved_names([config.tables[name] for name in suites])
     # Reference tables first: daily tables check their keys against them.
     order = sorted(suites, key=lambda name: config.tables[name].daily)
@@ -320,7 +321,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.config.validation.great_expectations:
         preload("great_expectations")
     run_id = args.run_id or f"manual__{args.run_date}"
-    suites = import_object(args.config.validation.suites)()
+    suites = suites_of(args.config)
     # Locked before Spark starts: a second run of the same days fails in seconds, naming this one.
     locks = lock_partitions(args.lake, args.config, suites, args.window, args.run_date, run_id)
     try:
