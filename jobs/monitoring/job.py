@@ -307,7 +307,7 @@ def monitor_day(config: PipelineConfig, day: dt.date, arrived: bool,
             if (entry.get("level") or {}).get("flagged"):
                 log.warning("%s%s: %s version %s (%s): MISCALIBRATED: %s. Nothing retrains on the level alone: "
                             "if it persists, retrain (trigger %s) or read docs/monitoring.md (\"The served level\") "
-                            "for score.shift", f"pipeline {pipeline_name()}, " if pipeline_name() else "", day,
+                            "for score.recent_shift", f"pipeline {pipeline_name()}, " if pipeline_name() else "", day,
                             name, version, source.role, entry["level"]["reason"], dag_id("train"))
     if not entries:
         return None
