@@ -125,7 +125,7 @@ UI_TEST_HOME := $(CURDIR)/.pipeline/ui-screenshot
 ui-screenshot: install system-packages
 	rm -rf $(UI_TEST_HOME)
 	PIPELINE_TEST_HOME=$(UI_TEST_HOME) $(VENV)/bin/pytest -q -p no:logging tests/deployed/test_stack.py
-	mkdir -p docs && cp $(UI_TEST_HOME)/screenshots/*-train_model.png docs/airflow-ui.png
+	mkdir -p docs && cp $(UI_TEST_HOME)/screenshots/*-promote_candidate.png docs/airflow-ui.png
 
 # By hand: the docs' picture of the Model health page (a synthetic lake; a few seconds).
 health-screenshot: install system-packages

@@ -32,12 +32,13 @@ from orchestration.decisions import RUN_DATE, env_amount
 from orchestration.pipelines import job_env, lake_of
 
 JOBS_DIR = Path(__file__).resolve().parents[1] / "jobs"
-# The DAGs' name of each job -> its entry point under jobs/.
+# The DAGs' name of each job -> its entry point under jobs/: every program is a stage's job.py.
 APPLICATIONS = {
     "validate": "validation/job.py",
     "features": "features/job.py",
-    "baselines": "selection/baselines.py",
+    "baselines": "baselines/job.py",
     "train": "training/job.py",
+    "promote": "promotion/job.py",
     "score": "scoring/job.py",
     "monitor": "monitoring/job.py",
 }
@@ -96,7 +97,7 @@ class PipelineSparkSubmitOperator(SparkSubmitOperator):
 
 
 class MLflowRunLink(BaseOperatorLink):
-    """The "MLflow run" button of a training task: the run the task logged to."""
+    """The "MLflow run" button of a promotion task: the run it registered."""
 
     name = "MLflow run"
 
@@ -105,8 +106,8 @@ class MLflowRunLink(BaseOperatorLink):
         return getattr(operator, "mlflow_run_url", "") or ""
 
 
-class TrainModelOperator(PipelineSparkSubmitOperator):
-    """Submit the train job, then publish what it registered.
+class PromoteCandidateOperator(PipelineSparkSubmitOperator):
+    """Submit the promotion job, then publish what it registered.
 
     Reads the job's ``reports/training/date=<run date>/summary.json`` (model version, MLflow run,
     metrics, champion gate decision), returns it as the task's XCom and links the task to the run.
@@ -128,7 +129,7 @@ class TrainModelOperator(PipelineSparkSubmitOperator):
         return summary
 
 
-_OPERATORS: dict[str, type[PipelineSparkSubmitOperator]] = {"train": TrainModelOperator}
+_OPERATORS: dict[str, type[PipelineSparkSubmitOperator]] = {"promote": PromoteCandidateOperator}
 
 
 def _submit_kwargs(job: str, pipeline: Pipeline) -> dict[str, Any]:

@@ -35,7 +35,7 @@ def plan_training(pipeline: Pipeline) -> Any:
 
         params = params or {}
         cfg = config_of(pipeline).train
-        # a promotion cut short between the alias and its tags (a killed train_model) is set right
+        # a promotion cut short between the alias and its tags (a killed promote_candidate) is set right
         # before this run's gate compares with that champion; reconcile logs what it found
         registry = client()
         reconcile(registry, cfg.model_name)
@@ -130,7 +130,7 @@ class ChampionApprovalOperator(HITLOperator):
     """Asks a person (Airflow's human-in-the-loop: the task waits in *awaiting input*, the UI's
     *Required actions* shows the request) whether the version that won the champion gate becomes
     champion, with the comparison in front of them; skipped when the gate needed nobody (the run
-    does not require approval, or the version lost). ``summary_task``: the train task's id.
+    does not require approval, or the version lost). ``summary_task``: the promotion task's id.
     Unanswered within ``response_timeout``, the answer is Reject: the champion stays."""
 
     APPROVE, REJECT = "Approve", "Reject"
@@ -162,7 +162,7 @@ def _responder(answer: dict[str, Any]) -> str:
 
 def publish_champion(pipeline: Pipeline, run_date: Any, summary: Any, *, approval: str | None = None) -> Any:
     """After training (and the approval task ``approval``, when there is one): update ``asset`` when
-    the new version became champion; skipped otherwise. ``summary``: what the train task returned
+    the new version became champion; skipped otherwise. ``summary``: what the promotion task returned
     (the job's training summary). A version awaiting approval is promoted or kept out here, by the
     approval task's answer (:func:`jobs.selection.gate.record_approval`). ``asset``: the pipeline's
     ``champion_model``."""

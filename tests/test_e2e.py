@@ -181,7 +181,7 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     states = _run(dags["flights_train"], TRAIN_DATE, sweep_size=2, sweep_learning_rates=[0.01, 0.003],
                   sweep_epochs=[1])
     assert states == {"plan_training": "success", "train_baselines": "success", "plan_sweep": "success",
-                      "train_candidate": "success", "select_candidate": "success", "train_model": "success",
+                      "train_candidate": "success", "select_candidate": "success", "promote_candidate": "success",
                       "approve_champion": "skipped",
                       "publish_champion": "success"}
 
@@ -200,8 +200,8 @@ def test_ingest_train_score_through_airflow(dags, airflow_env, config, caplog, t
     assert run.data.params["train_start"] == "2013-01-01"
     plots = {a.path for a in mlflow_client.list_artifacts(version.run_id, "plots")}
     assert plots == {"plots/loss_curves.png", "plots/roc_curve.png", "plots/calibration_curve.png"}
-    # the train task returns the job's summary and links to the MLflow run
-    xcoms = _xcoms("flights_train", "train_model")
+    # the promotion task returns the job's summary and links to the MLflow run
+    xcoms = _xcoms("flights_train", "promote_candidate")
     summary = xcoms["return_value"]
     assert (summary["model_version"], summary["run_id"]) == (str(version.version), version.run_id)
     assert summary["gate"]["gate_decision"] == "promoted"

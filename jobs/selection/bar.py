@@ -13,7 +13,7 @@ the experiment holds; with baselines configured but none of this training (not r
 without identity tags), it is open too, and the run's ``bar_decision`` says which.
 
 The better family serves: a baseline with ``promote: true`` that beats the candidate on the same
-evidence goes to the gate in its place (:func:`in_its_place`: the train job's ``--promote-run``
+evidence goes to the gate in its place (:func:`in_its_place`: the promotion job
 registers and gates that baseline's run, which then has to beat the other baselines).
 """
 

@@ -5,7 +5,7 @@ or a baseline's name (its finished run of the training). Logistic regression and
 day's flights differently (one linear in the history rates, the other in the schedule's
 interactions), and their mean ranked better than either in most served weeks of 2013 (the model
 study, docs/bench/model-study/study.md). The blend is built where the
-sweep's choice is promoted (the train job's ``--promote-run``): a child run of the sweep's parent
+sweep's choice is promoted (the promotion job, ``jobs/promotion/job.py``): a child run of the sweep's parent
 with the training's identity, its model a pyfunc holding copies of the members'
 (:mod:`jobs.model.blend`), evaluated by the same report as every candidate; it goes forward in
 the candidate's place when it beats it on the validation days (:func:`preferred`), and then meets

@@ -13,7 +13,7 @@
   ``candidate_kind=candidate`` and its ``model_family``;
 - :func:`best_candidate`: the child run with the best promotion metric on the validation days
   (never the holdout), whatever its family, among the children of the same training, config and data version
-  (:mod:`jobs.selection.identity`); the train job with ``--promote-run`` then registers it, puts it to the bar
+  (:mod:`jobs.selection.identity`); the promotion job then registers it, puts it to the bar
   and the champion gate (:func:`candidate_result`).
 """
 

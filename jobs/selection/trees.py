@@ -14,7 +14,7 @@ The run is a child of the sweep's parent with the training's identity tags, eval
 report as every candidate (:func:`jobs.selection.sweep.finish_candidate`), and its model is the plain
 ``xgboost.Booster`` with the preprocessor as a pyfunc that needs no Spark
 (:mod:`jobs.model.booster`): ``select_candidate`` compares it with the MLP candidates on the
-validation days, and ``train_model --promote-run`` registers, bars and gates it like any.
+validation days, and ``promote_candidate`` (the promotion job) registers, bars and gates it like any.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobs.errors import DataError
@@ -73,6 +74,37 @@ def feature_dirs(spark: SparkSession, lake: Lake, days: list[dt.date]) -> list[s
     check_fresh(lake, days)  # a day whose history changed since it was built is refused, not trained on
     check_partitions(dirs)  # a damaged file or one copied twice: a data error before Spark or a rank reads it
     return dirs
+
+
+WINDOW_PARTS = ("train", "validation", "holdout")
+
+
+@dataclass(frozen=True)
+class Window:
+    """A training's window in the lake: the days and feature partitions of each part (``train``,
+    ``validation``, ``holdout``), as :func:`open_window` found them."""
+
+    days: dict[str, list[dt.date]]
+    dirs: dict[str, list[str]]
+    features_path: str
+
+    def span(self, part: str) -> str:
+        """``first..last`` day of the part, empty where it has none."""
+        found = self.days[part]
+        return f"{found[0]}..{found[-1]}" if found else ""
+
+    @property
+    def described(self) -> str:
+        """The training days as an error names them."""
+        return f"training window {self.span('train')} ({self.features_path})"
+
+
+def open_window(spark: SparkSession, lake: Lake, train: TrainSpec, run_date: dt.date) -> Window:
+    """The window of a training on ``run_date`` (:func:`training_window`), each of its feature
+    partitions there and fresh (:func:`feature_dirs`)."""
+    days = dict(zip(WINDOW_PARTS, training_window(run_date, train, featured_days(spark, lake, train)), strict=True))
+    dirs = {part: feature_dirs(spark, lake, days[part]) for part in ("train", "holdout", "validation")}
+    return Window(days, {part: dirs[part] for part in WINDOW_PARTS}, lake.features)
 
 
 class LabelError(DataError):

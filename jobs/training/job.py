@@ -36,12 +36,12 @@ checkpoints are removed once the model is registered.
 A sweep candidate (``--parent-run-id``) is trained, reported on and left unregistered; with
 ``--family xgboost`` it is an XGBoost candidate instead of the MLP (:mod:`jobs.selection.trees`:
 SparkXGBClassifier on ``num_processes`` workers, the same window and preprocessor, no ranks or
-checkpoints). ``--promote-run`` registers and gates the sweep's chosen run, whatever its family.
+checkpoints). The promotion job (``jobs/promotion/job.py``) registers and gates the sweep's chosen
+run, whatever its family.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 from dataclasses import dataclass
@@ -53,16 +53,18 @@ from jobs.runner import run_job
 from jobs.selection.bar import FAMILY
 from jobs.timings import phase
 from jobs.tracking import check_tracking_server
-from jobs.training.data import check_labels, feature_dirs, featured_days, fit_preprocessor, training_window
+from jobs.training.data import WINDOW_PARTS, Window, check_labels, fit_preprocessor, open_window
 from jobs.training.lifecycle import failed_on_error, terminate_on_signal
 from jobs.training.loop import rank_errors, ranks_failed, ranks_output_until_a_failure, train_fn, train_in_process
-from jobs.training.publish import TrainingRun, open_run, publish
+from jobs.training.publish import open_run, publish
 from jobs.training.rank import RankConfig, batch_size
 from jobs.training.relay import run_relayed
 from jobs.training.resources import IN_PROCESS, choose_launcher, gpu_resources, rank_data_path, training_processes
 from jobs.training.stream import plan_shares, resolve_data_path
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("jobs.training.job")
@@ -77,7 +79,6 @@ class TrainArgs(JobArgs):
     overrides: dict[str, Any]  # the train.* settings this run changes (config.train has them already)
     parent_run_id: str | None = None  # a sweep candidate: train and report, register nothing
     candidate_name: str | None = None
-    promote_run: str | None = None  # register and gate this finished sweep candidate instead of training
     trigger: str | None = None  # what kind of event started the run: person, decay, drift or schedule
     training_id: str | None = None  # the training the run is part of: the bar compares it with its runs only
     family: str = "mlp"  # the candidate's model family (jobs.config.FAMILIES)
@@ -106,11 +107,9 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
     parser.add_argument("--parent-run-id", type=_text, default=None,
                         help="train as a sweep candidate under this MLflow run: report, do not register")
     parser.add_argument("--candidate-name", type=_text, default=None, help="the sweep candidate's name")
-    parser.add_argument("--promote-run", type=_text, default=None,
-                        help="no training: register this finished sweep candidate run, then bar and gate it")
     parser.add_argument("--training-id", type=_text, default=None,
                         help="the training the run belongs to (<pipeline>_train's run): an MLflow tag the bar and the "
-                             "sweep match (a promoted run keeps its own)")
+                             "sweep match")
     parser.add_argument("--family", choices=FAMILIES, default="mlp",
                         help="the model family: mlp (TorchDistributor) or xgboost (SparkXGBClassifier, a sweep "
                              "candidate only: with --parent-run-id)")
@@ -119,7 +118,7 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
                              "first set)")
     args = parse_job_args(parser, argv, TrainArgs)
     if args.family == "xgboost" and not args.parent_run_id:
-        # registration and the gate go through --promote-run, as the sweep's best of any family does
+        # registration and the gate go through the promotion job, as the sweep's best of any family does
         parser.error("--family xgboost trains a sweep candidate: give --parent-run-id")
     return args
 
@@ -141,35 +140,33 @@ def main(argv: list[str] | None = None) -> None:
     with phase("tracking server"):
         check_tracking_server(timeout=args.config.tracking.check_timeout)
     cfg, spec = args.config.train, args.config.features
-    use_gpu, local_mode, precision = cfg.use_gpu, cfg.local_mode, cfg.precision
-    num_processes = training_processes(use_gpu, local_mode, args.overrides.get("num_processes"), cfg.num_processes)
+    num_processes = training_processes(cfg.use_gpu, cfg.local_mode, args.overrides.get("num_processes"),
+                                       cfg.num_processes)
 
     # Fit the preprocessing on the training days with Spark. GPU resources must be known when the
     # session starts; spark-submit --conf settings win.
-    spark = get_spark(f"train-{args.run_date}", gpu_resources(local_mode, num_processes) if use_gpu else None)
+    spark = get_spark(f"train-{args.run_date}",
+                      gpu_resources(cfg.local_mode, num_processes) if cfg.use_gpu else None)
     with phase("window"):
-        featured = featured_days(spark, args.lake, cfg)
-        train_days, validation_days, holdout_days = training_window(args.run_date, cfg, featured)
-        train_dirs = feature_dirs(spark, args.lake, train_days)
-        holdout_dirs = feature_dirs(spark, args.lake, holdout_days)
-        validation_dirs = feature_dirs(spark, args.lake, validation_days)
-    features = spark.read.option("basePath", args.lake.features).parquet(*train_dirs)
-    train_window = f"training window {train_days[0]}..{train_days[-1]} ({args.lake.features})"
-    windows = (f"{train_days[0]}..{train_days[-1]}", f"{holdout_days[0]}..{holdout_days[-1]}")
-    if args.promote_run:  # the sweep's best: trained already on this window, register and gate it
-        promote(spark, args, features, train_window, windows, validation_dirs, holdout_dirs)
-        return
+        window = open_window(spark, args.lake, cfg, args.run_date)
+    features = spark.read.option("basePath", args.lake.features).parquet(*window.dirs["train"])
     # Labels first: a window without them fails here, in seconds, not inside the ranks.
     with phase("labels"):
-        labelled_rows = check_labels(features, spec.label, train_window)
-        check_labels(spark.read.option("basePath", args.lake.features).parquet(*holdout_dirs), spec.label,
-                     f"holdout window {holdout_days[0]}..{holdout_days[-1]} ({args.lake.features})",
-                     both_classes=False)
-    if args.family == "xgboost":  # a tree candidate of the sweep: XGBoost's own workers, no ranks to plan
-        train_xgboost(spark, args, num_processes, features, train_window, labelled_rows,
-                      {"train": train_dirs, "validation": validation_dirs, "holdout": holdout_dirs},
-                      {"train": train_days, "validation": validation_days, "holdout": holdout_days})
-        return
+        labelled_rows = check_labels(features, spec.label, window.described)
+        check_labels(spark.read.option("basePath", args.lake.features).parquet(*window.dirs["holdout"]), spec.label,
+                     f"holdout window {window.span('holdout')} ({args.lake.features})", both_classes=False)
+    TRAINERS[args.family](spark, args, window, features, labelled_rows, num_processes)
+
+
+def train_mlp(spark: SparkSession, args: TrainArgs, window: Window, features: DataFrame, labelled_rows: int,
+              num_processes: int) -> None:
+    """An MLP on the window with TorchDistributor's ranks (or as one rank in this process): a sweep
+    candidate's report under ``--parent-run-id``, else registered, gated and summarised."""
+    cfg, spec = args.config.train, args.config.features
+    use_gpu, local_mode, precision = cfg.use_gpu, cfg.local_mode, cfg.precision
+    train_days, holdout_days = window.days["train"], window.days["holdout"]
+    train_dirs, validation_dirs, holdout_dirs = (window.dirs[part] for part in ("train", "validation", "holdout"))
+    train_window, windows = window.described, (window.span("train"), window.span("holdout"))
     # Each rank's share from the Parquet footers: a rank left without a labelled row is refused here,
     # saying why, not found out by ranks waiting for each other.
     with phase("shares"):
@@ -270,50 +267,9 @@ def main(argv: list[str] | None = None) -> None:
                 validation_dirs=validation_dirs, started=started(args))
 
 
-def promote(spark: SparkSession, args: TrainArgs, features: DataFrame, train_window: str, windows: tuple[str, str],
-            validation_dirs: list[str], holdout_dirs: list[str]) -> None:
-    """``--promote-run``: the sweep's chosen run (or the blend of ``sweep.blend`` where it beats it, or
-    a baseline that may serve and beats it) registered, barred and gated. Nothing is trained: the
-    window is binned for the drift baseline only where no baseline of the same training logged those
-    bins (:func:`jobs.selection.baselines.logged_feature_bins`), with the preprocessor the chosen
-    model carries (an MLP's; fitted on the window where it carries none, as an XGBoost pyfunc)."""
-    from jobs.model.tabular import Preprocessor
-    from jobs.scoring.drift import feature_bins
-    from jobs.scoring.predictor import model_preprocessor
-    from jobs.selection.bar import in_its_place
-    from jobs.selection.baselines import logged_feature_bins
-    from jobs.selection.sweep import candidate_result
-    from jobs.tracking import client
 
-    cfg, forward = args.config.train, args.promote_run
-    if args.config.sweep.blend:  # the blend of sweep.blend's members, if it beats the sweep's choice
-        from jobs.selection.blend import blend_candidate, preferred
-
-        with phase("blend"):
-            blend = blend_candidate(spark, args.config, args.promote_run, args.run_date,
-                                    {"validation": validation_dirs, "holdout": holdout_dirs}, windows[1])
-            forward = preferred(args.config, client(), args.promote_run, blend)
-    # the better family serves: a baseline that may (promote: true) and beats it goes in its place
-    with phase("chosen"):
-        serving = in_its_place(args.config, client(), forward, args.run_date, windows[1])
-        chosen = serving.info.run_id if serving is not None else forward
-        result, experiment_id = candidate_result(chosen)
-    with phase("feature bins"):
-        bins = logged_feature_bins(client(), args.promote_run, args.run_date, windows[1])
-        if bins is None:  # binned here: with the preprocessor the chosen model carries, fitted only if none
-            logged = model_preprocessor(result["model_uri"])
-            pre = Preprocessor(**logged) if logged else fit_preprocessor(
-                features, args.config.features, cfg.min_category_count, train_window, cfg.clip_to_training_range,
-                cfg.in_process_max_rows)
-            bins = feature_bins(features, pre, args.config.score.drift.bins, cfg.in_process_max_rows)
-    # no checkpoints to drop: a folder no training uses
-    run = TrainingRun(chosen, experiment_id, args.lake.checkpoint("training", args.run_date, "promoted"))
-    publish(spark, args.lake, args.config, args.run_date, run, result, bins, holdout_dirs, windows,
-            validation_dirs=validation_dirs, started=started(args))
-
-
-def train_xgboost(spark: SparkSession, args: TrainArgs, num_workers: int, features: DataFrame, train_window: str,
-                  labelled_rows: int, dirs: dict[str, list[str]], days: dict[str, list[dt.date]]) -> None:
+def train_xgboost(spark: SparkSession, args: TrainArgs, window: Window, features: DataFrame, labelled_rows: int,
+                  num_workers: int) -> None:
     """An xgboost sweep candidate (:mod:`jobs.selection.trees`) on the job's window (``labelled_rows``:
     its labelled training rows, as :func:`check_labels` counted them): the same preprocessor and
     identity tags as an MLP candidate's, ``num_workers`` XGBoost workers."""
@@ -322,12 +278,12 @@ def train_xgboost(spark: SparkSession, args: TrainArgs, num_workers: int, featur
     from jobs.selection.trees import train_candidate
 
     cfg, spec = args.config.train, args.config.features
-    pre = fit_preprocessor(features, spec, cfg.min_category_count, train_window, cfg.clip_to_training_range,
+    pre = fit_preprocessor(features, spec, cfg.min_category_count, window.described, cfg.clip_to_training_range,
                            cfg.in_process_max_rows, labelled_rows)
     # plan_sweep passes a whole param set; one given by hand goes over the defaults as sweep.xgboost's do
     params = ({**XGBOOST_DEFAULTS, **args.xgboost_params} if args.xgboost_params is not None
               else args.config.sweep.xgboost_params()[0])
-    windows = {part: f"{found[0]}..{found[-1]}" if found else "" for part, found in days.items()}
+    dirs, windows = window.dirs, {part: window.span(part) for part in WINDOW_PARTS}
     identity = identity_tags(args.config, data_fingerprint(spark, [d for part in dirs.values() for d in part]),
                              args.training_id)
     found = train_candidate(spark, args.config, args.run_date, dirs, windows, pre, params,
@@ -335,6 +291,10 @@ def train_xgboost(spark: SparkSession, args: TrainArgs, num_workers: int, featur
                             started(args))
     log.info("xgboost candidate %s: run %s, holdout %s", args.candidate_name, found["run_id"],
              json.dumps({k: round(v, 4) for k, v in found["metrics"].items()}))
+
+# The one dispatch on --family: each trains a candidate of its family on the window main opened.
+TRAINERS: dict[str, Callable[[SparkSession, TrainArgs, Window, DataFrame, int, int], None]] = {
+    "mlp": train_mlp, "xgboost": train_xgboost}
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ of them) and one per XGBoost param set of `sweep.xgboost` (the families of `swee
 under a parent MLflow run, and `train_candidate` is mapped over them: one TorchDistributor
 training each MLP, one SparkXGBClassifier fit each XGBoost candidate, fitted on the first
 `train_days`, with an evaluation report on the validation and holdout days. `select_candidate`
-picks the best of every family on the validation days; `train_model`
+picks the best of every family on the validation days; `promote_candidate` (the promotion job)
 registers it, and sends it to the champion gate only if it beats the best baseline on the
 holdout (otherwise the run and version record why); it becomes `champion` only if it beats the
 current champion on the same holdout by `promotion_margin` in `promotion_metric` (the task's
@@ -112,15 +112,15 @@ def train_dag(pipeline: Pipeline) -> DAG:
         candidates = plan_sweep(pipeline, plan["run_date"], plan["started_by"], plan["training_id"])
         sweep = spark_job_mapped("train", pipeline, candidates, task_id="train_candidate")
         best = select_candidate(pipeline, candidates)
-        train_model = spark_job(
-            "train", pipeline, task_id="train_model", run_date=plan["run_date"],
+        promote = spark_job(
+            "promote", pipeline, task_id="promote_candidate", run_date=plan["run_date"],
             args=["--overrides", OVERRIDES_JSON, "--started-by", plan["started_by"], "--trigger", plan["trigger"],
-                  "--promote-run", best],
+                  "--candidate-run", best],
         )
         sweep >> best
-        baselines >> train_model  # the bar: the candidate must beat the baselines of the same window
-        approve = ChampionApprovalOperator(task_id="approve_champion", summary_task=train_model.task_id,
+        baselines >> promote  # the bar: the candidate must beat the baselines of the same window
+        approve = ChampionApprovalOperator(task_id="approve_champion", summary_task=promote.task_id,
                                            pipeline=pipeline)
-        train_model >> approve >> publish_champion(pipeline, plan["run_date"], train_model.output,
-                                                   approval=approve.task_id)
+        promote >> approve >> publish_champion(pipeline, plan["run_date"], promote.output,
+                                               approval=approve.task_id)
     return dag

@@ -9,7 +9,7 @@ What does not depend on the policy runs once, in a shared lake (``<home>/lake``)
 every day landed, validated and turned into features (the validate and features jobs over a month
 at a time), and each training window's model selection (the baselines job, the sweep's candidates
 through the train job, the best on the validation days: what a train DAG runs before
-``train_model``). Each policy has its own lake (``<home>/policies/<policy>/lake``: the shared
+``promote_candidate``). Each policy has its own lake (``<home>/policies/<policy>/lake``: the shared
 zones linked in, its own predictions, monitoring and reports), its own registered model
 (``<train.model_name>-replay-<policy>``) and serves the days in order. Each home has its own MLflow
 store (``<home>/mlflow.db``, artifacts in ``<home>/mlartifacts``), whatever ``MLFLOW_TRACKING_URI``
@@ -28,7 +28,7 @@ compare its runs only.
   (:func:`~orchestration.decisions.drift_event`), decay event (:func:`~orchestration.decisions.decay_event`)
   and the training the policy starts (:func:`~orchestration.replay.policies.retraining`); a
   retraining registers the window's selected candidate under the policy's model and puts it
-  through the bar and the gate (the train job's ``--promote-run``, as ``train_model`` does); a new
+  through the bar and the gate (the promotion job, as ``promote_candidate`` runs it); a new
   champion serves from the next day on, and the segment's later days, scored by the old one, are
   scored again by it.
 
@@ -283,7 +283,7 @@ class Replay:
         candidates through the train job and the best of them on the validation days."""
         import uuid
 
-        from jobs.selection import baselines as baselines_job
+        from jobs.baselines import job as baselines_job
         from jobs.selection.sweep import best_candidate, candidate_args, candidates, open_parent
         from jobs.training import job as train_job
 
@@ -315,16 +315,16 @@ class Replay:
 
     def promote(self, policy: str, plan: dict[str, str]) -> dict[str, Any]:
         """The window's candidate registered under the policy's model, through the bar and the gate
-        (the train job's ``--promote-run``); what became of it."""
+        (the promotion job); what became of it."""
         from jobs.lake.layout import Lake
+        from jobs.promotion import job as promotion_job
         from jobs.summary import read_report
-        from jobs.training import job as train_job
 
         run_id = self.selected_candidate(dt.date.fromisoformat(plan["run_date"]), plan["started_by"])
         with self.timed("gate", policy):
-            train_job.main(["--run-date", plan["run_date"], *self._write_config(policy),
-                            "--lake-root", str(self.policy_lake(policy)), "--promote-run", run_id,
-                            "--trigger", plan["trigger"], "--started-by", plan["started_by"]])
+            promotion_job.main(["--run-date", plan["run_date"], *self._write_config(policy),
+                                "--lake-root", str(self.policy_lake(policy)), "--candidate-run", run_id,
+                                "--trigger", plan["trigger"], "--started-by", plan["started_by"]])
         summary = read_report(Lake(str(self.policy_lake(policy))), "training", plan["run_date"])
         gate = summary.get("gate") or {}
         # the promotion may have added a candidate of the window (sweep.blend): its holdout score too

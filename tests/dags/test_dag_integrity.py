@@ -15,10 +15,10 @@ EXPECTED_EDGES = {
                         ("build_features", "publish_features")},
     "flights_train": {("plan_training", "train_baselines"), ("plan_training", "plan_sweep"),
                        ("plan_sweep", "train_candidate"), ("plan_sweep", "select_candidate"),
-                       ("train_candidate", "select_candidate"), ("plan_training", "train_model"),
-                       ("select_candidate", "train_model"), ("train_baselines", "train_model"),
-                       ("plan_training", "publish_champion"), ("train_model", "publish_champion"),
-                       ("train_model", "approve_champion"), ("approve_champion", "publish_champion")},
+                       ("train_candidate", "select_candidate"), ("plan_training", "promote_candidate"),
+                       ("select_candidate", "promote_candidate"), ("train_baselines", "promote_candidate"),
+                       ("plan_training", "publish_champion"), ("promote_candidate", "publish_champion"),
+                       ("promote_candidate", "approve_champion"), ("approve_champion", "publish_champion")},
     "flights_score": {("plan_scoring", "score_batch"), ("plan_scoring", "check_drift"),
                        ("score_batch", "check_drift"), ("plan_scoring", "monitor_day"),
                        ("score_batch", "monitor_day"), ("plan_scoring", "check_decay"),
@@ -27,7 +27,7 @@ EXPECTED_EDGES = {
 }
 # The Spark jobs each DAG runs: validate and features (the writers of validated/ and features/)
 # belong to ingest alone.
-SPARK_JOBS = {"flights_ingest": {"validate", "features"}, "flights_train": {"train", "baselines"},
+SPARK_JOBS = {"flights_ingest": {"validate", "features"}, "flights_train": {"train", "baselines", "promote"},
               "flights_score": {"score", "monitor"}}
 # Worker tasks that update Assets: (dag, task) -> the Assets.
 OUTLETS = {
@@ -144,11 +144,11 @@ def _render(args: list, params: dict, dag=None) -> list[str]:
 
 
 def test_every_training_param_reaches_the_job_as_the_setting_it_names(dag_bag):
-    """Filled in, each param renders to an option the train job parses into its config; the
+    """Filled in, each param renders to an option the promotion job parses into its config; the
     trigger form validates them by their schema."""
+    from jobs.baselines.job import parse_args as baselines_args
     from jobs.config import RUN_OVERRIDES, WINDOW_OVERRIDES
-    from jobs.selection.baselines import parse_args as baselines_args
-    from jobs.training.job import parse_args
+    from jobs.promotion.job import parse_args
 
     dag = dag_bag.dags["flights_train"]
     values = {"train_days": 14, "max_train_days": 60, "holdout_days": 3, "epochs": 2, "learning_rate": 0.01,
@@ -161,9 +161,9 @@ def test_every_training_param_reaches_the_job_as_the_setting_it_names(dag_bag):
                                                         "sweep_depths", "sweep_epochs"}
     for name, value in values.items():
         dag.params.get_param(name).resolve(value)  # valid per the trigger form's schema
-    args = _render(dag.get_task("train_model").application_args, values, dag)
+    args = _render(dag.get_task("promote_candidate").application_args, values, dag)
     parsed = parse_args(args)
-    assert parsed.promote_run == "2013-01-28"  # the select_candidate output (rendered as a stand-in here)
+    assert parsed.candidate_run == "2013-01-28"  # the select_candidate output (rendered as a stand-in here)
     train = parsed.config.train
     assert {name: getattr(train, name) for name in values if name != "hyperparameters"} == {
         k: v for k, v in values.items() if k != "hyperparameters"}
@@ -174,10 +174,10 @@ def test_every_training_param_reaches_the_job_as_the_setting_it_names(dag_bag):
 
 
 def test_training_params_left_empty_keep_the_config(dag_bag, config):
-    from jobs.training.job import parse_args
+    from jobs.promotion.job import parse_args
 
     dag = dag_bag.dags["flights_train"]
-    parsed = parse_args(_render(dag.get_task("train_model").application_args, dict.fromkeys(dag.params), dag))
+    parsed = parse_args(_render(dag.get_task("promote_candidate").application_args, dict.fromkeys(dag.params), dag))
     assert parsed.config.train == config.train and parsed.overrides == {}
 
 
@@ -264,15 +264,15 @@ def run_states(dag, decided: dict[str, str]) -> dict[str, str]:
 
 
 def test_publishing_runs_after_an_approval_or_a_skipped_one_but_not_after_a_skipped_training(dag_bag):
-    """publish_champion follows train_model whether approve_champion ran or was skipped, and is
+    """publish_champion follows promote_candidate whether approve_champion ran or was skipped, and is
     skipped with them when the run skipped training (a weekly run before any features exist)."""
     dag = dag_bag.dags["flights_train"]
     publish = dag.get_task("publish_champion")
     assert publish.trigger_rule == "none_failed_min_one_success"
     assert run_states(dag, {})["publish_champion"] == "success"  # approved
     skipped_approval = run_states(dag, {"approve_champion": "skipped"})  # no approval asked (or the version lost)
-    assert skipped_approval["train_model"] == "success" and skipped_approval["publish_champion"] == "success"
+    assert skipped_approval["promote_candidate"] == "success" and skipped_approval["publish_champion"] == "success"
     no_training = run_states(dag, {"plan_training": "skipped"})
     assert set(no_training.values()) == {"skipped"}, no_training
-    failed = run_states(dag, {"train_model": "failed"})
+    failed = run_states(dag, {"promote_candidate": "failed"})
     assert failed["publish_champion"] == "upstream_failed"  # never moves the alias after a failed training

@@ -107,7 +107,7 @@ def stack_lake(running):
 @pytest.fixture(scope="package")
 def training(stack) -> dict[str, Any]:
     """The first champion: a flights_train run for TRAIN_DATE triggered through the REST API with
-    approval required, approved by a person once it asks, finished; its run, train_model's task
+    approval required, approved by a person once it asks, finished; its run, promote_candidate's task
     instance, the approval request and the model version."""
     import mlflow
 
@@ -142,6 +142,6 @@ def training(stack) -> dict[str, Any]:
     [run] = [r for r in runs["flights_train"] if r["dag_run_id"] == run_id]
     assert run["state"] == "success", run
     [train] = [ti for ti in airflow.task_instances("flights_train")
-               if ti["task_id"] == "train_model" and ti["dag_run_id"] == run_id]
-    return {"run": run, "train_model": train, "approval": request,
+               if ti["task_id"] == "promote_candidate" and ti["dag_run_id"] == run_id]
+    return {"run": run, "promote_candidate": train, "approval": request,
             "version": client.get_model_version(MODEL, version.version)}

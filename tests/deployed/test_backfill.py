@@ -194,7 +194,7 @@ def _check_connect(stack, spark, session_lake, lake, config) -> None:
     used = set(re.findall(r'(?<!\w)session_id: "([0-9a-f-]{36})"', server_log))  # not server_side_session_id
     closed = set(re.findall(r"Closing session with userId: .*? and sessionId: ([0-9a-f-]{36})", server_log))
     assert used and used <= closed, sorted(used - closed)
-    for path in logs["train_model"]:
+    for path in logs["promote_candidate"]:
         assert f"Connecting to master {stack.spark.url}" in path.read_text(errors="replace"), path
 
     day = partition_name(DAYS[0])

@@ -253,7 +253,7 @@ def test_postgresql_stopped_immediately_during_training_recovers_and_the_champio
     a retraining logs to MLflow, started again 30 s later: it recovers from its WAL; the MLflow
     server and Airflow's API server stay up, the Airflow components that exit without their
     database are started again by the restart policy (as compose's); the training's MLflow calls
-    wait for the database (retries with backoff, ``tracking.*``), so train_model succeeds on its
+    wait for the database (retries with backoff, ``tracking.*``), so promote_candidate succeeds on its
     first try; nothing is left running or queued in Airflow, no run RUNNING in MLflow, every
     component healthy; the champion moved to this run's version only if its gate promoted it."""
     import mlflow
@@ -310,15 +310,16 @@ def test_postgresql_stopped_immediately_during_training_recovers_and_the_champio
     assert len(new) <= 1 and len(gated) <= 1, new  # one training, registered once at most
     if gated:
         assert after.version == gated[0].version != before.version
-        assert tis["train_model"]["state"] == "success", tis["train_model"]
+        assert tis["promote_candidate"]["state"] == "success", tis["promote_candidate"]
     else:
         assert after.version == before.version  # no gate, no move
     # the training's MLflow calls rode the restart out: the server turned its calls away meanwhile
     # (503: no database), its first try succeeded all the same, and so did the run
     refused = _refused(stack, heard, "/api/2.0/mlflow/runs/")
     assert refused, "no run call of the training reached the MLflow server while PostgreSQL was down"
-    assert (tis["train_model"]["state"], tis["train_model"]["try_number"]) == ("success", 1), tis["train_model"]
-    log = airflow.task_log("flights_train", run_id, "train_model", 1, lines=400)
+    promoted = tis["promote_candidate"]
+    assert (promoted["state"], promoted["try_number"]) == ("success", 1), promoted
+    log = airflow.task_log("flights_train", run_id, "promote_candidate", 1, lines=400)
     assert "failed (a fault" not in log, log[-3000:]
     assert run["state"] == "success", airflow.describe("flights_train")
     print(f"restarted: {restarted}; flights_train {run_id}: {run['state']}; tries "

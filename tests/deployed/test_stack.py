@@ -59,7 +59,7 @@ def test_every_part_of_the_stack_answers_on_loopback(stack):
         assert dag["dag_id"] == dag_id and not dag["has_import_errors"], dag
     assert airflow.request("GET", "/api/v2/importErrors")["import_errors"] == []
     # the train task's "MLflow run" button is registered by the plugin (the API server needs that to
-    # show it; GET .../tasks/train_model lists no extra links in Airflow 3.3.2 whatever the operator has)
+    # show it; GET .../tasks/promote_candidate lists no extra links in Airflow 3.3.2 whatever the operator has)
     plugins = {p["name"]: p for p in airflow.request("GET", "/api/v2/plugins")["plugins"]}
     assert any("MLflowRunLink" in link for link in plugins["lakeflow_mlops"]["operator_extra_links"]), plugins
 
@@ -82,7 +82,7 @@ def test_a_training_run_logs_to_the_mlflow_server_and_links_to_it(stack, trainin
     run, page = approved_run(stack, training)
     assert run.data.tags["started_by"] == f"a person: run_date {TRAIN_DATE}", run.data.tags
     assert run.data.params["num_processes"] == "1" and run.data.metrics["holdout_roc_auc"] > 0, run.data
-    ti = training["train_model"]
+    ti = training["promote_candidate"]
     assert ti["state"] == "success" and ti["try_number"] == 1, ti
     # the person saw the comparison, and their answer is on the version
     request = training["approval"]
@@ -91,10 +91,10 @@ def test_a_training_run_logs_to_the_mlflow_server_and_links_to_it(stack, trainin
     version = training["version"]
     assert version.tags["gate_decision"] == "promoted" and version.tags["gate_approved_by"] == "admin", version.tags
     path = f"/api/v2/dags/flights_train/dagRuns/{urllib.parse.quote(ti['dag_run_id'], safe='')}/taskInstances"
-    links = stack.airflow.request("GET", f"{path}/train_model/links")
+    links = stack.airflow.request("GET", f"{path}/promote_candidate/links")
     assert links["extra_links"] == {"MLflow run": page}, links
     # the job ran on the standalone cluster, not on a local master: two jobs of the train script,
-    # the sweep's one candidate, then train_model registering and gating it
+    # the sweep's one candidate, then promote_candidate registering and gating it
     apps = [app for app in stack.spark.status()["completedapps"] if app["name"] == f"train-{TRAIN_DATE}"]
     assert [app["state"] for app in apps] == ["FINISHED"] * 2, apps
 
@@ -138,11 +138,11 @@ def test_the_airflow_ui_in_chromium_shows_the_runs_and_opens_the_mlflow_run(stac
         page.shot("approve_champion")
 
         # the task instance's details tab has its extra links: the "MLflow run" button
-        browser.get(f"{airflow.url}/dags/flights_train/runs/{run_id}/tasks/train_model/details")
+        browser.get(f"{airflow.url}/dags/flights_train/runs/{run_id}/tasks/promote_candidate/details")
         button = page.wait.until(lambda d: d.find_element(By.XPATH, "//a[normalize-space(.)='MLflow run']"))
         _, run_page = approved_run(stack, training)
         assert button.get_attribute("href") == run_page
-        page.shot("train_model")
+        page.shot("promote_candidate")
 
         # which opens the run on the MLflow server, in a new tab, with the version it registered
         tabs = set(browser.window_handles)

@@ -230,7 +230,7 @@ def test_a_small_day_is_scored_by_one_task_so_one_python_worker_loads_the_model(
 
 
 def test_the_preprocessor_a_model_carries_bins_the_window_as_the_one_fitted_for_it(scored_model, config):
-    """What the train job's ``--promote-run`` bins the window with where no baseline logged its
+    """What the promotion job bins the window with where no baseline logged its
     bins: the chosen model's own preprocessor, read back from its files, gives the bins of the
     preprocessor fitted on the window (so nothing is fitted again)."""
     import json

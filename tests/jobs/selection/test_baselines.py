@@ -288,20 +288,20 @@ def test_the_window_s_drift_feature_bins_come_from_a_baseline_of_the_same_traini
         assert logged_feature_bins(client(), stranger.info.run_id, RUN_DATE, window) is None
 
 
-@pytest.mark.e2e  # the train job's --promote-run, in this process as the replay runs it
+@pytest.mark.e2e  # the promotion job, in this process as the replay runs it
 def test_a_baseline_that_may_serve_and_beats_the_candidate_goes_to_the_gate_in_its_place(
         spark, trained, config_patch, tmp_path):
     """``promote: true``: the sweep's chosen candidate (here one that knows nothing, holdout ROC AUC
-    0.5) loses to the baselines, so ``--promote-run`` registers and gates the best baseline that may
+    0.5) loses to the baselines, so the promotion job registers and gates the best baseline that may
     serve instead; the candidate's run says why; the score job's own code serves the baseline
     unchanged. With no baseline that may serve, the candidate goes on (and the bar stops it)."""
     from pyspark.sql import functions as F
 
+    from jobs.promotion import job as promotion_job
     from jobs.scoring.predictor import model_preprocessor, resolve_model, score_features
     from jobs.selection.bar import STOPPED, in_its_place
     from jobs.selection.sweep import MODEL_URI_TAG
     from jobs.tracking import champion_version, client
-    from jobs.training import job as train_job
 
     lake, results = trained["lake"], trained["results"]
     run, info = candidate_run(trained)
@@ -318,9 +318,9 @@ def test_a_baseline_that_may_serve_and_beats_the_candidate_goes_to_the_gate_in_i
         raise AssertionError("promoting refitted the preprocessor: the baselines of its training logged the bins")
 
     with pytest.MonkeyPatch.context() as patch:  # nothing is trained: the drift bins come from a baseline
-        patch.setattr(train_job, "fit_preprocessor", refit)
-        train_job.main(["--run-date", str(RUN_DATE), "--config", str(config_path), "--lake-root", lake.root,
-                        "--promote-run", run.info.run_id, "--started-by", "a test"])
+        patch.setattr(promotion_job, "fit_preprocessor", refit)
+        promotion_job.main(["--run-date", str(RUN_DATE), "--config", str(config_path), "--lake-root", lake.root,
+                            "--candidate-run", run.info.run_id, "--started-by", "a test"])
     best = max(results.values(), key=lambda r: r["metrics"]["roc_auc"])
     champion = champion_version("served_baselines")
     assert champion is not None and champion.run_id == best["run_id"]  # the better of the two: it beat the other

@@ -2,7 +2,7 @@
 throw-away MLflow store: a SparkXGBClassifier candidate under a sweep's parent beside an MLP
 candidate of the same training, its Spark-free pyfunc (equal to Spark's predictions), its report
 and tags, the sweep's choice between the families, the promotion of the xgboost run through the
-train job's ``--promote-run`` path, and scoring it with the score job's predict function.
+promotion job's path, and scoring it with the score job's predict function.
 
 The GPU (``device="cuda"``) is not testable on this CPU machine (``xgboost-cpu`` has no CUDA
 code): only that the estimator's device follows ``train.use_gpu``."""
@@ -196,7 +196,7 @@ def test_the_sweep_chooses_between_the_families_on_the_validation_days(swept):
 
 
 def test_the_xgboost_run_is_promoted_gated_and_served_like_any_version(spark, swept):
-    """The train job's --promote-run path (candidate_result, then publish) registers the xgboost
+    """The promotion job's path (candidate_result, then publish) registers the xgboost
     run, bars and gates it (the first version: champion); the score job serves it with raw inputs,
     in one process and through predict_batch_udf."""
     import mlflow.pyfunc
