@@ -59,6 +59,7 @@ from orchestration.decisions import TRAINING_SCHEDULE
 from orchestration.spark_jobs import spark_job, spark_job_mapped
 from orchestration.sweep_tasks import plan_sweep, select_candidate
 from orchestration.train_tasks import ChampionApprovalOperator, plan_training, publish_champion
+from orchestration.training_sequence import baselines_args, promotion_args
 
 if TYPE_CHECKING:
     from jobs.config.pipelines import Pipeline
@@ -107,15 +108,13 @@ def train_dag(pipeline: Pipeline) -> DAG:
     ) as dag:
         plan = plan_training(pipeline)
         baselines = spark_job("baselines", pipeline, task_id="train_baselines", run_date=plan["run_date"],
-                              args=["--overrides", WINDOW_JSON, "--started-by", plan["started_by"],
-                                    "--training-id", plan["training_id"]])
+                              args=baselines_args(plan["started_by"], plan["training_id"], WINDOW_JSON))
         candidates = plan_sweep(pipeline, plan["run_date"], plan["started_by"], plan["training_id"])
         sweep = spark_job_mapped("train", pipeline, candidates, task_id="train_candidate")
         best = select_candidate(pipeline, candidates)
         promote = spark_job(
             "promote", pipeline, task_id="promote_candidate", run_date=plan["run_date"],
-            args=["--overrides", OVERRIDES_JSON, "--started-by", plan["started_by"], "--trigger", plan["trigger"],
-                  "--candidate-run", best],
+            args=promotion_args(best, plan["started_by"], plan["trigger"], OVERRIDES_JSON),
         )
         sweep >> best
         baselines >> promote  # the bar: the candidate must beat the baselines of the same window

@@ -9,7 +9,8 @@ What does not depend on the policy runs once, in a shared lake (``<home>/lake``)
 every day landed, validated and turned into features (the validate and features jobs over a month
 at a time), and each training window's model selection (the baselines job, the sweep's candidates
 through the train job, the best on the validation days: what a train DAG runs before
-``promote_candidate``). Each policy has its own lake (``<home>/policies/<policy>/lake``: the shared
+``promote_candidate``, planned by the same :mod:`orchestration.training_sequence`). Each policy
+has its own lake (``<home>/policies/<policy>/lake``: the shared
 zones linked in, its own predictions, monitoring and reports), its own registered model
 (``<train.model_name>-replay-<policy>``) and serves the days in order. Each home has its own MLflow
 store (``<home>/mlflow.db``, artifacts in ``<home>/mlartifacts``), whatever ``MLFLOW_TRACKING_URI``
@@ -66,6 +67,7 @@ FIRST_DAY, LAST_DAY = dt.date(2013, 2, 1), dt.date(2013, 12, 31)
 SHARED_ZONES = ("raw", "validated", "quarantine", "features")
 PROFILE = "replay"  # jobs/config/profiles/replay.yaml: no shadow scoring, no pictures
 PREPARE_CHUNK_DAYS = 31  # days per validate and features job while the shared lake is prepared
+NO_OVERRIDES = "{}"  # the jobs' --overrides: a replay changes no setting per run, as a DAG run with no params
 STOPPED_EXIT = 78  # EX_CONFIG of sysexits.h: the options give no first champion (see above)
 
 
@@ -284,28 +286,26 @@ class Replay:
         import uuid
 
         from jobs.baselines import job as baselines_job
-        from jobs.selection.sweep import best_candidate, candidate_args, candidates, open_parent
         from jobs.training import job as train_job
+        from orchestration.training_sequence import baselines_args, choose_candidate, plan_candidates
 
         key = run_date.isoformat()
         if key in self.state["trained"]:
             return self.state["trained"][key]["run_id"]
         config = _config(self.config_args)
-        common = ["--run-date", key, *self.config_args, "--lake-root", str(self.lake_root)]
+        where = [*self.config_args, "--lake-root", str(self.lake_root)]
         # one training: the baselines and candidates of this attempt, compared with each other only
         training = f"replay/{key}/{uuid.uuid4().hex[:12]}"
         began = time.monotonic()
         with self.timed("baselines"):
-            baselines_job.main([*common, "--started-by", started_by, "--training-id", training])
+            baselines_job.main(["--run-date", key, *baselines_args(started_by, training, NO_OVERRIDES), *where])
         with self.timed("candidates"):
-            base = {"learning_rate": config.train.learning_rate, "epochs": config.train.epochs,
-                    "hyperparameters": dict(config.train.hyperparameters)}
-            found = candidates(config.sweep, base, {})
-            parent = open_parent(config, key, found, started_by, training)
-            for candidate in found:
-                train_job.main([*common, "--started-by", started_by, *candidate_args(candidate, parent, training)])
-            best = best_candidate(config, parent)
-        self.state["trained"][key] = {"run_id": best["run_id"], "parent_run_id": parent, "candidates": len(found),
+            planned = plan_candidates(config, key, started_by, training)
+            for args in planned:
+                train_job.main([*args, *where])
+            best = choose_candidate(config, planned)
+        parent = planned[0][planned[0].index("--parent-run-id") + 1]
+        self.state["trained"][key] = {"run_id": best["run_id"], "parent_run_id": parent, "candidates": len(planned),
                                       "training_id": training, "seconds": round(time.monotonic() - began, 3),
                                       "chosen_family": best["family"], "holdout": family_scores(config, training)}
         self.save()
@@ -319,12 +319,13 @@ class Replay:
         from jobs.lake.layout import Lake
         from jobs.promotion import job as promotion_job
         from jobs.summary import read_report
+        from orchestration.training_sequence import promotion_args
 
         run_id = self.selected_candidate(dt.date.fromisoformat(plan["run_date"]), plan["started_by"])
         with self.timed("gate", policy):
-            promotion_job.main(["--run-date", plan["run_date"], *self._write_config(policy),
-                                "--lake-root", str(self.policy_lake(policy)), "--candidate-run", run_id,
-                                "--trigger", plan["trigger"], "--started-by", plan["started_by"]])
+            promotion_job.main(["--run-date", plan["run_date"],
+                                *promotion_args(run_id, plan["started_by"], plan["trigger"], NO_OVERRIDES),
+                                *self._write_config(policy), "--lake-root", str(self.policy_lake(policy))])
         summary = read_report(Lake(str(self.policy_lake(policy))), "training", plan["run_date"])
         gate = summary.get("gate") or {}
         # the promotion may have added a candidate of the window (sweep.blend): its holdout score too
