@@ -160,27 +160,23 @@ def _check_columns(config: PipelineConfig) -> None:
                          "numeric, or a history or calendar column): name columns the feature rows have")
     if spec.builder is None:
         found = declared_columns(config)
-        for key in ("label", "id_columns", "categorical", "numeric"):
-            value = getattr(spec, key)
-            missing = [c for c in ([value] if isinstance(value, str) else value) if c not in found]
-            if missing:
-                raise ValueError(f"features.{key}: {missing} are not columns of the feature rows (the feed "
-                                 f"{config.validation.feed}'s, the joins', the expressions', the label): "
-                                 f"{', '.join(found)}")
-        return
-    if spec.joins or spec.expressions or spec.label_expression is not None:
+        where = (f"are not columns of the feature rows (the feed {config.validation.feed}'s, the joins', the "
+                 f"expressions', the label): {', '.join(found)}")
+    elif spec.joins or spec.expressions or spec.label_expression is not None:
         raise ValueError(f"features: joins, expressions and label_expression make the rows without a builder; "
                          f"{spec.builder} makes them here: drop one or the other")
-    provided = _builder_provides(spec.builder)
-    if provided is not None:
-        known = {c for table in config.tables.values() for c in table.columns} | set(provided)
-        for key in ("label", "id_columns", "categorical", "numeric"):
-            value = getattr(spec, key)
-            missing = [c for c in ([value] if isinstance(value, str) else value) if c not in known]
-            if missing:
-                raise ValueError(f"features.{key}: {missing} are in no table and not among the columns "
-                                 f"{spec.builder} declares it adds (its `provides`): fix the name, or add the "
-                                 "column to the builder and its `provides`")
+    else:
+        provided = _builder_provides(spec.builder)
+        if provided is None:
+            return
+        found = [*{c for table in config.tables.values() for c in table.columns}, *provided]
+        where = (f"are in no table and not among the columns {spec.builder} declares it adds (its `provides`): fix "
+                 "the name, or add the column to the builder and its `provides`")
+    for key in ("label", "id_columns", "categorical", "numeric"):
+        value = getattr(spec, key)
+        missing = [c for c in ([value] if isinstance(value, str) else value) if c not in found]
+        if missing:
+            raise ValueError(f"features.{key}: {missing} {where}")
 
 
 def _builder_provides(builder: str) -> tuple[str, ...] | None:
