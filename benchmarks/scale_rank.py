@@ -73,7 +73,7 @@ def peer(job: RankConfig, launched: float) -> dict[str, Any]:
     from jobs.lake.storage import list_files
     from jobs.metrics import evaluate
     from jobs.model.tabular import Preprocessor, build_model, predict_encoded
-    from jobs.training.loop import batch_loss, make_optimizer
+    from jobs.training.steps import batch_loss, make_optimizer
 
     torch.set_num_threads(job.threads_per_process)
     pre = Preprocessor.from_json(job.preprocessor)

@@ -166,7 +166,7 @@ def plain_loop(job: RankConfig, device: str, threads: int) -> Timing:
 
     from jobs.model.tabular import Preprocessor, build_model
     from jobs.training.data import epoch_batches, labelled_rows, place_shard, read_units, shard_units, step_count
-    from jobs.training.loop import make_optimizer, make_scaler, resolve_precision, seed_epoch, train_steps
+    from jobs.training.steps import make_optimizer, make_scaler, resolve_precision, seed_epoch, train_steps
 
     started = time.perf_counter()
     torch.set_num_threads(threads)
@@ -339,7 +339,7 @@ def torchrun(job: RankConfig, experiment_id: str, processes: int, code: str | No
 
 def in_process(job: RankConfig, experiment_id: str) -> Timing:
     """train_fn in this process as the only rank of a gloo group: no processes started."""
-    from jobs.training.loop import train_in_process
+    from jobs.training.driver import train_in_process
 
     job = new_job(job, experiment_id, use_gpu=False)
     launched, started = time.time(), time.perf_counter()

@@ -89,7 +89,7 @@ def fit_preprocessor(rows: Any, spec: Any, min_count: int, clip: bool = False) -
 def fit_mlp(pre: Any, training: Any, holdout: Any, label: str, settings: dict[str, Any], seed: int,
             validation: Any = None) -> Any:
     """The pipeline's net trained with ``settings`` in this process (``schedule``: the learning rate
-    over the steps, ``jobs.training.loop.learning_rate_at``); the holdout's probabilities. With
+    over the steps, ``jobs.training.steps.learning_rate_at``); the holdout's probabilities. With
     ``validation`` rows: ``{"holdout", "validation_score"}`` of the last epoch and ``{"best",
     "best_score", "best_epoch"}`` of the epoch whose net ranked the validation rows best (pooled ROC
     AUC)."""
@@ -97,7 +97,7 @@ def fit_mlp(pre: Any, training: Any, holdout: Any, label: str, settings: dict[st
 
     from jobs.metrics import roc_auc
     from jobs.model.tabular import build_net, predict_proba
-    from jobs.training.loop import learning_rate_at, train_batches
+    from jobs.training.steps import learning_rate_at, train_batches
 
     torch.manual_seed(seed)
     cats, nums = (torch.from_numpy(a) for a in pre.encode(training))

@@ -502,7 +502,7 @@ def fit_mlp(train: pd.DataFrame, serve: pd.DataFrame, cats: list[str], nums: lis
     import torch
 
     from jobs.model.tabular import Preprocessor, build_net, predict_proba, safe_std
-    from jobs.training.loop import batch_loss
+    from jobs.training.steps import batch_loss
 
     vocab = {c: sorted(str(v) for v, n in train[c].value_counts().items() if n >= train_spec.min_category_count)
              for c in cats}

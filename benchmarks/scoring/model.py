@@ -40,7 +40,7 @@ def train_model(
 
     from jobs.model.tabular import build_model
     from jobs.training.data import fit_preprocessor
-    from jobs.training.loop import batch_loss
+    from jobs.training.steps import batch_loss
 
     spec, cfg = config.features, config.train
     features = spark.read.option("basePath", lake.features).parquet(

@@ -181,7 +181,7 @@ class TabularEnsemble(nn.Module):
     another (docs/studies/2026-11-29-the-mlp-as-an-ensemble.md).
 
     In training mode ``forward`` gives each member's logit, [n, members], and the training loop
-    (:func:`jobs.training.loop.batch_loss`) scores every member on its own; in eval mode one logit
+    (:func:`jobs.training.steps.batch_loss`) scores every member on its own; in eval mode one logit
     per row, that of the members' mean probability, so the model predicts, calibrates and serves
     as any net does. Averaging nets trained from other initial weights ranks a day's flights better
     and steadier than one of them (docs/training.md, "The MLP as an ensemble")."""

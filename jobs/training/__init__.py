@@ -6,8 +6,10 @@
   buffer (``train.data_path``), planned from the Parquet footers;
 - :mod:`jobs.training.allocation`: how a rank's process allocates memory (pyarrow's pool, glibc's
   mmap threshold), set as it starts;
-- :mod:`jobs.training.loop`: one TorchDistributor rank (device, precision, steps, evaluation,
-  MLflow logging from rank 0);
+- :mod:`jobs.training.steps`: the step primitives of a rank (device, precision, optimizer, steps);
+- :mod:`jobs.training.loop`: one TorchDistributor rank's program (``train_fn``), in named steps;
+- :mod:`jobs.training.evaluation`: rank 0's part (holdout, validation, calibration, MLflow logging);
+- :mod:`jobs.training.driver`: the launching process's side (rank errors, output, one rank in process);
 - :mod:`jobs.training.checkpoints`: per-epoch state a retried attempt resumes from;
 - :mod:`jobs.training.resources`: how many ranks, and the Spark GPU settings that give them GPUs;
 - :mod:`jobs.training.publish`: the MLflow run, registration, drift baseline, champion gate and

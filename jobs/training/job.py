@@ -54,8 +54,9 @@ from jobs.selection.bar import FAMILY
 from jobs.timings import phase
 from jobs.tracking import check_tracking_server
 from jobs.training.data import WINDOW_PARTS, Window, check_labels, fit_preprocessor, open_window
+from jobs.training.driver import rank_errors, ranks_failed, ranks_output_until_a_failure, train_in_process
 from jobs.training.lifecycle import failed_on_error, terminate_on_signal
-from jobs.training.loop import rank_errors, ranks_failed, ranks_output_until_a_failure, train_fn, train_in_process
+from jobs.training.loop import train_fn
 from jobs.training.publish import open_run, publish
 from jobs.training.rank import RankConfig, batch_size
 from jobs.training.relay import run_relayed

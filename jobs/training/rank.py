@@ -34,7 +34,7 @@ class RankConfig:
     :class:`jobs.model.tabular.Preprocessor` as JSON; ``train_dirs`` and ``holdout_dirs``: the
     feature partitions (lake paths) each rank reads its share of, and rank 0 evaluates on;
     ``builder`` and ``hyper``: the model (``train.model``) and its hyperparameters; ``precision``:
-    ``train.precision`` (``auto`` resolved by the rank, :func:`jobs.training.loop.resolve_precision`);
+    ``train.precision`` (``auto`` resolved by the rank, :func:`jobs.training.steps.resolve_precision`);
     ``checkpoint_dir``: where rank 0 saves every epoch (None: no checkpoints);
     ``collective_timeout_s``: how long a rank waits in a collective for a dead peer;
     ``data_path``, ``buffer_rows``, ``read_ahead``, ``read_batch_rows``: how a rank reads its share
@@ -74,7 +74,7 @@ class RankConfig:
     arrow_memory_pool: str = "system"  # system | mimalloc | jemalloc | default (train.arrow_memory_pool)
     malloc_mmap_threshold: int = 1048576  # bytes (train.malloc_mmap_threshold; 0: glibc's default)
     weight_decay: float = 0.0  # AdamW's (train.weight_decay)
-    lr_schedule: str = "constant"  # train.lr_schedule (jobs.training.loop.learning_rate_at)
+    lr_schedule: str = "constant"  # train.lr_schedule (jobs.training.steps.learning_rate_at)
     keep_best_epoch: bool = False  # train.keep_best_epoch: rank 0 keeps the epoch best on the validation days
     selection_metric: str = "roc_auc"  # by which metric (train.promotion_metric)
     validation_dirs: tuple[str, ...] = ()

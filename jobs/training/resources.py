@@ -41,7 +41,7 @@ def choose_launcher(setting: str, *, use_gpu: bool, local_mode: bool, labelled_r
                     max_rows: int) -> tuple[str, str]:
     """Who runs the ranks (``train.launcher``), and why, in words for the job's log.
 
-    ``in_process``: one rank, in the train job's own process (:func:`jobs.training.loop.train_in_process`):
+    ``in_process``: one rank, in the train job's own process (:func:`jobs.training.driver.train_in_process`):
     no processes started, none of torchrun's or the ranks' imports of torch, pandas, pyarrow and
     ``jobs`` (a fixed cost of seconds, larger than a month's window's training: docs/bench/training.md).
     ``torch_distributor``: ``train.num_processes`` ranks (one per GPU) through TorchDistributor, in

@@ -44,7 +44,7 @@ def watch_parent(child: subprocess.Popen, parent: int) -> None:
 def main(argv: list[str]) -> None:
     """Exits 0 whatever torchrun's status, as pyspark's wrapper does: TorchDistributor judges the
     training by the output file rank 0 writes (none: "TorchDistributor failed during training"), and
-    the train job then reads what the ranks said (:func:`jobs.training.loop.rank_errors`)."""
+    the train job then reads what the ranks said (:func:`jobs.training.driver.rank_errors`)."""
     parent = os.getppid()
     child = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *argv], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=os.environ)

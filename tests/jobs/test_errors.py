@@ -209,7 +209,7 @@ def test_a_python_workers_exception_is_told_by_the_line_its_traceback_ends_with(
 FAILING_RANK_JOB = """
 from jobs.runner import run_job
 from jobs.lake.spark import configure_logging, get_spark
-from jobs.training.loop import ranks_output_until_a_failure
+from jobs.training.driver import ranks_output_until_a_failure
 
 def rank():
     raise ValueError("the rank's own failure")

@@ -152,7 +152,7 @@ def test_an_ensemble_is_its_members_side_by_side_each_learning_from_its_own_loss
     probability; one optimizer step on the ensemble's loss (:func:`batch_loss`, the members' mean)
     moves every member as a step of its own net on its own loss would (the members share nothing)."""
     from jobs.model.tabular import TabularEnsemble, build_net
-    from jobs.training.loop import batch_loss
+    from jobs.training.steps import batch_loss
 
     torch.manual_seed(0)
     hyper = {"embedding_dim": 3, "hidden_units": [8, 4], "wide": True}

@@ -254,7 +254,8 @@ def test_a_rank_that_stopped_on_a_data_error_fails_the_job_as_a_data_error(tmp_p
     """What a rank writes when it stops (note_rank_error) tells the driver whether a retry would
     help: an unreadable row group is a data error (not retried), anything else a fault."""
     from jobs.errors import DataError
-    from jobs.training.loop import note_rank_error, rank_errors, ranks_failed
+    from jobs.training.driver import rank_errors, ranks_failed
+    from jobs.training.loop import note_rank_error
 
     folder = str(tmp_path / "checkpoints")
     for rank, err in (("0", RuntimeError("Connection closed by peer")),
@@ -302,7 +303,7 @@ def test_a_streamed_holdout_keeps_its_labels_not_its_features(tmp_path):
     import pyarrow as pa
     import torch
 
-    from jobs.training.loop import HoldoutRows
+    from jobs.training.evaluation import HoldoutRows
 
     dirs, pre = write_holdout(tmp_path, groups=20, rows_per_group=5000)  # 16 MB of float features
     units = plan_shares(dirs, 1, "label").units
@@ -330,7 +331,7 @@ def test_a_streamed_holdout_read_in_batches_gives_scikit_learns_metrics(tmp_path
 
     from jobs.metrics import evaluate
     from jobs.model.tabular import build_net
-    from jobs.training.loop import HoldoutRows
+    from jobs.training.evaluation import HoldoutRows
 
     dirs, pre = write_holdout(tmp_path, groups=4, rows_per_group=500)
     units = list(plan_shares(dirs, 1, "label").units)

@@ -225,7 +225,7 @@ def test_rank_0_logging_through_the_relay_logs_what_it_logs_itself(small_trainin
     result, and models that predict the same, to the bit."""
     import mlflow
 
-    from jobs.training.loop import train_in_process
+    from jobs.training.driver import train_in_process
     from jobs.training.relay import run_relayed
 
     uri = small_training["uri"]
@@ -256,7 +256,7 @@ def test_an_ensemble_trains_in_the_job_s_loop_and_its_logged_model_serves_the_me
 
     from jobs.model.calibration import CALIBRATION_FILE, apply_scale
     from jobs.model.tabular import HYPER_FILE, Preprocessor, TabularEnsemble, build_model, predict_proba
-    from jobs.training.loop import train_in_process
+    from jobs.training.driver import train_in_process
 
     hyper = {"embedding_dim": 4, "hidden_units": [8], "wide": "onehot", "dropout": 0.2, "members": 3}
     result = train_in_process(small_training["new_job"](hyper=hyper))
@@ -293,7 +293,7 @@ def test_rank_0_under_the_relay_imports_no_mlflow(small_training):
 
     from jobs.training.relay import run_relayed
 
-    script = ("import json, sys\nfrom jobs.training.loop import train_in_process\n"
+    script = ("import json, sys\nfrom jobs.training.driver import train_in_process\n"
               "from jobs.training.rank import RankConfig\n"
               "result = train_in_process(RankConfig.from_json(sys.argv[1]))\n"
               "print(json.dumps({'result': result, 'modules': sorted(m for m in sys.modules "
@@ -357,7 +357,7 @@ def test_rank_0_stops_when_the_relay_cannot_forward_its_log(small_training):
     """Forwarding that fails (here a run the store does not have; in life a tracking server gone
     past its retries) stops rank 0 at its next event, saying why, instead of training on for a
     run nothing more reaches."""
-    from jobs.training.loop import train_in_process
+    from jobs.training.driver import train_in_process
     from jobs.training.relay import run_relayed
 
     job = small_training["new_job"](run_id="0" * 32, epochs=500)
@@ -419,7 +419,8 @@ def test_every_tensor_a_rank_hands_to_a_collective_is_created_on_its_device(smal
     rank's device (here the CPU, under gloo), never left on the default device, whichever data path."""
     import mlflow
 
-    from jobs.training.loop import rank_device, train_in_process
+    from jobs.training.driver import train_in_process
+    from jobs.training.steps import rank_device
 
     handed = record_collectives(monkeypatch)
     job = small_training["new_job"](**(STREAMING if data_path == "stream" else {}))
@@ -446,7 +447,7 @@ def test_mixed_precision_trains_in_that_precision_and_says_so_in_the_run(small_t
 
     import mlflow
 
-    from jobs.training.loop import train_in_process
+    from jobs.training.driver import train_in_process
 
     job = small_training["new_job"](precision=precision)
     with TensorLedger() as ledger:
@@ -464,7 +465,7 @@ def test_mixed_precision_trains_in_that_precision_and_says_so_in_the_run(small_t
 
 
 def test_precision_auto_is_fp32_on_the_cpu_and_an_unknown_precision_is_refused(config):
-    from jobs.training.loop import resolve_precision
+    from jobs.training.steps import resolve_precision
 
     assert resolve_precision("auto", torch.device("cpu")) == "fp32"
     assert resolve_precision("bf16", torch.device("cpu")) == "bf16"
@@ -480,7 +481,7 @@ def test_a_world_of_one_trains_the_net_itself_to_ddp_s_weights_to_the_bit(config
     from torch.nn.parallel import DistributedDataParallel
 
     from jobs.model.tabular import Preprocessor, build_model
-    from jobs.training.loop import make_optimizer, train_batches, wrap_model
+    from jobs.training.steps import make_optimizer, train_batches, wrap_model
 
     pre = Preprocessor(categorical=["carrier", "origin"], numeric=["distance", "dep_hour"],
                        vocab={"carrier": ["AA", "B6", "UA"], "origin": ["EWR", "JFK", "LGA"]},
@@ -544,7 +545,7 @@ def test_the_model_is_chosen_by_config_and_logged_with_its_code(small_training, 
 
     import mlflow
 
-    from jobs.training.loop import train_in_process
+    from jobs.training.driver import train_in_process
 
     (tmp_path / "my_models.py").write_text(USER_MODEL)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -568,7 +569,7 @@ def test_rank_0_calibrates_the_mlp_on_the_validation_days_before_logging_it(spar
     from jobs.metrics import evaluate
     from jobs.model.tabular import predict_proba
     from jobs.selection.bar import read_rows
-    from jobs.training.loop import train_in_process
+    from jobs.training.driver import train_in_process
 
     dirs, inputs, label = small_training["dirs"], config.features.inputs, config.features.label
     job = small_training["new_job"](train_dirs=dirs[:2], validation_dirs=dirs[2:3])
@@ -654,7 +655,7 @@ def test_a_run_left_running_before_its_first_param_is_ended_by_the_next_start(tm
 def test_a_streaming_training_resumed_from_its_checkpoint_ends_as_one_that_never_stopped(small_training, tmp_path):
     """The streaming order is a function of (seed, epoch, rank): a training that stops after its
     first epoch's checkpoint and is started again ends with the metrics of one that never stopped."""
-    from jobs.training.loop import train_in_process
+    from jobs.training.driver import train_in_process
 
     with first_epoch_saved(tmp_path) as (checkpoints, kept_after_one):
         straight = train_in_process(small_training["new_job"](**STREAMING, checkpoint_dir=checkpoints))
@@ -669,7 +670,7 @@ def test_row_groups_read_in_batches_train_the_model_whole_row_groups_train(small
     rank gives this process its pyarrow pool back."""
     import pyarrow as pa
 
-    from jobs.training.loop import train_in_process
+    from jobs.training.driver import train_in_process
 
     pool = pa.default_memory_pool().backend_name
     whole = train_in_process(small_training["new_job"](**{**STREAMING, "read_batch_rows": 1_000_000}))
@@ -697,7 +698,7 @@ def test_an_unreadable_row_group_mid_epoch_fails_the_rank_naming_the_file_and_th
     import mlflow
 
     from jobs.errors import DataError
-    from jobs.training.loop import rank_errors, ranks_failed, train_in_process
+    from jobs.training.driver import rank_errors, ranks_failed, train_in_process
     from jobs.training.stream import RowGroupReadError
     from tests.jobs.training.test_stream import damage_row_group
 
@@ -719,25 +720,19 @@ def test_an_unreadable_row_group_mid_epoch_fails_the_rank_naming_the_file_and_th
 
 
 def test_a_rank_other_than_0_imports_no_mlflow():
-    """What every rank imports (loop.py's own imports, train_fn's and train_rank's outside rank 0's
-    blocks), run in a fresh interpreter: no MLflow (only rank 0 logs: its import is a second of a
-    rank's start), no plotting or scikit-learn (rank 0's evaluation and figures)."""
-    import ast
+    """What every rank imports (loop.py and the modules it imports before its first mark,
+    :data:`jobs.training.loop.RANK_MODULES`), run in a fresh interpreter: no MLflow (only rank 0
+    logs: its import is a second of a rank's start), no plotting or scikit-learn (rank 0's
+    evaluation and figures)."""
     import json
     import subprocess
     import sys
 
-    from jobs.training import loop
+    from jobs.training.loop import RANK_MODULES
 
-    tree = ast.parse(Path(loop.__file__).read_text())
-
-    def imports(body: list[ast.stmt]) -> list[str]:
-        return [ast.unparse(node) for node in body if isinstance(node, ast.Import | ast.ImportFrom)]
-
-    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
-    statements = [*imports(tree.body), *imports(functions["train_fn"].body), *imports(functions["train_rank"].body)]
-    assert any("torch.distributed" in s for s in statements) and any("jobs.training.stream" in s for s in statements)
-    code = "\n".join([*statements, "import sys, json",
+    assert "torch.distributed" in RANK_MODULES and "jobs.training.stream" in RANK_MODULES
+    code = "\n".join(["from jobs.training.loop import import_rank_modules", "import_rank_modules()",
+                      "import sys, json",
                       "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
                       "('mlflow', 'matplotlib', 'sklearn'))))"])
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
@@ -746,7 +741,7 @@ def test_a_rank_other_than_0_imports_no_mlflow():
 
 
 def test_the_learning_rate_schedules_start_at_the_rate_and_cosine_ends_near_zero():
-    from jobs.training.loop import learning_rate_at
+    from jobs.training.steps import learning_rate_at
 
     total = 1000
     assert [learning_rate_at(0.01, "constant", s, total) for s in (0, 500, 999)] == [0.01] * 3
@@ -766,7 +761,7 @@ def test_the_validation_days_are_read_with_each_row_s_day_in_memory_and_streamed
     import numpy as np
 
     from jobs.lake.layout import PARTITION
-    from jobs.training.loop import HoldoutRows
+    from jobs.training.evaluation import HoldoutRows
     from jobs.training.stream import plan_shares
 
     dirs, label = small_training["dirs"][:3], config.features.label
@@ -794,7 +789,7 @@ def test_rank_0_logs_the_net_of_the_epoch_best_on_the_validation_days(spark, con
     from jobs.metrics import evaluate
     from jobs.model.tabular import predict_proba
     from jobs.selection.bar import read_rows
-    from jobs.training.loop import train_in_process
+    from jobs.training.driver import train_in_process
 
     dirs, inputs, label = small_training["dirs"], config.features.inputs, config.features.label
     validation = read_rows(spark, dirs[2:3], inputs, label)
@@ -859,7 +854,7 @@ def test_a_cosine_training_resumed_from_its_checkpoint_ends_as_one_that_never_st
     """The rate is a function of the step over the whole training: stopped after its first epoch and
     started again, a cosine training ends with the metrics of one that never stopped, and not with
     those of a constant rate."""
-    from jobs.training.loop import train_in_process
+    from jobs.training.driver import train_in_process
 
     settings = {"lr_schedule": "cosine", "epochs": 3}
     with first_epoch_saved(tmp_path) as (checkpoints, kept_after_one):
