@@ -26,7 +26,12 @@ KEY_COLUMNS = ["year", "month", "day", "carrier", "flight", "origin", "dest", "s
 
 def suites() -> dict[str, TableSuite]:
     """The rules each raw table's rows must satisfy (see :mod:`jobs.validation.rules`)."""
-    from jobs.validation.rules import Between, Condition, InSet, Matches, TableSuite, Unique, calendar_date, not_null
+    return {"flights": flights_suite(), "weather": weather_suite(), **reference_suites()}
+
+
+def flights_suite() -> TableSuite:
+    """The flights table's rules: keys, clock times, plausible delays, known carriers and airports."""
+    from jobs.validation.rules import Between, Condition, InSet, TableSuite, Unique, calendar_date, not_null
 
     def clock(column: str, low: int) -> Condition:
         return Condition(
@@ -38,7 +43,7 @@ def suites() -> dict[str, TableSuite]:
     def minutes(column: str) -> str:
         return f"(({column} div 100) * 60 + {column} % 100)"
 
-    flights = TableSuite(
+    return TableSuite(
         partition_date=calendar_date("year", "month", "day"),
         key=FLIGHT_KEY,
         rules=[
@@ -72,7 +77,13 @@ def suites() -> dict[str, TableSuite]:
                   column="tailnum", reference="planes.tailnum"),
         ],
     )
-    weather = TableSuite(
+
+
+def weather_suite() -> TableSuite:
+    """The weather table's rules: one plausible observation per origin and hour."""
+    from jobs.validation.rules import Between, InSet, TableSuite, Unique, calendar_date, not_null
+
+    return TableSuite(
         partition_date=calendar_date("year", "month", "day"),
         key=("origin", "year", "month", "day", "hour"),
         rules=[
@@ -98,6 +109,12 @@ def suites() -> dict[str, TableSuite]:
                    key=("origin", "year", "month", "day", "hour")),
         ],
     )
+
+
+def reference_suites() -> dict[str, TableSuite]:
+    """The rules of the reference tables: planes, airports and airlines."""
+    from jobs.validation.rules import Between, Matches, TableSuite, Unique, not_null
+
     planes = TableSuite(
         rules=[
             *not_null("tailnum"),
@@ -125,7 +142,7 @@ def suites() -> dict[str, TableSuite]:
             Unique(name="carrier_unique", description="one row per carrier code", key=("carrier",)),
         ]
     )
-    return {"flights": flights, "weather": weather, "planes": planes, "airports": airports, "airlines": airlines}
+    return {"planes": planes, "airports": airports, "airlines": airlines}
 
 
 
