@@ -15,13 +15,12 @@ MAX_FUNCTION_LINES = 80
 
 # Modules allowed over MAX_LINES: path -> why.
 LONG_MODULES = {
-    "orchestration/replay/engine.py": "being split by issue 63 item 2 (the training sequence written once)",
+    "orchestration/replay/engine.py": "the replay's policies and its steps in one module: to split by what they do",
     "orchestration/health/page.py": "at the limit (458 lines): its SVG charts move to a module of their own "
                                     "when it next grows",
 }
 # Functions allowed over MAX_FUNCTION_LINES: "path:qualified name" -> why.
 LONG_FUNCTIONS = {
-    "jobs/training/job.py:main": "being split by issue 63 item 1 (promotion its own job)",
 }
 
 

@@ -164,7 +164,7 @@ def train_mlp(spark: SparkSession, args: TrainArgs, window: Window, features: Da
     """An MLP on the window with TorchDistributor's ranks (or as one rank in this process): a sweep
     candidate's report under ``--parent-run-id``, else registered, gated and summarised."""
     cfg, spec = args.config.train, args.config.features
-    use_gpu, local_mode, precision = cfg.use_gpu, cfg.local_mode, cfg.precision
+    use_gpu, local_mode = cfg.use_gpu, cfg.local_mode
     train_days, holdout_days = window.days["train"], window.days["holdout"]
     train_dirs, validation_dirs, holdout_dirs = (window.dirs[part] for part in ("train", "validation", "holdout"))
     train_window, windows = window.described, (window.span("train"), window.span("holdout"))
@@ -190,21 +190,8 @@ def train_mlp(spark: SparkSession, args: TrainArgs, window: Window, features: Da
 
     # Open (or resume) the MLflow run with everything that shapes the training as its parameters.
     from jobs.config import tracking_uri
-    from jobs.tracking import code_version
 
-    params = {
-        "run_date": args.run_date, "train_start": train_days[0], "train_end": train_days[-1],
-        "holdout_start": holdout_days[0], "holdout_end": holdout_days[-1], "features_path": args.lake.features,
-        "epochs": cfg.epochs, "batch_size": batch_size(cfg), "learning_rate": cfg.learning_rate, "precision": precision,
-        "weight_decay": cfg.weight_decay, "lr_schedule": cfg.lr_schedule, "keep_best_epoch": cfg.keep_best_epoch,
-        "seed": cfg.seed, "num_processes": num_processes, "use_gpu": use_gpu, "local_mode": local_mode,
-        "launcher": launcher,
-        "min_category_count": cfg.min_category_count, "config": args.config.source, "model": cfg.model,
-        "data_path": cfg.data_path, "buffer_rows": cfg.buffer_rows, "read_ahead": cfg.read_ahead,
-        "read_batch_rows": cfg.read_batch_rows, "arrow_memory_pool": cfg.arrow_memory_pool,
-        "malloc_mmap_threshold": cfg.malloc_mmap_threshold,
-        **cfg.hyperparameters, **code_version(),
-    }
+    params = run_params(args, window, num_processes, launcher)
     tags = {**started(args), FAMILY: "mlp"}
     if args.parent_run_id:
         tags["mlflow.parentRunId"] = args.parent_run_id
@@ -230,25 +217,7 @@ def train_mlp(spark: SparkSession, args: TrainArgs, window: Window, features: Da
                             validation_dirs=validation_dirs).replace(data_path=data_path)
     # Any failure from here on, SIGTERM included, ends the run as FAILED (a retry still resumes it).
     with failed_on_error(client(), run.run_id):
-        rank_errors(run.checkpoint_dir, clear=True)  # what an earlier attempt's ranks said
-        try:
-            if launcher == IN_PROCESS:  # its own error, as it is: no rank output to read it from
-                with phase("ranks"):
-                    result = train_in_process(rank)
-            else:
-                from jobs.training.launcher import LeanTorchDistributor
-
-                distributor = LeanTorchDistributor(num_processes=num_processes, local_mode=local_mode,
-                                                   use_gpu=use_gpu)
-                with ranks_output_until_a_failure(), phase("ranks"):
-                    # rank 0 logs through files beside the checkpoints, forwarded from here as they come
-                    result = run_relayed(rank.replace(events_dir=f"{run.checkpoint_dir}/events"),
-                                         lambda job: distributor.run(train_fn, job))
-        except RuntimeError as err:  # "TorchDistributor failed during training": the ranks say why
-            said = rank_errors(run.checkpoint_dir)
-            if said:
-                raise ranks_failed(said) from err
-            raise
+        result = launch_ranks(rank, launcher, num_processes, cfg, run.checkpoint_dir)
         if not result:
             raise RuntimeError("training returned no result from rank 0")
         if args.parent_run_id:  # a sweep candidate: the report, no registration
@@ -266,6 +235,51 @@ def train_mlp(spark: SparkSession, args: TrainArgs, window: Window, features: Da
             bins = feature_bins(features, pre, args.config.score.drift.bins, cfg.in_process_max_rows)
         publish(spark, args.lake, args.config, args.run_date, run, result, bins, holdout_dirs, windows,
                 validation_dirs=validation_dirs, started=started(args))
+
+
+def run_params(args: TrainArgs, window: Window, num_processes: int, launcher: str) -> dict[str, Any]:
+    """The MLflow run's parameters: everything that shapes the training."""
+    from jobs.tracking import code_version
+
+    cfg = args.config.train
+    train_days, holdout_days = window.days["train"], window.days["holdout"]
+    return {
+        "run_date": args.run_date, "train_start": train_days[0], "train_end": train_days[-1],
+        "holdout_start": holdout_days[0], "holdout_end": holdout_days[-1], "features_path": args.lake.features,
+        "epochs": cfg.epochs, "batch_size": batch_size(cfg), "learning_rate": cfg.learning_rate,
+        "precision": cfg.precision, "weight_decay": cfg.weight_decay, "lr_schedule": cfg.lr_schedule,
+        "keep_best_epoch": cfg.keep_best_epoch,
+        "seed": cfg.seed, "num_processes": num_processes, "use_gpu": cfg.use_gpu, "local_mode": cfg.local_mode,
+        "launcher": launcher,
+        "min_category_count": cfg.min_category_count, "config": args.config.source, "model": cfg.model,
+        "data_path": cfg.data_path, "buffer_rows": cfg.buffer_rows, "read_ahead": cfg.read_ahead,
+        "read_batch_rows": cfg.read_batch_rows, "arrow_memory_pool": cfg.arrow_memory_pool,
+        "malloc_mmap_threshold": cfg.malloc_mmap_threshold,
+        **cfg.hyperparameters, **code_version(),
+    }
+
+
+def launch_ranks(rank: RankConfig, launcher: str, num_processes: int, cfg: Any, checkpoint_dir: str) -> Any:
+    """Rank 0's result: TorchDistributor runs train_fn in every rank (or this process runs it as
+    the only rank); a failure the ranks explained is raised with what they said."""
+    rank_errors(checkpoint_dir, clear=True)  # what an earlier attempt's ranks said
+    try:
+        if launcher == IN_PROCESS:  # its own error, as it is: no rank output to read it from
+            with phase("ranks"):
+                return train_in_process(rank)
+        from jobs.training.launcher import LeanTorchDistributor
+
+        distributor = LeanTorchDistributor(num_processes=num_processes, local_mode=cfg.local_mode,
+                                           use_gpu=cfg.use_gpu)
+        with ranks_output_until_a_failure(), phase("ranks"):
+            # rank 0 logs through files beside the checkpoints, forwarded from here as they come
+            return run_relayed(rank.replace(events_dir=f"{checkpoint_dir}/events"),
+                               lambda job: distributor.run(train_fn, job))
+    except RuntimeError as err:  # "TorchDistributor failed during training": the ranks say why
+        said = rank_errors(checkpoint_dir)
+        if said:
+            raise ranks_failed(said) from err
+        raise
 
 
 
