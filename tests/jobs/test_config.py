@@ -194,6 +194,7 @@ def test_overrides_come_as_json_an_option_wins_and_a_window_length_drops_the_exp
 def test_adding_an_override_is_one_line_that_reaches_the_dags_params_and_the_jobs_parser(monkeypatch):
     import jobs.config
     import jobs.config.cli
+    import orchestration.dags.train  # noqa: F401 (imported now: bound to the real overrides, not this test's)
     from jobs.training.job import parse_args
 
     names = (*jobs.config.cli.RUN_OVERRIDES, "seed")  # the one line: a name in RUN_OVERRIDES
