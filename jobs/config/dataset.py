@@ -1,10 +1,13 @@
-"""The dataset's description: its raw tables, the rules' module and the limits of a day's batch, the
-feature builder, its columns and label, and the point-in-time history and calendar features."""
+"""The dataset's description: its raw tables, the days its feed has rows, the rules' module and the
+limits of a day's batch, the feature builder, its columns and label, and the point-in-time history
+and calendar features."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any, Literal
 
 from pydantic import field_validator, model_validator
 
@@ -44,6 +47,44 @@ class TableSpec:
     def ddl(self) -> str:
         """The Spark DDL schema string, in file column order."""
         return ", ".join(f"`{c}` {t}" for c, t in self.columns.items())
+
+
+FEED_DAYS = ("every", "weekdays")
+
+
+@section
+class FeedCalendar:
+    """``feed_calendar``: the days the feed has rows. A closed day is neither a missing partition
+    nor a day to wait for: validation, features, scoring and the monitor pass over it, a training
+    window counts only open days, and the history features count it as a gap."""
+
+    days: Literal[FEED_DAYS] = setting("every", "every: rows every calendar day; weekdays: Monday to "  # type: ignore[valid-type]
+                                                "Friday only")
+    closed: tuple[dt.date, ...] = setting((), "days the feed has no rows by design (holidays, shutdowns), YYYY-MM-DD")
+
+    def is_open(self, day: dt.date) -> bool:
+        """Whether the feed has rows on ``day``."""
+        return not (self.days == "weekdays" and day.weekday() >= 5) and day not in self.closed
+
+    def open_days(self, days: Iterable[dt.date]) -> list[dt.date]:
+        """The open days among ``days``, in their order."""
+        return [day for day in days if self.is_open(day)]
+
+    def open_between(self, first: dt.date, last: dt.date) -> list[dt.date]:
+        """The open days from ``first`` to ``last``, both included, oldest first."""
+        return self.open_days(first + dt.timedelta(days=n) for n in range((last - first).days + 1))
+
+    def open_days_ending(self, day: dt.date, count: int) -> list[dt.date]:
+        """The ``count`` open days that end on or before ``day``, oldest first: a window of N days
+        holds N days with rows, however many closed days lie among them."""
+        if count < 1:
+            raise ValueError(f"a window needs at least one day, got {count}")
+        found: list[dt.date] = []
+        while len(found) < count:  # terminates: weekdays are open, and the closed days are finitely many
+            if self.is_open(day):
+                found.append(day)
+            day -= dt.timedelta(days=1)
+        return found[::-1]
 
 
 @dataclasses.dataclass(frozen=True)

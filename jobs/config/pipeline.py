@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import field_validator, model_validator
 
 from jobs.config.base import section, setting
-from jobs.config.dataset import FeatureSpec, TableSpec, ValidationSpec
+from jobs.config.dataset import FeatureSpec, FeedCalendar, TableSpec, ValidationSpec
 from jobs.config.runtime import import_object
 from jobs.config.serving import MonitoringSpec, ScoreSpec, TrackingSpec
 from jobs.config.training import DEFAULT_BASELINES, BaselineSpec, EvaluationSpec, SweepSpec, TrainSpec
@@ -21,6 +21,7 @@ class PipelineConfig:
 
     dataset: str = setting(doc="the dataset's name, in reports and run params")
     tables: dict[str, TableSpec] = setting(doc="the raw tables by name")
+    feed_calendar: FeedCalendar = setting(FeedCalendar(), "the days the feed has rows (default: every day)")
     validation: ValidationSpec = setting(doc="the rules' module, the feed, the limits of a day's batch")
     features: FeatureSpec = setting(doc="the feature builder, its columns and label")
     train: TrainSpec = setting(doc="the training window, the net, the launch and the gate")

@@ -15,6 +15,7 @@ import yaml
 from jobs.config import (
     DEFAULT_CONFIG,
     ConfigError,
+    FeedCalendar,
     WindowArgs,
     days_ending,
     job_parser,
@@ -35,6 +36,21 @@ def test_days_ending_is_consecutive_and_ends_on_the_run_date():
 def test_days_ending_rejects_an_empty_window():
     with pytest.raises(ValueError, match="at least one day"):
         days_ending(dt.date(2013, 1, 1), 0)
+
+
+def test_a_feed_calendar_says_which_days_are_open_and_counts_a_window_in_open_days():
+    every = FeedCalendar()
+    assert every.open_days_ending(dt.date(2013, 1, 6), 3) == days_ending(dt.date(2013, 1, 6), 3)  # the default
+    weekdays = FeedCalendar(days="weekdays", closed=(dt.date(2013, 1, 1),))  # 2013-01-05 is a Saturday
+    assert [weekdays.is_open(dt.date(2013, 1, d)) for d in (1, 2, 4, 5, 6, 7)] == [False, True, True, False,
+                                                                                   False, True]
+    assert weekdays.open_between(dt.date(2012, 12, 31), dt.date(2013, 1, 7)) == [
+        dt.date(2012, 12, 31), dt.date(2013, 1, 2), dt.date(2013, 1, 3), dt.date(2013, 1, 4), dt.date(2013, 1, 7)]
+    # N days of a window are N open days, ending with the last open day on or before the run date
+    assert weekdays.open_days_ending(dt.date(2013, 1, 6), 4) == [
+        dt.date(2012, 12, 31), dt.date(2013, 1, 2), dt.date(2013, 1, 3), dt.date(2013, 1, 4)]
+    with pytest.raises(ValueError, match="at least one day"):
+        weekdays.open_days_ending(dt.date(2013, 1, 6), 0)
 
 
 def test_parse_job_args_resolves_the_training_window_from_config(tmp_path):
@@ -75,6 +91,7 @@ def _changed(tmp_path: Path, text: str) -> Path:
     ("train:\n  train_days: 30\n  max_train_days: 20\n", "train", "must be at least train.train_days"),
     ("train:\n  validation_days: 0\n", "train.validation_days", "chosen on the validation days"),
     ("validation:\n  feed: planes\n", "validation.feed", "must be a daily table"),
+    ("feed_calendar:\n  days: weekends\n", "feed_calendar.days", "'every' or 'weekdays' (got 'weekends')"),
 ])
 def test_a_mistake_is_refused_at_load_naming_the_file_the_key_and_the_value(tmp_path, text, where, said):
     path = _changed(tmp_path, text)
