@@ -31,17 +31,22 @@ def raw_deadline(day: dt.date, wait_hours: float) -> dt.datetime:
 
 
 def wait_for_raw(pipeline: Pipeline, *, wait_hours: float = 6.0) -> Any:
-    """A sensor that waits for the run day's raw feed partition; past ``wait_hours`` after the day
-    ended (:func:`raw_wait_hours`: ``$PIPELINE_RAW_WAIT_HOURS`` overrides it) it skips the run
-    (nothing to ingest, nothing downstream) instead of failing it."""
+    """A sensor that waits for the run day's raw feed partition (a closed day of ``feed_calendar``:
+    none to wait for); past ``wait_hours`` after the day ended (:func:`raw_wait_hours`:
+    ``$PIPELINE_RAW_WAIT_HOURS`` overrides it) it skips the run (nothing to ingest, nothing
+    downstream) instead of failing it."""
 
     @task.sensor(task_id="wait_for_raw", poke_interval=300, timeout=(wait_hours + 24) * 3600,
                  mode="reschedule", soft_fail=True)
     def sensor(run_date: str) -> bool:
         from jobs.lake.storage import is_dir
 
-        lake, feed = lake_of(pipeline), config_of(pipeline).validation.feed
+        config = config_of(pipeline)
+        lake, feed = lake_of(pipeline), config.validation.feed
         day = dt.date.fromisoformat(run_date)
+        if not config.feed_calendar.is_open(day):  # the jobs pass over it and succeed, saying so
+            print(f"{day} is closed for {feed} (feed_calendar): no raw data to wait for")
+            return True
         folder = lake.raw_partition(feed, day)
         if is_dir(folder):
             print(f"raw {feed} for {day} is in: {folder}")
@@ -61,7 +66,8 @@ def wait_for_raw(pipeline: Pipeline, *, wait_hours: float = 6.0) -> Any:
 
 def publish_features(pipeline: Pipeline) -> Any:
     """After the features job: update the pipeline's ``features`` Asset with the days whose
-    features were (re)built."""
+    features were (re)built, the window's open days (``feed_calendar``); a window of closed days
+    only publishes nothing (skipped)."""
     asset = pipeline_assets(pipeline.name).features
 
     @task(task_id="publish_features", outlets=[asset])
@@ -69,7 +75,11 @@ def publish_features(pipeline: Pipeline) -> Any:
         from jobs.config import days_ending
 
         lake = lake_of(pipeline)
-        window = days_ending(dt.date.fromisoformat(run_date), int(days))
+        span = days_ending(dt.date.fromisoformat(run_date), int(days))
+        window = config_of(pipeline).feed_calendar.open_days(span)  # a closed day has no partition to publish
+        if not window:
+            raise AirflowSkipException(f"{span[0]}..{span[-1]} holds no open day of the feed (feed_calendar): "
+                                       "no features to publish, nothing to score")
         if missing := missing_feature_days(lake, window):
             raise AirflowFailException(f"the features job ended but {missing} have no partition in {lake.features}")
         extra = {"days": [day.isoformat() for day in window], "path": lake.features}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
@@ -15,6 +15,9 @@ from jobs.config.pipelines import Pipeline
 from orchestration.assets import asset_events, asset_extras, pipeline_assets
 from orchestration.decisions import decay_event, drift_event, ingest_hint, missing_feature_days
 from orchestration.pipelines import config_of, dag_ids, lake_of
+
+if TYPE_CHECKING:
+    from jobs.config import FeedCalendar
 
 
 def scoring_days(run_date: str | None, features: Iterable[dict[str, Any]],
@@ -34,6 +37,13 @@ def scoring_days(run_date: str | None, features: Iterable[dict[str, Any]],
         if extra.get("run_date"):
             days.setdefault(extra["run_date"], True)
     return [{"day": day, "after_retraining": again} for day, again in sorted(days.items())]
+
+
+def open_scoring_days(days: list[dict[str, Any]], calendar: FeedCalendar) -> tuple[list[dict[str, Any]], list[str]]:
+    """The planned ``days`` the feed has rows on (``feed_calendar``), and the closed ones: a closed
+    day has no features, and scoring it is nothing to do, not a missing partition."""
+    found = [item for item in days if calendar.is_open(dt.date.fromisoformat(item["day"]))]
+    return found, [item["day"] for item in days if item not in found]
 
 
 def unplanned_events(events: Iterable[tuple[dt.datetime, dict[str, Any]]], mark: dt.datetime | None,
@@ -68,7 +78,12 @@ def plan_scoring(pipeline: Pipeline) -> Any:
         lake = lake_of(pipeline)
         run_date = (params or {}).get("run_date")
         fresh = [] if run_date else _unplanned_features(lake, inlet_events, triggering_asset_events, features)
-        days = scoring_days(run_date, fresh, asset_extras(triggering_asset_events, champion))
+        planned = scoring_days(run_date, fresh, asset_extras(triggering_asset_events, champion))
+        days, closed = open_scoring_days(planned, config_of(pipeline).feed_calendar)
+        if closed:
+            print(f"not scoring {', '.join(closed)}: closed for the feed (feed_calendar), no rows to score")
+        if planned and not days:
+            raise AirflowSkipException(f"{', '.join(closed)}: closed for the feed (feed_calendar): nothing to score")
         if not days and asset_extras(triggering_asset_events, features):
             raise AirflowSkipException("the features events of this run were planned by an earlier scoring run "
                                        "(it started after they came): nothing left to score")

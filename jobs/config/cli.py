@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import datetime as dt
 import json
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -195,13 +196,28 @@ class JobArgs:
 
 @dataclasses.dataclass(frozen=True)
 class WindowArgs(JobArgs):
-    """A job over a window of days ending with the run date (``--days``)."""
+    """A job over a window of days ending with the run date (``--days``): the open ones of the
+    feed's calendar (``feed_calendar``); a closed day is passed over, not missing."""
 
     days: int
 
     @property
     def window(self) -> list[dt.date]:
-        return days_ending(self.run_date, self.days)
+        """The window's open days, oldest first (every day of it with the default calendar)."""
+        return self.config.feed_calendar.open_days(days_ending(self.run_date, self.days))
+
+    def nothing_open(self, log: logging.Logger, job: str) -> bool:
+        """Log the window's closed days; True when none of its days is open (the job has nothing
+        to do and succeeds)."""
+        span = days_ending(self.run_date, self.days)
+        closed = [day for day in span if not self.config.feed_calendar.is_open(day)]
+        if closed:
+            log.info("%s: %s closed for the feed (feed_calendar): no rows to expect, passed over", job,
+                     ", ".join(map(str, closed)))
+        if len(closed) == len(span):
+            log.info("%s: no open day in %s..%s: nothing to do", job, span[0], span[-1])
+            return True
+        return False
 
 
 def parse_job_args(parser: argparse.ArgumentParser, argv: list[str] | None = None,

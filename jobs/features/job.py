@@ -140,6 +140,8 @@ def main(argv: list[str] | None = None) -> None:
 
     configure_logging()
     args = parse_job_args(job_parser(__doc__, window=True), argv, WindowArgs)
+    if args.nothing_open(log, "features"):
+        return
     spark = get_spark(f"features-{args.run_date}", connect=True)
     lake, config = args.lake, args.config
     days = rebuild_days(spark, lake, config, args.window)

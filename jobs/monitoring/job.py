@@ -325,6 +325,8 @@ def never_scored(day: dt.date, path: str) -> NeverScoredError:
 def main(argv: list[str] | None = None) -> None:
     configure_logging()
     args = parse_job_args(job_parser(__doc__, window=True), argv, WindowArgs)
+    if args.nothing_open(log, "monitor"):
+        return
     preload("mlflow")
     spark = get_spark(f"monitor-{args.run_date}", connect=True)
     lake, config = args.lake, args.config
@@ -341,8 +343,10 @@ def main(argv: list[str] | None = None) -> None:
     sources = prediction_sources(lake)
     from jobs.monitoring.challengers import HISTORY_FACTOR, monitoring_records
 
+    # a closed day of the feed (feed_calendar) was never scored: nothing to judge, no warning
     days = {day: outcomes_in(landed, day, delay)
-            for day in dict.fromkeys(day for run_date in args.window for day in monitored_days(run_date, delay))}
+            for day in dict.fromkeys(day for run_date in args.window for day in monitored_days(run_date, delay))
+            if config.feed_calendar.is_open(day)}
     with phase("monitor join"):  # one query for the window's days, not one a day
         joined = {source.zone: joined_rows(spark, lake, source, scored, config.features,
                                                   config.evaluation.segments)

@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model-version", default=None, help="a registered version (default: the champion)")
     parser.add_argument("--use-gpu", type=parse_bool, default=None, help="true/false (default: score.use_gpu)")
     args = parse_job_args(parser, argv, ScoreArgs)
+    if args.nothing_open(log, "score"):
+        return
     preload("mlflow.pyfunc")  # the model lookup and load need it, after the session starts
     spark = get_spark(f"score-{args.run_date}", connect=True)
     lake, config = args.lake, args.config

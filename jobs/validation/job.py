@@ -318,6 +318,8 @@ def main(argv: list[str] | None = None) -> None:
         "--run-id", default=None, help="recorded with every quarantined row (default: manual__<run date>)"
     )
     args = parse_job_args(parser, argv, ValidateArgs)
+    if args.nothing_open(log, "validate"):
+        return
     if args.config.validation.great_expectations:
         preload("great_expectations")
     run_id = args.run_id or f"manual__{args.run_date}"

@@ -53,6 +53,22 @@ def test_a_feed_calendar_says_which_days_are_open_and_counts_a_window_in_open_da
         weekdays.open_days_ending(dt.date(2013, 1, 6), 0)
 
 
+def test_a_job_s_window_holds_only_open_days_and_a_closed_one_has_nothing_to_do(tmp_path, caplog):
+    import logging
+
+    path = write_overlay(tmp_path / "weekdays.yaml", {"feed_calendar": {"days": "weekdays"}})
+    assert load_config(DEFAULT_CONFIG, profiles=(), overlays=()).feed_calendar == FeedCalendar()  # the flights
+    run = ["--config", str(path), "--lake-root", str(tmp_path)]
+    args = parse_job_args(job_parser(None, window=True), ["--run-date", "2013-01-07", "--days", "4", *run], WindowArgs)
+    assert args.window == [dt.date(2013, 1, 4), dt.date(2013, 1, 7)]
+    with caplog.at_level(logging.INFO):
+        assert not args.nothing_open(logging.getLogger("test"), "validate")
+    assert "2013-01-05, 2013-01-06 closed for the feed" in caplog.text
+    weekend = parse_job_args(job_parser(None, window=True), ["--run-date", "2013-01-06", "--days", "2", *run],
+                             WindowArgs)
+    assert weekend.window == [] and weekend.nothing_open(logging.getLogger("test"), "validate")
+
+
 def test_parse_job_args_resolves_the_training_window_from_config(tmp_path):
     args = parse_job_args(job_parser(None, window=True),
                           ["--run-date", "2013-01-28", "--days", "train", "--lake-root", "/x/"], WindowArgs)

@@ -11,7 +11,7 @@ import pytest
 
 from orchestration.decisions import ingest_hint, missing_feature_days, training_plan  # noqa: E402
 from orchestration.ingest_tasks import raw_deadline  # noqa: E402
-from orchestration.score_tasks import scoring_days  # noqa: E402
+from orchestration.score_tasks import open_scoring_days, scoring_days  # noqa: E402
 
 
 def test_a_person_s_run_date_wins_over_the_events():
@@ -32,6 +32,15 @@ def test_a_new_champion_rescoring_its_day_is_marked_so_its_drift_starts_no_secon
 
 def test_no_run_date_and_no_events_means_nothing_to_score():
     assert scoring_days(None, [], []) == []
+
+
+def test_a_closed_day_of_the_feed_is_not_scored_and_is_named():
+    from jobs.config import FeedCalendar
+
+    planned = scoring_days(None, [{"days": ["2013-01-04", "2013-01-05"]}], [{"run_date": "2013-01-06"}])
+    days, closed = open_scoring_days(planned, FeedCalendar(days="weekdays"))  # 01-05 and 01-06: a weekend
+    assert days == [{"day": "2013-01-04", "after_retraining": False}] and closed == ["2013-01-05", "2013-01-06"]
+    assert open_scoring_days(planned, FeedCalendar()) == (planned, [])  # every day open: all scored
 
 
 def test_the_training_window_ends_with_the_latest_drifted_day_and_says_why():
