@@ -29,12 +29,13 @@ def plan_training(pipeline: Pipeline) -> Any:
     @task(task_id="plan_training", multiple_outputs=True)
     def plan(params: dict[str, Any] | None = None, triggering_asset_events: Any = None,
              data_interval_end: Any = None, dag_run: Any = None) -> dict[str, str]:
-        from jobs.config import WINDOW_OVERRIDES, days_ending
+        from jobs.config import WINDOW_OVERRIDES
         from jobs.selection.gate import current_champion, reconcile
         from jobs.tracking import client
 
         params = params or {}
-        cfg = config_of(pipeline).train
+        config = config_of(pipeline)
+        cfg = config.train
         # a promotion cut short between the alias and its tags (a killed promote_candidate) is set right
         # before this run's gate compares with that champion; reconcile logs what it found
         registry = client()
@@ -44,8 +45,11 @@ def plan_training(pipeline: Pipeline) -> Any:
         found = training_plan(params.get("run_date"), asset_extras(triggering_asset_events, drift), data_interval_end,
                               asset_extras(triggering_asset_events, decay), champion.version if champion else None)
         window = cfg.with_overrides(**{k: params[k] for k in WINDOW_OVERRIDES if params.get(k)}).window_days
-        days = days_ending(dt.date.fromisoformat(found["run_date"]), window)
-        print(f"started by {found['started_by']}; window {days[0]}..{days[-1]} ({window} days)")
+        # the window's days are open days of the feed (feed_calendar): a closed day is no gap
+        days = config.feed_calendar.open_days_ending(dt.date.fromisoformat(found["run_date"]), window)
+        span = (days[-1] - days[0]).days + 1
+        print(f"started by {found['started_by']}; window {days[0]}..{days[-1]} ({window} days"
+              + (f" with rows, {span - window} closed day(s) passed over)" if span > window else ")"))
         missing = missing_feature_days(lake_of(pipeline), days)
         hint = ingest_hint(missing, dag_ids(pipeline.name)["ingest"]) if missing else ""
         if missing == days and found["trigger"] == "schedule":

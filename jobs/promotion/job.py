@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
         check_tracking_server(timeout=args.config.tracking.check_timeout)
     spark = get_spark(f"promote-{args.run_date}")
     with phase("window"):
-        window = open_window(spark, args.lake, args.config.train, args.run_date)
+        window = open_window(spark, args.lake, args.config.train, args.run_date, args.config.feed_calendar)
     promote(spark, args, window)
 
 

@@ -217,7 +217,8 @@ def train_baselines(spark: SparkSession, lake: Lake, config: PipelineConfig, run
 
     cfg = config.train
     days = dict(zip(("train", "validation", "holdout"),
-                    training_window(run_date, cfg, featured_days(spark, lake, cfg)), strict=True))
+                    training_window(run_date, cfg, featured_days(spark, lake, cfg), config.feed_calendar),
+                    strict=True))
     dirs = {part: feature_dirs(spark, lake, found) for part, found in days.items()}
     windows = {part: f"{found[0]}..{found[-1]}" if found else "" for part, found in days.items()}
     # The training days are read once, then from memory, in as many partitions as the job has cores

@@ -19,38 +19,46 @@ if TYPE_CHECKING:
     import torch
     from pyspark.sql import DataFrame, SparkSession
 
-    from jobs.config import FeatureSpec, TrainSpec
+    from jobs.config import FeatureSpec, FeedCalendar, TrainSpec
     from jobs.lake.layout import Lake
     from jobs.model.tabular import Preprocessor
 
 
-def split_window(run_date: dt.date, train_days: int, holdout_days: int) -> tuple[list[dt.date], list[dt.date]]:
-    """(training days, holdout days): consecutive, oldest first, the holdout ending with ``run_date``."""
-    from jobs.config import days_ending
+def split_window(run_date: dt.date, train_days: int, holdout_days: int, calendar: FeedCalendar | None = None,
+                 ) -> tuple[list[dt.date], list[dt.date]]:
+    """(training days, holdout days): the open days of ``calendar`` (default: every day), oldest
+    first, the holdout ending with the last open day on or before ``run_date``; a closed day is
+    skipped, not counted, so a window of N days holds N days with rows."""
+    from jobs.config import FeedCalendar
 
-    days = days_ending(run_date, train_days + holdout_days)
+    days = (calendar or FeedCalendar()).open_days_ending(run_date, train_days + holdout_days)
     return days[:train_days], days[train_days:]
 
 
 def split_validation(run_date: dt.date, train_days: int, validation_days: int, holdout_days: int,
-                     ) -> tuple[list[dt.date], list[dt.date], list[dt.date]]:
-    """(training, validation, holdout days): consecutive, oldest first, the holdout ending with
-    ``run_date``; the validation days (possibly none) sit between the other two."""
-    train, rest = split_window(run_date, train_days, validation_days + holdout_days)
+                     calendar: FeedCalendar | None = None) -> tuple[list[dt.date], list[dt.date], list[dt.date]]:
+    """(training, validation, holdout days): open days, oldest first, the holdout ending with the
+    last open day on or before ``run_date``; the validation days (possibly none) sit between the
+    other two."""
+    train, rest = split_window(run_date, train_days, validation_days + holdout_days, calendar)
     return train, rest[:validation_days], rest[validation_days:]
 
 
 def training_window(run_date: dt.date, train: TrainSpec, featured: Iterable[dt.date],
-                    ) -> tuple[list[dt.date], list[dt.date], list[dt.date]]:
-    """(training, validation, holdout days) of a training on ``run_date`` (:func:`split_validation`);
-    with ``train.max_train_days``, the training days go on back over the days before them that
-    have features (``featured``: the features zone's days), up to the first gap, at most
-    ``max_train_days`` in all: an expanding window over the history the lake holds."""
+                    calendar: FeedCalendar | None = None) -> tuple[list[dt.date], list[dt.date], list[dt.date]]:
+    """(training, validation, holdout days) of a training on ``run_date`` (:func:`split_validation`,
+    open days of ``calendar``); with ``train.max_train_days``, the training days go on back over
+    the open days before them that have features (``featured``: the features zone's days), up to
+    the first gap, at most ``max_train_days`` in all: an expanding window over the history the
+    lake holds. Closed days are passed over, never a gap."""
+    from jobs.config import FeedCalendar
+
+    calendar = calendar or FeedCalendar()
     days, validation, holdout = split_validation(run_date, train.train_days, train.validation_days,
-                                                 train.holdout_days)
+                                                 train.holdout_days, calendar)
     featured = set(featured)
     cap = train.reach_days
-    while len(days) < cap and (earlier := days[0] - dt.timedelta(days=1)) in featured:
+    while len(days) < cap and (earlier := calendar.open_days_ending(days[0] - dt.timedelta(days=1), 1)[0]) in featured:
         days.insert(0, earlier)
     return days, validation, holdout
 
@@ -99,10 +107,12 @@ class Window:
         return f"training window {self.span('train')} ({self.features_path})"
 
 
-def open_window(spark: SparkSession, lake: Lake, train: TrainSpec, run_date: dt.date) -> Window:
-    """The window of a training on ``run_date`` (:func:`training_window`), each of its feature
-    partitions there and fresh (:func:`feature_dirs`)."""
-    days = dict(zip(WINDOW_PARTS, training_window(run_date, train, featured_days(spark, lake, train)), strict=True))
+def open_window(spark: SparkSession, lake: Lake, train: TrainSpec, run_date: dt.date,
+                calendar: FeedCalendar | None = None) -> Window:
+    """The window of a training on ``run_date`` (:func:`training_window`, in the feed's open days),
+    each of its feature partitions there and fresh (:func:`feature_dirs`)."""
+    found = training_window(run_date, train, featured_days(spark, lake, train), calendar)
+    days = dict(zip(WINDOW_PARTS, found, strict=True))
     dirs = {part: feature_dirs(spark, lake, days[part]) for part in ("train", "holdout", "validation")}
     return Window(days, {part: dirs[part] for part in WINDOW_PARTS}, lake.features)
 

@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
     spark = get_spark(f"train-{args.run_date}",
                       gpu_resources(cfg.local_mode, num_processes) if cfg.use_gpu else None)
     with phase("window"):
-        window = open_window(spark, args.lake, cfg, args.run_date)
+        window = open_window(spark, args.lake, cfg, args.run_date, args.config.feed_calendar)
     features = spark.read.option("basePath", args.lake.features).parquet(*window.dirs["train"])
     # Labels first: a window without them fails here, in seconds, not inside the ranks.
     with phase("labels"):

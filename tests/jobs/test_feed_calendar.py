@@ -1,7 +1,8 @@
 """A feed's calendar (``feed_calendar``) followed through the stages on the real example data of the
 session lake (2013-01-01..10), landed as a weekday-only feed closed on New Year's Day: the validate
-and features jobs pass over the closed days and succeed, and a window of closed days only has
-nothing to do. The flights' own calendar (every day) is tested by every other test of the stages."""
+and features jobs pass over the closed days and succeed, a window of closed days only has nothing
+to do, and a training window with closed days inside it counts open days and finds every one's
+features. The flights' own calendar (every day) is tested by every other test of the stages."""
 
 from __future__ import annotations
 
@@ -88,3 +89,24 @@ def test_a_window_of_closed_days_only_succeeds_with_nothing_to_do(ingested, capl
     assert caplog.text.count("2013-01-05, 2013-01-06 closed for the feed") == 4
     assert caplog.text.count("no open day in 2013-01-05..2013-01-06: nothing to do") == 4
     assert sorted(Path(own.root).rglob("*")) == before  # nothing written
+
+
+@pytest.mark.slow
+def test_a_training_window_counts_open_days_and_finds_their_features(spark, ingested, config, config_patch):
+    from jobs.config import load_config
+    from jobs.training.data import feature_dirs, training_window
+
+    own, settings = ingested
+    calendar = load_config(settings, profiles=(), overlays=()).feed_calendar
+    train = config_patch.replace(config, train={"train_days": 4, "validation_days": 1, "holdout_days": 2}).train
+    window = training_window(LAST, train, OPEN, calendar)
+    assert window == (OPEN[:4], OPEN[4:5], OPEN[5:])  # 7 open days over 9 calendar days
+    for days in window:  # what the train and baselines jobs check before Spark reads a day
+        assert feature_dirs(spark, own, days)
+    sunday = training_window(dt.date(2013, 1, 6), train, OPEN, calendar)
+    assert sunday[2] == [dt.date(2013, 1, 3), dt.date(2013, 1, 4)]  # the holdout ends with the Friday
+    assert sunday[0] == [dt.date(2012, 12, d) for d in (26, 27, 28, 31)]  # over a weekend and New Year's Day
+    # an expanding window goes back over closed days, never stopping at one as at a gap
+    expanding = config_patch.replace(config, train={"train_days": 2, "validation_days": 1, "holdout_days": 1,
+                                                    "max_train_days": 5}).train
+    assert training_window(LAST, expanding, OPEN, calendar)[0] == OPEN[:5]
