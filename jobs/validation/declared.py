@@ -59,10 +59,11 @@ def table_suite(rules: RulesSpec, table: TableSpec) -> TableSuite:
 
 
 def _date_sql(date: str | None, table: TableSpec) -> str | None:
-    """A date column as SQL for the day it holds (a timestamp's day), an expression as it is."""
+    """A date column as SQL for the day it holds (a date's, a timestamp's, a text's ``yyyy-MM-dd``
+    with or without a time; null where it holds none), an expression as it is."""
     if date is None or date not in table.columns:
         return date
-    return f"to_date(`{date}`)" if table.columns[date] in ("timestamp", "date") else f"try_to_date(`{date}`)"
+    return f"try_to_date(CAST(`{date}` AS STRING))"
 
 
 def suites_of(config: PipelineConfig) -> dict[str, TableSuite]:
