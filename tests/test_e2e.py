@@ -316,7 +316,8 @@ def check_timings(folder: Path) -> None:
     from benchmarks.nightly import PARTS, task_breakdown, task_instances
 
     records = [json.loads(p.read_text()) for p in folder.glob("*.json")]
-    assert {r["job"] for r in records} == {"validation", "features", "training", "scoring", "baselines", "monitoring"}
+    assert {r["job"] for r in records} == {"validation", "features", "training", "promotion", "scoring", "baselines",
+                                                "monitoring"}
     for record in records:
         assert record["process_started"] <= record["main_started"] <= record["main_ended"]
         assert record["seconds"]["spark session"] > 0 and record["seconds"]["work"] >= 0

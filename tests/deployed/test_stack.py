@@ -95,8 +95,9 @@ def test_a_training_run_logs_to_the_mlflow_server_and_links_to_it(stack, trainin
     assert links["extra_links"] == {"MLflow run": page}, links
     # the job ran on the standalone cluster, not on a local master: two jobs of the train script,
     # the sweep's one candidate, then promote_candidate registering and gating it
-    apps = [app for app in stack.spark.status()["completedapps"] if app["name"] == f"train-{TRAIN_DATE}"]
-    assert [app["state"] for app in apps] == ["FINISHED"] * 2, apps
+    apps = {name: [app["state"] for app in stack.spark.status()["completedapps"] if app["name"] == name]
+            for name in (f"train-{TRAIN_DATE}", f"promote-{TRAIN_DATE}")}
+    assert apps == {f"train-{TRAIN_DATE}": ["FINISHED"], f"promote-{TRAIN_DATE}": ["FINISHED"]}, apps
 
 
 # --- the browser -------------------------------------------------------------------------------
