@@ -237,6 +237,10 @@ class JoinSpec:
     def right_keys(self) -> list[str]:
         return [self.rename.get(k, k) for k in self.on]
 
+    def added(self, table: TableSpec) -> list[str]:
+        """The table's columns the join adds (before the prefix): ``columns``, or all but its keys."""
+        return self.columns if self.columns is not None else [c for c in table.columns if c not in self.right_keys()]
+
 
 @section
 class FeatureSpec:

@@ -124,7 +124,7 @@ def declared_columns(config: PipelineConfig) -> list[str]:
         if missing:
             raise ValueError(f"{where}.on: {missing} are not columns of {join.table} ({', '.join(table.columns)}): "
                              "name the table's key under rename")
-        added = join.columns if join.columns is not None else [c for c in table.columns if c not in join.right_keys()]
+        added = join.added(table)
         missing = [c for c in added if c not in table.columns]
         if missing:
             raise ValueError(f"{where}.columns: {missing} are not columns of {join.table}")

@@ -28,16 +28,13 @@ def declared_rows(tables: dict[str, DataFrame], config: PipelineConfig) -> DataF
     rows = tables[config.validation.feed]
     for join in spec.joins:
         table = config.tables[join.table]
-        right = tables[join.table]
-        keys = join.right_keys()
-        added = join.columns if join.columns is not None else [c for c in table.columns if c not in keys]
-        chosen = [F.col(r).alias(f"_key_{i}") for i, r in enumerate(keys)]
-        chosen += [F.col(c).alias(join.prefix + c) for c in added]
+        chosen = [F.col(r).alias(f"_key_{i}") for i, r in enumerate(join.right_keys())]
+        chosen += [F.col(c).alias(join.prefix + c) for c in join.added(table)]
         condition = [rows[left] == F.col(f"_key_{i}") for i, left in enumerate(join.on)]
         if table.daily:
             chosen.append(F.col(PARTITION).alias("_key_day"))
             condition.append(rows[PARTITION] == F.col("_key_day"))
-        other = right.select(*chosen)
+        other = tables[join.table].select(*chosen)
         rows = rows.join(other, on=condition, how="left").drop(*[c for c in other.columns if c.startswith("_key_")])
     for name, sql in spec.expressions.items():
         rows = _analysed(rows, lambda r, name=name, sql=sql: r.withColumn(name, F.expr(sql)),

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.config import import_object
 from jobs.validation.rules import (
+    QUARANTINE,
     WARN,
     Between,
     Condition,
@@ -53,7 +54,7 @@ def declared_rule(name: str, kind: str, column: str, argument: Any, table: Table
 def table_suite(rules: RulesSpec, table: TableSpec) -> TableSuite:
     """A table's rules written in the config, as one suite."""
     return TableSuite(rules=[declared_rule(name, kind, column, argument, table, WARN if name in rules.warn
-                                           else "quarantine")
+                                           else QUARANTINE)
                              for name, kind, column, argument in rules.declared()],
                       partition_date=_date_sql(rules.date, table), key=tuple(rules.key))
 
