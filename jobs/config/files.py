@@ -21,6 +21,7 @@ A mistake in any of them (an unknown section or key, a wrong type, a column no t
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -94,10 +95,28 @@ def layers(path: str | os.PathLike[str] | None = None, profiles: str | Iterable[
     return pipeline, pipeline_files(pipeline), laid + [Path(p) for p in _names(given, os.pathsep)]
 
 
+class _ConfigLoader(yaml.SafeLoader):
+    """YAML 1.2's booleans: ``true`` and ``false`` only. YAML 1.1 also reads yes/no/on/off as
+    booleans, which would turn a join's ``on:`` key into ``True``."""
+
+
+_BOOL = "tag:yaml.org,2002:bool"
+_ConfigLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != _BOOL]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_ConfigLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+
+
+def load_yaml(text: str) -> Any:
+    """A config file's YAML, read with :class:`_ConfigLoader`."""
+    return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 - a SafeLoader
+
+
 def read_layer(path: Path) -> dict[str, Any]:
     """One file's mapping (an empty file: nothing)."""
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = load_yaml(path.read_text())
     except FileNotFoundError as err:
         raise ConfigError(f"{path}: no such config file") from err
     except yaml.YAMLError as err:

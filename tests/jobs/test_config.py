@@ -169,6 +169,14 @@ def test_files_merge_in_the_stated_order_and_say_where_a_setting_came_from(tmp_p
         load_config(deployment, profiles=["nightly"], overlays=())
 
 
+def test_only_true_and_false_are_booleans_so_a_join_s_on_key_stays_a_key():
+    from jobs.config.files import load_yaml
+
+    # YAML 1.1 would read the keys and values on, off, yes and no as booleans
+    assert load_yaml("joins:\n  - {table: t, on: [k]}\nflags: [yes, no, off, true, False]\n") == {
+        "joins": [{"table": "t", "on": ["k"]}], "flags": ["yes", "no", "off", True, False]}
+
+
 def test_the_environment_chooses_the_pipeline_profiles_and_overlays(tmp_path, monkeypatch):
     overlay = tmp_path / "o.yaml"
     overlay.write_text("sweep:\n  size: 3\n")
