@@ -10,35 +10,51 @@ import pytest
 
 DAGS_DIR = Path(__file__).resolve().parents[2] / "dags"
 
-EXPECTED_EDGES = {
-    "flights_ingest": {("wait_for_raw", "validate_raw"), ("validate_raw", "build_features"),
-                        ("build_features", "publish_features")},
-    "flights_train": {("plan_training", "train_baselines"), ("plan_training", "plan_sweep"),
-                       ("plan_sweep", "train_candidate"), ("plan_sweep", "select_candidate"),
-                       ("train_candidate", "select_candidate"), ("plan_training", "promote_candidate"),
-                       ("select_candidate", "promote_candidate"), ("train_baselines", "promote_candidate"),
-                       ("plan_training", "publish_champion"), ("promote_candidate", "publish_champion"),
-                       ("promote_candidate", "approve_champion"), ("approve_champion", "publish_champion")},
-    "flights_score": {("plan_scoring", "score_batch"), ("plan_scoring", "check_drift"),
-                       ("score_batch", "check_drift"), ("plan_scoring", "monitor_day"),
-                       ("score_batch", "monitor_day"), ("plan_scoring", "check_decay"),
-                       ("monitor_day", "check_decay"), ("plan_scoring", "promote_challenger"),
-                       ("monitor_day", "promote_challenger")},
+# Each stage's task graph, the same for every pipeline.
+STAGE_EDGES = {
+    "ingest": {("wait_for_raw", "validate_raw"), ("validate_raw", "build_features"),
+               ("build_features", "publish_features")},
+    "train": {("plan_training", "train_baselines"), ("plan_training", "plan_sweep"),
+              ("plan_sweep", "train_candidate"), ("plan_sweep", "select_candidate"),
+              ("train_candidate", "select_candidate"), ("plan_training", "promote_candidate"),
+              ("select_candidate", "promote_candidate"), ("train_baselines", "promote_candidate"),
+              ("plan_training", "publish_champion"), ("promote_candidate", "publish_champion"),
+              ("promote_candidate", "approve_champion"), ("approve_champion", "publish_champion")},
+    "score": {("plan_scoring", "score_batch"), ("plan_scoring", "check_drift"),
+              ("score_batch", "check_drift"), ("plan_scoring", "monitor_day"),
+              ("score_batch", "monitor_day"), ("plan_scoring", "check_decay"),
+              ("monitor_day", "check_decay"), ("plan_scoring", "promote_challenger"),
+              ("monitor_day", "promote_challenger")},
 }
-# The Spark jobs each DAG runs: validate and features (the writers of validated/ and features/)
+# The Spark jobs each stage runs: validate and features (the writers of validated/ and features/)
 # belong to ingest alone.
-SPARK_JOBS = {"flights_ingest": {"validate", "features"}, "flights_train": {"train", "baselines", "promote"},
-              "flights_score": {"score", "monitor"}}
-# Worker tasks that update Assets: (dag, task) -> the Assets.
-OUTLETS = {
-    ("flights_ingest", "publish_features"): {"flights_features"},
-    ("flights_score", "check_drift"): {"flights_scoring_drift"},
-    ("flights_score", "check_decay"): {"flights_model_decay"},
-    ("flights_score", "promote_challenger"): {"flights_champion_model"},  # promotion_evidence: live
-    ("flights_train", "publish_champion"): {"flights_champion_model"},
+STAGE_JOBS = {"ingest": {"validate", "features"}, "train": {"train", "baselines", "promote"},
+              "score": {"score", "monitor"}}
+# Worker tasks that update Assets: (stage, task) -> the Assets, each named after its pipeline.
+STAGE_OUTLETS = {
+    ("ingest", "publish_features"): {"features"},
+    ("score", "check_drift"): {"scoring_drift"},
+    ("score", "check_decay"): {"model_decay"},
+    ("score", "promote_challenger"): {"champion_model"},  # promotion_evidence: live
+    ("train", "publish_champion"): {"champion_model"},
 }
-SCHEDULED_ON = {"flights_score": {"flights_features", "flights_champion_model"},
-                "flights_train": {"flights_scoring_drift", "flights_model_decay"}}
+STAGE_SCHEDULED_ON = {"score": {"features", "champion_model"}, "train": {"scoring_drift", "model_decay"}}
+
+
+def _bundled() -> list[str]:
+    """The pipelines of the repository's pipelines/ folder: every one of them gets the DAGs below."""
+    from jobs.config.files import PIPELINES
+
+    return sorted(p.parent.name for p in PIPELINES.glob("*/dataset.yaml"))
+
+
+BUNDLED = _bundled()
+EXPECTED_EDGES = {f"{name}_{stage}": edges for name in BUNDLED for stage, edges in STAGE_EDGES.items()}
+SPARK_JOBS = {f"{name}_{stage}": jobs for name in BUNDLED for stage, jobs in STAGE_JOBS.items()}
+OUTLETS = {(f"{name}_{stage}", task): {f"{name}_{asset}" for asset in assets}
+           for name in BUNDLED for (stage, task), assets in STAGE_OUTLETS.items()}
+SCHEDULED_ON = {f"{name}_{stage}": {f"{name}_{asset}" for asset in assets}
+                for name in BUNDLED for stage, assets in STAGE_SCHEDULED_ON.items()}
 
 
 @pytest.fixture(scope="module")
@@ -50,13 +66,14 @@ def dag_bag():
 
 def test_no_import_errors(dag_bag):
     assert dag_bag.import_errors == {}
+    assert {"flights", "bikeshare"} <= set(BUNDLED), "both examples are served"
 
 
 def test_every_pipeline_s_dags_come_from_the_one_file_named_after_the_pipeline_and_stage(dag_bag):
     assert set(dag_bag.dag_ids) == set(EXPECTED_EDGES)
     for dag_id in dag_bag.dag_ids:
         assert Path(dag_bag.dags[dag_id].fileloc).name == "pipeline_dags.py"
-        assert "pipeline:flights" in dag_bag.dags[dag_id].tags
+        assert f"pipeline:{dag_id.rsplit('_', 1)[0]}" in dag_bag.dags[dag_id].tags
     assert [p.name for p in DAGS_DIR.glob("*.py")] == ["pipeline_dags.py"], "dags/ holds no pipeline's own file"
 
 
