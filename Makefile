@@ -9,6 +9,7 @@ ENV := source scripts/env.sh &&
 .PHONY: help install class-archive system-packages demo test test-fast lint docs bench bench-scale capacity replay airflow ui-screenshot health-screenshot health-screenshot-stack backfill-90 backfill-retrain compose-up compose-down compose-smoke clean
 help:
 	@echo "make demo       install, land the example data, train and score through Airflow, print a summary"
+	@echo "                (PIPELINE=bikeshare: the second example, or any pipeline folder: scripts/demo.sh)"
 	@echo "make test       run the whole test suite"
 	@echo "make test-fast  the suite without the end-to-end runs and the slow whole-job tests (about 7 minutes):"
 	@echo "                the loop while developing"
@@ -69,8 +70,9 @@ class-archive: $(ARCHIVE)
 system-packages:
 	@bash scripts/system_packages.sh
 
+PIPELINE ?= flights
 demo: install
-	$(ENV) bash scripts/demo.sh
+	$(ENV) PIPELINE=$(PIPELINE) bash scripts/demo.sh
 
 # Two pytest-xdist workers: the suite waits on processes (JVMs, Airflow, the stack) as much as it
 # computes, so two workers share this 2-core machine's time; a module stays on one worker, and

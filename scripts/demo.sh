@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# The README's first command (`make demo`): land the example data, then run the three pipelines
-# through Airflow as the scheduler would chain them: ingest the days (validate + features), train
-# and register a model on them, score the day after. Each task's progress lines are shown as they
-# happen. Re-running is safe: every step replaces its own outputs, and each training run registers
-# one more model version.
+# The README's first command (`make demo`; `make demo PIPELINE=<name>` for another pipeline): land
+# the pipeline's example data, then run its three DAGs through Airflow as the scheduler would chain
+# them: ingest the days (validate + features), train and register a model on them, score the day
+# after. Each task's progress lines are shown as they happen. Re-running is safe: every step
+# replaces its own outputs, and each training run registers one more model version.
+#
+# A pipeline's folder may hold a `demo.env` (pipelines/flights/demo.env): its first day, training
+# day and scored day, and the command that lands its data. Without one, land the data first
+# (python -m jobs.datasets.landing ... --lake-root $LAKE_ROOT/<name>) and give FIRST_DAY=,
+# TRAIN_DATE= and SCORE_DATE=; a value given in the environment wins over the file's.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
-TRAIN_DATE="${TRAIN_DATE:-2013-01-28}"
-SCORE_DATE="${SCORE_DATE:-2013-01-29}"
-# Ingest the training window and the scored day in one run: 2013-01-01..SCORE_DATE.
-INGEST_DAYS=$(( ($(date -u -d "$SCORE_DATE" +%s) - $(date -u -d 2013-01-01 +%s)) / 86400 + 1 ))
-
+PIPELINE="${PIPELINE:-flights}"
 step() { printf '\n==> %s\n' "$*"; }
 
 # The demo's own, lighter model selection, so that it shows every stage in a few minutes: the demo
@@ -18,17 +19,43 @@ step() { printf '\n==> %s\n' "$*"; }
 # DAGs' and the pipeline's defaults stay as they are. PIPELINE_PROFILES= (empty) runs without it.
 export PIPELINE_PROFILES="${PIPELINE_PROFILES-demo}"
 
-# The bundled flights pipeline: its DAGs are flights_*, its lake $LAKE_ROOT/flights.
-PIPELINE=flights
-step "landing NYC flights 2013 in the raw zone of $LAKE_ROOT/$PIPELINE"
-python -m jobs.datasets.land_flights --lake-root "$LAKE_ROOT/$PIPELINE"
+# Where the pipeline is (the bundled pipelines/, $PIPELINES_DIR or $PIPELINE_CONFIG), and that its
+# config loads: a mistake is said here, by key, before anything runs.
+SOURCE=$(python -c 'import sys
+from jobs.config import ConfigError
+from jobs.config.pipelines import find
+try:
+    pipeline = find(sys.argv[1])
+except ConfigError as err:
+    sys.exit(str(err))
+sys.exit(pipeline.error) if pipeline.error else print(pipeline.source)' "$PIPELINE")
+DEMO_ENV="$SOURCE/demo.env"
+LAND=""
+if [ -f "$DEMO_ENV" ]; then
+  source "$DEMO_ENV"
+fi
+for name in FIRST_DAY TRAIN_DATE SCORE_DATE; do
+  if [ -z "${!name:-}" ]; then
+    echo "$PIPELINE has no $DEMO_ENV giving $name: land its data (python -m jobs.datasets.landing" \
+         "... --lake-root $LAKE_ROOT/$PIPELINE) and run again with FIRST_DAY=, TRAIN_DATE= and SCORE_DATE=" >&2
+    exit 2
+  fi
+done
+# Ingest the training window and the scored day in one run: FIRST_DAY..SCORE_DATE.
+INGEST_DAYS=$(( ($(date -u -d "$SCORE_DATE" +%s) - $(date -u -d "$FIRST_DAY" +%s)) / 86400 + 1 ))
+
+# The pipeline's DAGs are <name>_*, its lake $LAKE_ROOT/<name>.
+if [ -n "$LAND" ]; then
+  step "landing the $PIPELINE example data in the raw zone of $LAKE_ROOT/$PIPELINE"
+  $LAND --lake-root "$LAKE_ROOT/$PIPELINE"
+fi
 
 step "initialising Airflow metadata in $AIRFLOW_HOME (SQLite)"
 airflow db migrate > "$PIPELINE_HOME/airflow-db-migrate.log" 2>&1 \
   || { cat "$PIPELINE_HOME/airflow-db-migrate.log"; exit 1; }
 
 # What each job and task says about itself, as it says it, without Airflow's log prefixes.
-PROGRESS='(jobs(\.[a-z_]+)*: .*|epoch [0-9]+/[0-9]+: .*|[A-Za-z.]*(Error|Failed|Exception): .*|(scoring|(no )?drift on) [0-9]{4}-[0-9]{2}-[0-9]{2}.*|(started by|features ready for|raw [a-z_]+ for|registered [a-z_]+ version) .*|[A-Za-z_]+ version [0-9]+ is the champion now|\| (role|candidate|baseline|champion) \|.*|sweep candidate .*|best of [0-9]+ candidates .*)'
+PROGRESS='(FAILED [a-z_]+ .*|jobs(\.[a-z_]+)*: .*|epoch [0-9]+/[0-9]+: .*|[A-Za-z.]*(Error|Failed|Exception): .*|(scoring|(no )?drift on) [0-9]{4}-[0-9]{2}-[0-9]{2}.*|(started by|features ready for|raw [a-z_]+ for|registered [a-z_]+ version) .*|[A-Za-z_]+ version [0-9]+ is the champion now|\| (role|candidate|baseline|champion) \|.*|sweep candidate .*|best of [0-9]+ candidates .*)'
 
 run_dag() {
   local dag_id=$1 day=$2 conf=$3 log="$PIPELINE_HOME/logs/$1-$2.log"
@@ -52,4 +79,4 @@ run_dag "${PIPELINE}_train" "$TRAIN_DATE" "{\"run_date\": \"$TRAIN_DATE\"}"
 run_dag "${PIPELINE}_score" "$SCORE_DATE" "{\"run_date\": \"$SCORE_DATE\"}"
 
 step "summary"
-python -m jobs.summary --run-date "$SCORE_DATE" --lake-root "$LAKE_ROOT/$PIPELINE"
+PIPELINE_CONFIG="$SOURCE" python -m jobs.summary --run-date "$SCORE_DATE" --lake-root "$LAKE_ROOT/$PIPELINE"

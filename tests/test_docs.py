@@ -15,7 +15,7 @@ README_MAX_LINES = 260
 
 # The folders whose every module the layout page lists, and the kinds of file that count as one.
 MODULE_ROOTS = ("jobs", "orchestration", "plugins", "dags", "pipelines")
-MODULE_SUFFIXES = {".py", ".sh", ".yaml"}
+MODULE_SUFFIXES = {".py", ".sh", ".yaml", ".env"}
 # A layout row: a table line whose first cell is one path in backticks.
 ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|")
 
