@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib
 import json
 import logging
 import os
@@ -100,6 +101,7 @@ class Replay:
     sweep_size: int | None = None  # None: the config's sweep.size
     baselines: int | None = None  # None: every baseline of the config
     segment_days: int = 14
+    land_with: str = "jobs.datasets.land_flights"  # a module: main(--from, --to, --lake-root), FIRST_DAY
     state: dict[str, Any] = field(default_factory=dict)
     began: float = field(default_factory=time.monotonic)
 
@@ -164,11 +166,14 @@ class Replay:
         the example data's first day. A replay that starts in July trains its first champion on
         the months before, as a replay from February has them by July (it held the first window's
         28 days only, so its windows grew from there)."""
-        from jobs.datasets.land_flights import FIRST_DAY as DATA_FIRST_DAY
-
         train = self.base.train
         reach = train.reach_days + train.validation_days + train.holdout_days
-        return max(DATA_FIRST_DAY, self.first_training - dt.timedelta(days=reach - 1))
+        return max(self.landing.FIRST_DAY, self.first_training - dt.timedelta(days=reach - 1))
+
+    @property
+    def landing(self) -> Any:
+        """The module that lands the example data (``land_with``)."""
+        return importlib.import_module(self.land_with)
 
     def policy_lake(self, policy: str) -> Path:
         return self.home / "policies" / policy / "lake"
@@ -256,7 +261,6 @@ class Replay:
     def prepare(self) -> None:
         """Land, validate and build the features of every day a window or a served day needs, a
         month per job, once for every policy."""
-        from jobs.datasets import land_flights
         from jobs.features import job as features_job
         from jobs.validation import job as validate_job
 
@@ -264,7 +268,7 @@ class Replay:
         days = _days(first, self.end)
         if not self.state["prepared"]:
             with self.timed("land"):
-                land_flights.main(["--from", first.isoformat(), "--to", self.end.isoformat(),
+                self.landing.main(["--from", first.isoformat(), "--to", self.end.isoformat(),
                                    "--lake-root", str(self.lake_root)])
         for i in range(0, len(days), PREPARE_CHUNK_DAYS):
             chunk = days[i:i + PREPARE_CHUNK_DAYS]
@@ -487,12 +491,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="the config's first N MLlib baselines per training window, the bar (default: all)")
     parser.add_argument("--segment-days", type=int, default=14,
                         help="days scored and judged in one job while the champion stays (default 14)")
+    parser.add_argument("--land-with", default=Replay.land_with,
+                        help="the module that lands the pipeline's example data (default: %(default)s; "
+                             "jobs.datasets.land_bikeshare for pipelines/bikeshare)")
     args = parser.parse_args(argv)
     configure_logging()
     os.environ.setdefault(CONSOLE_PROGRESS_ENV, "0")  # the console shows the replay's progress lines, not Spark's bars
     home = args.home or os.path.join(os.environ.get("PIPELINE_HOME", ".pipeline"), "replay")
     replay = Replay(Path(home), args.start, args.end, tuple(args.policy or POLICIES), args.config,
-                    args.sweep_size, args.baselines, args.segment_days)
+                    args.sweep_size, args.baselines, args.segment_days, land_with=args.land_with)
     try:
         report = replay.run()
     except ReplayStopped as stop:  # expected with some options: one line and its own exit status

@@ -102,6 +102,11 @@ def test_the_shared_lake_reaches_as_far_back_as_the_expanding_window_does(tmp_pa
     fixed = config_patch.write(tmp_path / "config", train={"max_train_days": None})
     assert Replay(tmp_path / "fixed", start=dt.date(2013, 7, 14), policies=("never",),
                   base_config=str(fixed)).lake_from == dt.date(2013, 6, 16)  # 18 + 3 + 7 days
+    from jobs.config.files import PIPELINES
+
+    bikes = Replay(tmp_path / "bikes", start=dt.date(2011, 3, 1), end=dt.date(2011, 3, 31), policies=("never",),
+                   base_config=str(PIPELINES / "bikeshare"), land_with="jobs.datasets.land_bikeshare")
+    assert bikes.lake_from == dt.date(2011, 1, 1)  # another pipeline's data, landed by its own module
 
     state = tmp_path / "older" / "state.json"  # prepared before the lake reached back: its first window's days
     state.parent.mkdir()
