@@ -47,7 +47,7 @@ INGEST_DAYS=$(( ($(date -u -d "$SCORE_DATE" +%s) - $(date -u -d "$FIRST_DAY" +%s
 # The pipeline's DAGs are <name>_*, its lake $LAKE_ROOT/<name>.
 if [ -n "$LAND" ]; then
   step "landing the $PIPELINE example data in the raw zone of $LAKE_ROOT/$PIPELINE"
-  $LAND --lake-root "$LAKE_ROOT/$PIPELINE"
+  eval "$LAND --lake-root \"\$LAKE_ROOT/\$PIPELINE\""
 fi
 
 step "initialising Airflow metadata in $AIRFLOW_HOME (SQLite)"

@@ -5,6 +5,7 @@ commands that land the data and run it)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shlex
 import textwrap
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from jobs.datasets.scaffold import Draft
 
 WIDTH = 110  # of the YAML and the report's lines
+DEMO_FILE = "demo.env"  # scripts/demo.sh reads it
 
 TABLES = ("The raw tables. A column's type is what every value of the sample parses as (one without a value in "
           "the sample is a string: set its type). A column may not be named `date` or start with `_`. A daily "
@@ -152,24 +154,54 @@ def _review(draft: Draft, config: PipelineConfig) -> list[str]:
                                            textwrap.wrap(item, WIDTH, initial_indent="  - ", subsequent_indent="    "))]
 
 
-def commands(draft: Draft, folder: Path, elsewhere: bool) -> list[str]:
-    """The commands that land the files in the pipeline's lake and run its first days."""
-    lake = f'"$LAKE_ROOT/{draft.name}"'
+def landing_command(draft: Draft) -> str:
+    """The command that lands the draft's files (without ``--lake-root``)."""
     def table(name: str) -> str:
         kind = "daily" if name in draft.daily else "reference"
         return f"--{kind} {shlex.quote(f'{name}={draft.samples[name].path.resolve()}')}"
 
-    land = ["python -m jobs.datasets.landing", f"--lake-root {lake}", *map(table, draft.daily),
-            f"--date-column {shlex.quote(draft.date_column)}",
-            *(table(name) for name in draft.samples if name not in draft.daily)]
+    return " ".join(["python -m jobs.datasets.landing", *map(table, draft.daily),
+                     f"--date-column {shlex.quote(draft.date_column)}",
+                     *(table(name) for name in draft.samples if name not in draft.daily)])
+
+
+def demo_days(draft: Draft, config: PipelineConfig) -> tuple[dt.date, dt.date, dt.date] | None:
+    """The first day of the sample, the day a first training window ends on, and the day after
+    it to score; None when the sample's days do not hold a window and a day more."""
+    days, window = draft.days, config.train.window_days
+    if len(days) <= window:
+        return None
+    return days[0], days[window - 1], days[window]
+
+
+def demo_text(draft: Draft, config: PipelineConfig) -> str | None:
+    """The pipeline's ``demo.env`` (what ``make demo PIPELINE=<name>`` runs), or None (no window)."""
+    days = demo_days(draft, config)
+    if days is None:
+        return None
+    first, train, score = days
+    return "\n".join([
+        f"# make demo PIPELINE={draft.name}: land the files, ingest {first}..{score}, train on the first window "
+        f"up to {train}, score {score}. Written by the scaffold.",
+        f'FIRST_DAY="${{FIRST_DAY:-{first}}}"', f'TRAIN_DATE="${{TRAIN_DATE:-{train}}}"',
+        f'SCORE_DATE="${{SCORE_DATE:-{score}}}"', f"LAND={shlex.quote(landing_command(draft))}", ""])
+
+
+def commands(draft: Draft, folder: Path, elsewhere: bool, demo: bool) -> list[str]:
+    """The commands that land the files in the pipeline's lake and run its first days."""
+    lake = f'"$LAKE_ROOT/{draft.name}"'
     last, days = draft.days[-1], (draft.days[-1] - draft.days[0]).days + 1
     window = f"--config {shlex.quote(str(folder.resolve()))} --run-date {last} --days {days} --lake-root {lake}"
     conf = json.dumps({"run_date": str(last), "days": days})
+    exported = [f"  export PIPELINES_DIR={shlex.quote(str(folder.parent.resolve()))}"] if elsewhere else []
+    first = ["Land the data and run the first window through the DAGs (the days: demo.env):",
+             *exported, f"  make demo PIPELINE={draft.name}", "or step by step:"] if demo else \
+            ["Land the data and run it:"]
     return [
-        "Land the data and run it (scripts/env.sh sets LAKE_ROOT and the rest, as make demo has them):",
-        "  source scripts/env.sh",
-        *([f"  export PIPELINES_DIR={shlex.quote(str(folder.parent.resolve()))}"] if elsewhere else []),
-        "  " + " \\\n      ".join(land),
+        *first,
+        "  source scripts/env.sh   # LAKE_ROOT and the rest, as make demo has them",
+        *exported,
+        "  " + landing_command(draft).replace(" --", " \\\n      --") + f" \\\n      --lake-root {lake}",
         f"  python -m jobs.validation.job {window}",
         f"  python -m jobs.features.job {window}",
         f"or through Airflow (its DAGs: {draft.name}_ingest, {draft.name}_train, {draft.name}_score):",
@@ -179,6 +211,7 @@ def commands(draft: Draft, folder: Path, elsewhere: bool) -> list[str]:
 
 def report(draft: Draft, folder: Path, config: PipelineConfig, elsewhere: bool) -> str:
     """What the scaffold prints once the files are written and load."""
+    demo = (folder / DEMO_FILE).exists()
     head = f"Wrote {folder / DATASET_FILE} and {folder / TUNABLES_FILE}: they load as the pipeline {draft.name}."
     return "\n".join([head, "", *_inferred(draft), "", *_review(draft, config), "",
-                      *commands(draft, folder, elsewhere)]) + "\n"
+                      *commands(draft, folder, elsewhere, demo)]) + "\n"

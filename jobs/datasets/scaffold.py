@@ -33,7 +33,7 @@ from typing import Any
 from jobs.config.files import DATASET_FILE, PIPELINES, TUNABLES_FILE, ConfigError, load_config
 from jobs.config.pipeline import PipelineConfig
 from jobs.config.pipelines import NAME, NAME_RULE, discover, find
-from jobs.datasets.draft_text import dataset_text, report, tunables_text
+from jobs.datasets.draft_text import DEMO_FILE, dataset_text, demo_text, report, tunables_text
 from jobs.datasets.landing import LandingError, days_of
 from jobs.datasets.sample import (
     NUMERIC,
@@ -277,6 +277,10 @@ def write_pipeline(draft: Draft, folder: Path, force: bool = False) -> PipelineC
         folder.mkdir(exist_ok=True)
         for file in (DATASET_FILE, TUNABLES_FILE):
             os.replace(staging / file, folder / file)
+        demo = demo_text(draft, load_config(folder, profiles=(), overlays=()))
+        (folder / DEMO_FILE).unlink(missing_ok=True)
+        if demo is not None:
+            (folder / DEMO_FILE).write_text(demo)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     served = find(draft.name, discover(folders=str(folder.parent)))

@@ -171,6 +171,24 @@ def test_the_files_load_and_an_existing_folder_needs_force(tmp_path, capsys):
     assert load_config(folder, profiles=(), overlays=()).features.label == "rained"
 
 
+def test_a_sample_that_holds_a_first_window_gets_a_demo_env_that_make_demo_runs(tmp_path):
+    import subprocess
+
+    days = [dt.date(2015, 6, 1) + dt.timedelta(days=n) for n in range(31)]
+    rows = "".join(f"{s},{d},{10 + n % 7}.5,{n % 3}.0,true,x\n" for n, d in enumerate(days) for s in "abc")
+    readings = _csv(tmp_path, "readings", READINGS.splitlines(keepends=True)[0] + rows)
+    main(["--name", "rain", "--table", f"readings={readings}", "--date-column", "observed_on", "--label", RAIN,
+          "--pipelines-dir", str(tmp_path / "pipelines")])
+    folder = tmp_path / "pipelines" / "rain"
+    window = load_config(folder, profiles=(), overlays=()).train.window_days
+    shell = f'source {folder / "demo.env"} && echo "$FIRST_DAY $TRAIN_DATE $SCORE_DATE" && eval "$LAND --help"'
+    done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, check=True)
+    first, train, score = done.stdout.splitlines()[0].split()
+    assert (first, train, score) == (str(days[0]), str(days[window - 1]), str(days[window]))
+    assert "--daily" in done.stdout  # the landing command runs: its usage
+    assert "make demo PIPELINE=rain" in (folder / "demo.env").read_text()
+
+
 FIRST, LAST = dt.date(2013, 1, 14), dt.date(2013, 1, 16)  # UTC days with rain at some airports
 
 
