@@ -31,9 +31,9 @@ ARG PIP_CONSTRAINT
 ARG PIP_NO_INDEX
 RUN pip install --no-cache-dir -e '.[deploy]' \
     && ln -s "$(python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')" /opt/spark
-# Spark's classes parsed once for every spark-submit of this image (jobs/lake/class_archive.py;
+# Spark's classes parsed once for every spark-submit of this image (jobs/runtime/class_archive.py;
 # SPARK_SUBMIT_OPTS in docker-compose.yml points at it): built here, against these very jars.
-RUN python -m jobs.lake.class_archive --out /usr/local/spark-classes.jsa
+RUN python -m jobs.runtime.class_archive --out /usr/local/spark-classes.jsa
 COPY dags ./dags
 COPY plugins ./plugins
 COPY scripts ./scripts

@@ -54,14 +54,14 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 	@git rev-parse --is-inside-work-tree >/dev/null 2>&1 && git config core.hooksPath scripts/hooks || true
 
-# Spark's JVM classes, parsed and verified once (jobs/lake/class_archive.py): every spark-submit of
+# Spark's JVM classes, parsed and verified once (jobs/runtime/class_archive.py): every spark-submit of
 # this environment then starts on about a third less CPU (scripts/env.sh points SPARK_SUBMIT_OPTS
 # at it). About a minute; rebuilt with the environment. The demo goes without (its few jobs would
 # not win back the minute).
 ARCHIVE := $(VENV)/spark-classes.jsa
 $(ARCHIVE): $(STAMP)
 	@echo "==> Spark's class archive: $@"
-	@$(ENV) $(VENV)/bin/python -m jobs.lake.class_archive --out $@
+	@$(ENV) $(VENV)/bin/python -m jobs.runtime.class_archive --out $@
 
 class-archive: $(ARCHIVE)
 

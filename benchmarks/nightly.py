@@ -21,7 +21,7 @@ The nights alternate between the modes (``--modes``), ``--nights`` of each:
   200,000 rows on pandas in the driver (:func:`jobs.validation.rows.run_expectations`), and the heavy
   imports (GX, MLflow) load in the background while Spark starts (:func:`jobs.timings.preload`);
 - ``after+connect``: the same, and every job's session on one Spark Connect server that runs all
-  the time, as the scheduler does (``PIPELINE_SPARK_REMOTE``, :mod:`jobs.lake.connect_server`; started
+  the time, as the scheduler does (``PIPELINE_SPARK_REMOTE``, :mod:`jobs.runtime.connect_server`; started
   before the nights, not timed): no task starts a driver or warms a JVM.
 
 Each Spark task's wall time (from Airflow's task instance) is split with the job's own timings
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     setup = prepare(env, night_days[-1])
     server = None
     if any(MODES[m][1] for m in modes):  # a service that runs all the time, like the scheduler: not timed
-        from jobs.lake.connect_server import start as start_server
+        from jobs.runtime.connect_server import start as start_server
 
         started = time.perf_counter()
         server = start_server(CONNECT_PORT, log=home / "logs" / "connect-server.log", env=env)
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"night {day} ({mode}): {nights[-1]['wall_s']:.1f} s", flush=True)
     finally:
         if server is not None:
-            from jobs.lake.connect_server import stop
+            from jobs.runtime.connect_server import stop
 
             stop(server)
     result = {"setup_s": setup, "nights": nights, "best": best_nights(nights)}

@@ -40,7 +40,7 @@ overrides the epochs):
 - with ``--use-gpu`` (on a GPU machine): the plain loop on ``cuda`` and TorchDistributor with
   ``use_gpu=True`` (NCCL, one process per GPU, at most 2). Local mode gives the ranks the GPUs the
   driver discovered, so the session is started with ``spark.driver.resource.gpu.amount`` and
-  ``jobs/lake/gpu_discovery.sh`` as the discovery script; where torch sees no CUDA device or that
+  ``jobs/runtime/gpu_discovery.sh`` as the discovery script; where torch sees no CUDA device or that
   script finds no GPU, the benchmark stops with a non-zero exit, saying so (no CPU-only run passes
   for a GPU one). The GPU rows run first, as a group of their own whose figures are written before
   the CPU rows start (a lent machine may be taken back mid-way: ``scripts/gpu_verify.sh``);
@@ -349,19 +349,19 @@ def in_process(job: RankConfig, experiment_id: str) -> Timing:
 
 def gpu_conf(use_gpu: bool) -> tuple[int, dict[str, str]]:
     """(GPUs TorchDistributor may use, the session conf that lets the driver own them: the job's
-    :func:`jobs.lake.spark.gpu_conf` for local mode, with the one discovery script). ``--use-gpu``
+    :func:`jobs.runtime.spark.gpu_conf` for local mode, with the one discovery script). ``--use-gpu``
     on a machine where torch or Spark's discovery script sees no GPU stops the benchmark, saying
     so: GPU rows are never silently left out."""
     if not use_gpu:
         return 0, {}
-    from jobs.lake.spark import gpu_conf as job_gpu_conf
-    from jobs.lake.spark import require_cuda
+    from jobs.runtime.spark import gpu_conf as job_gpu_conf
+    from jobs.runtime.spark import require_cuda
     from jobs.training.resources import discovered_gpus
 
     require_cuda("The training benchmark's GPU rows (--use-gpu)", "run it without --use-gpu, or on a GPU machine")
     count = len(discovered_gpus())
     if not count:
-        raise SystemExit("--use-gpu: jobs/lake/gpu_discovery.sh finds no GPU, so Spark's driver cannot own one and "
+        raise SystemExit("--use-gpu: jobs/runtime/gpu_discovery.sh finds no GPU, so Spark's driver cannot own one and "
                          "TorchDistributor cannot train on it: check nvidia-smi, or run without --use-gpu")
     return count, job_gpu_conf(local_mode=True, gpus=count)
 
@@ -562,7 +562,7 @@ def main(argv: list[str] | None = None) -> None:
     # Rank processes inherit the environment: they log to the same throw-away store.
     home = throwaway_home("bench-training-")
     from jobs.config import tracking_uri
-    from jobs.lake.spark import get_spark
+    from jobs.runtime.spark import get_spark
     from jobs.tracking import ensure_experiment
     from jobs.training.data import feature_dirs, fit_preprocessor
 

@@ -36,7 +36,7 @@ fi
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
 
 # Every spark-submit's JVM maps Spark's classes from the archive `make class-archive` builds for
-# this environment (jobs/lake/class_archive.py) instead of loading them one by one; a JVM that
+# this environment (jobs/runtime/class_archive.py) instead of loading them one by one; a JVM that
 # cannot use it (jars or Java changed since) says so in one line and starts as before.
 if [ -z "${SPARK_SUBMIT_OPTS+x}" ] && [ -f "$PIPELINE_REPO/.venv/spark-classes.jsa" ]; then
   export SPARK_SUBMIT_OPTS="-XX:SharedArchiveFile=$PIPELINE_REPO/.venv/spark-classes.jsa"

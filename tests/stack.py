@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.lake.spark import REMOTE_ENV
+from jobs.runtime.spark import REMOTE_ENV
 from tests import jit
 from tests.airflow_server import AirflowServer, _free_port, _kill_tree, _stop, _tail, descendants, running_airflow
 
@@ -428,7 +428,7 @@ class ConnectServer:
     process: subprocess.Popen = field(repr=False)
 
     def ready(self, timeout: float = 120) -> ConnectServer:
-        from jobs.lake.connect_server import wait_ready
+        from jobs.runtime.connect_server import wait_ready
 
         wait_ready(self.port, self.process, timeout=timeout, log=self.log)
         return self
@@ -437,10 +437,10 @@ class ConnectServer:
 @contextlib.contextmanager
 def running_connect_server(work: Path, env: dict[str, str], *, master: str = "local[2]",
                            port: int | None = None) -> Iterator[ConnectServer]:
-    """A Spark Connect server as ``python -m jobs.lake.connect_server`` runs one, launched (not yet
+    """A Spark Connect server as ``python -m jobs.runtime.connect_server`` runs one, launched (not yet
     ready: call ``ready()``) with the tasks' environment ``env``, which its Python workers (scoring's
     model) need: the MLflow server's address above all."""
-    from jobs.lake.connect_server import command
+    from jobs.runtime.connect_server import command
 
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
@@ -519,7 +519,7 @@ def running_stack(
     Airflow's tasks get ``env`` and the stack's addresses: ``MLFLOW_TRACKING_URI`` and
     ``MLFLOW_UI_URL`` are the MLflow server, and the ``spark_default`` connection is the standalone
     master when there is one (``env``'s own connection otherwise). With ``connect``, a shared Spark
-    Connect server (:mod:`jobs.lake.connect_server`, ``local[2]``) runs beside them and the tasks get
+    Connect server (:mod:`jobs.runtime.connect_server`, ``local[2]``) runs beside them and the tasks get
     ``PIPELINE_SPARK_REMOTE``: the nightly jobs (validate, features, score, monitor) run their
     sessions there, training keeps its own driver on the cluster. Folders go under ``home``
     (Airflow's ``home/airflow``); ``keep`` keeps the database for the next start.

@@ -509,8 +509,8 @@ def test_gpu_profile_adds_a_spark_worker_that_advertises_nvidia_gpus():
     opts = dict(re.findall(r"-D(\S+?)=(\S+)", worker["environment"]["SPARK_WORKER_OPTS"]))
     assert opts["spark.worker.resource.gpu.amount"] == str(device["count"])
     script = opts["spark.worker.resource.gpu.discoveryScript"]
-    assert script == "/opt/pipeline/jobs/lake/gpu_discovery.sh"  # the image's copy of jobs/ (Dockerfile COPY)
-    assert os.access(REPO / "jobs/lake/gpu_discovery.sh", os.X_OK)
+    assert script == "/opt/pipeline/jobs/runtime/gpu_discovery.sh"  # the image's copy of jobs/ (Dockerfile COPY)
+    assert os.access(REPO / "jobs/runtime/gpu_discovery.sh", os.X_OK)
     # The same count for the reservation and the worker's advertised amount: one variable.
     raw = _raw()["services"]["spark-worker-gpu"]
     assert {n for n, _, _ in _references(raw["environment"]["SPARK_WORKER_OPTS"])} == \

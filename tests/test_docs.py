@@ -70,7 +70,7 @@ def test_layout_page_lists_the_tree() -> None:
 def test_layout_check_finds_missing_and_stale(tmp_path: Path) -> None:
     """The check itself, on a tree of its own: a module without a row and a row without a module."""
     for name in ["jobs/__init__.py", "jobs/config.py", "jobs/lake/__init__.py", "jobs/lake/layout.py",
-                 "jobs/lake/gpu_discovery.sh", "jobs/pipeline.yaml", "dags/a_pipeline.py",
+                 "jobs/runtime/gpu_discovery.sh", "jobs/pipeline.yaml", "dags/a_pipeline.py",
                  "jobs/lake/__pycache__/layout.cpython-311.pyc", "jobs/README.txt"]:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("")
@@ -82,7 +82,7 @@ def test_layout_check_finds_missing_and_stale(tmp_path: Path) -> None:
         "| `jobs/validate.py` | moved away |", "| `scripts/` | scripts |", "| `Makefile` | gone |",
     ])
     missing, stale = layout_differences(tmp_path, page)
-    assert missing == ["dags/a_pipeline.py", "jobs/lake/gpu_discovery.sh"]
+    assert missing == ["dags/a_pipeline.py", "jobs/runtime/gpu_discovery.sh"]
     assert stale == ["jobs/validate.py", "Makefile"]
 
 
@@ -161,7 +161,7 @@ FIGURE = re.compile(r"(?<![\w.])(0\.\d{3,}\b|\d+\.\d+\s?(s|ms)\b|\d+(-\d+)?% fas
 # (file, figure) -> why it is not a measurement
 FIGURE_EXCEPTIONS = {
     ("jobs/scoring/shift.py", "0.005"): "half the logit bins' width: an error bound, derived",
-    ("jobs/lake/spark.py", "4 times"): "quotes Spark's own message (a task failed 4 times)",
+    ("jobs/runtime/spark.py", "4 times"): "quotes Spark's own message (a task failed 4 times)",
     ("orchestration/health/page.py", "2.5 times"): "the drift heat map's colour scale, a design choice",
 }
 

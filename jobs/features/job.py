@@ -25,8 +25,8 @@ from jobs.features import lineage
 from jobs.features.declared import declared_rows
 from jobs.features.history import add_calendar, add_history, history_days
 from jobs.lake.layout import PARTITION, Lake
-from jobs.lake.spark import MissingPartitionError, configure_logging, get_spark, list_partitions, read_days
 from jobs.runner import run_job
+from jobs.runtime.spark import MissingPartitionError, configure_logging, get_spark, list_partitions, read_days
 from jobs.validation.partitions import check_not_failed, failed_days, zone_writer
 
 if TYPE_CHECKING:

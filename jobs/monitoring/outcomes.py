@@ -69,7 +69,7 @@ def joined_rows(spark: SparkSession, lake: Lake, source: PredictionSource, days:
 
     from jobs.lake.integrity import check_unique_keys
     from jobs.lake.layout import PARTITION
-    from jobs.lake.spark import read_days
+    from jobs.runtime.spark import read_days
 
     ids = list(dict.fromkeys(spec.id_columns))
     found: dict[dt.date, pd.DataFrame] = {}
@@ -112,7 +112,7 @@ def joined_rows(spark: SparkSession, lake: Lake, source: PredictionSource, days:
 
 def features_days(spark: SparkSession, lake: Lake) -> set[dt.date]:
     """The days the features zone holds."""
-    from jobs.lake.spark import list_partitions
+    from jobs.runtime.spark import list_partitions
 
     return set(list_partitions(spark, lake.features))
 

@@ -7,10 +7,10 @@ import json
 
 def discovered_gpus() -> list[str]:
     """The GPU addresses Spark will see on this machine: what the one discovery script
-    (``jobs/lake/gpu_discovery.sh``) reports, read before the session starts."""
+    (``jobs/runtime/gpu_discovery.sh``) reports, read before the session starts."""
     import subprocess
 
-    from jobs.lake.spark import GPU_DISCOVERY_SCRIPT
+    from jobs.runtime.spark import GPU_DISCOVERY_SCRIPT
 
     out = subprocess.run([GPU_DISCOVERY_SCRIPT], check=True, capture_output=True, text=True).stdout
     return [str(address) for address in json.loads(out)["addresses"]]
@@ -27,9 +27,9 @@ def training_processes(use_gpu: bool, local_mode: bool, asked: int | None, confi
     gpus = discovered_gpus()
     if not gpus:
         raise RuntimeError(
-            "GPU training was asked for (train.use_gpu / --use-gpu true) but jobs/lake/gpu_discovery.sh finds no GPU "
-            "on this machine (nvidia-smi lists none, or is missing): train with --use-gpu false, or on a machine "
-            "with GPUs"
+            "GPU training was asked for (train.use_gpu / --use-gpu true) but jobs/runtime/gpu_discovery.sh finds "
+            "no GPU on this machine (nvidia-smi lists none, or is missing): train with --use-gpu false, or on a "
+            "machine with GPUs"
         )
     return len(gpus)
 
@@ -76,10 +76,10 @@ def rank_data_path(setting: str, launcher: str, labelled_rows: int, max_rows: in
 
 
 def gpu_resources(local_mode: bool, num_processes: int) -> dict[str, str]:
-    """:func:`jobs.lake.spark.gpu_conf` for this training, less what spark-submit already set."""
+    """:func:`jobs.runtime.spark.gpu_conf` for this training, less what spark-submit already set."""
     from pyspark import SparkConf
 
-    from jobs.lake.spark import gpu_conf
+    from jobs.runtime.spark import gpu_conf
 
     submitted = SparkConf()
     return {k: v for k, v in gpu_conf(local_mode, num_processes if local_mode else 1).items()

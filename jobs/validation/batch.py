@@ -8,7 +8,7 @@ import statistics
 from typing import TYPE_CHECKING, Any
 
 from jobs.lake.layout import PARTITION
-from jobs.lake.spark import path_exists
+from jobs.runtime.spark import path_exists
 from jobs.validation.report import Check
 from jobs.validation.schema import CORRUPT_RECORD, RECORD
 

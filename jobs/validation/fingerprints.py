@@ -27,7 +27,7 @@ from jobs.errors import DataError
 from jobs.lake import storage
 from jobs.lake.integrity import check_partitions
 from jobs.lake.layout import Lake
-from jobs.lake.spark import list_partitions
+from jobs.runtime.spark import list_partitions
 from jobs.validation.partitions import failed_days
 
 if TYPE_CHECKING:

@@ -49,9 +49,9 @@ from typing import TYPE_CHECKING, Any
 from jobs.config import PipelineConfig, TableSpec, WindowArgs, job_parser, parse_job_args
 from jobs.lake.integrity import check_partitions
 from jobs.lake.layout import PARTITION, SUMMARY, VALIDATION_PAGE, Lake
-from jobs.lake.spark import configure_logging, get_spark
 from jobs.lake.storage import read_bytes, write_text
 from jobs.runner import run_job
+from jobs.runtime.spark import configure_logging, get_spark
 from jobs.timings import preload
 from jobs.validation.batch import batch_checks, partition_stats, trailing_counts
 from jobs.validation.declared import suites_of

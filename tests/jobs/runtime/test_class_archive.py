@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.lake.class_archive import default_path
+from jobs.runtime.class_archive import default_path
 from tests import jit
 
 pytestmark = pytest.mark.e2e  # two spark-submits of their own

@@ -4,7 +4,7 @@ import datetime as dt
 
 import pytest
 
-from jobs.lake.spark import MissingPartitionError, list_partitions
+from jobs.runtime.spark import MissingPartitionError, list_partitions
 from jobs.validation.schema import raw_paths, read_header, read_raw_strings
 
 
@@ -43,7 +43,7 @@ def test_partitions_are_listed_by_date(spark, lake, landed_days, tmp_path):
 
 
 def test_gpu_conf_asks_the_driver_in_local_mode_and_one_gpu_per_task_on_a_cluster():
-    from jobs.lake.spark import GPU_DISCOVERY_SCRIPT, gpu_conf
+    from jobs.runtime.spark import GPU_DISCOVERY_SCRIPT, gpu_conf
 
     local = gpu_conf(local_mode=True, gpus=2)
     assert local == {"spark.driver.resource.gpu.amount": "2",
@@ -67,7 +67,7 @@ def test_gpu_discovery_script_prints_what_spark_expects(tmp_path, smi_output, ad
     import os
     import subprocess
 
-    from jobs.lake.spark import GPU_DISCOVERY_SCRIPT
+    from jobs.runtime.spark import GPU_DISCOVERY_SCRIPT
 
     fake = tmp_path / "nvidia-smi"
     if smi_output is not None:
@@ -96,7 +96,7 @@ def long_zone(spark, tmp_path):
 
 
 def test_reading_days_lists_their_partitions_only(spark, long_zone):
-    from jobs.lake.spark import read_days
+    from jobs.runtime.spark import read_days
 
     zone, days = long_zone
     before = _listing(spark)
@@ -124,8 +124,8 @@ def test_a_validated_zone_written_again_is_read_back_by_its_days_only(spark, lon
 def test_a_long_lived_driver_keeps_few_finished_queries(spark):
     """The tests' session (and the shared Connect server, from the same settings) keeps 50 finished
     queries, not Spark's thousand: their plans and metrics filled a worker's 1 GiB heap."""
-    from jobs.lake.connect_server import command
-    from jobs.lake.spark import DRIVER_CONF
+    from jobs.runtime.connect_server import command
+    from jobs.runtime.spark import DRIVER_CONF
 
     conf = spark.sparkContext.getConf()
     assert {key: conf.get(key) for key in DRIVER_CONF} == DRIVER_CONF
@@ -138,7 +138,7 @@ def test_spark_draws_its_console_progress_bar_only_on_a_terminal_and_never_for_t
     import io
     import sys
 
-    from jobs.lake.spark import CONSOLE_PROGRESS_ENV, console_conf
+    from jobs.runtime.spark import CONSOLE_PROGRESS_ENV, console_conf
 
     off = {"spark.ui.showConsoleProgress": "false"}
 

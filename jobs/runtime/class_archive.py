@@ -6,7 +6,7 @@ that is most of a short job's CPU. Java 17's dynamic class-data sharing (JEP 350
 classes, already parsed and verified, in a file the JVM maps at start. ``make class-archive``
 (which ``make test`` and ``make airflow`` run) builds one for this environment's pyspark::
 
-    python -m jobs.lake.class_archive [--out PATH]
+    python -m jobs.runtime.class_archive [--out PATH]
 
 which runs a small workload that uses the classes the jobs use (CSV and Parquet, window
 functions, Arrow and pandas UDFs, MLlib, a barrier stage) under spark-submit with
@@ -70,7 +70,7 @@ def workload(folder: str) -> None:
     from pyspark.sql import Window
     from pyspark.sql import functions as F  # noqa: N812 - pyspark's own idiom
 
-    from jobs.lake.spark import get_spark
+    from jobs.runtime.spark import get_spark
 
     spark = get_spark("class archive")  # the jobs' own session settings
     rows = pd.DataFrame({"day": ["2013-01-01", "2013-01-02"] * 50, "origin": ["EWR", "JFK", "LGA", "JFK"] * 25,

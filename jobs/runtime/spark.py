@@ -3,7 +3,7 @@
 With ``PIPELINE_SPARK_REMOTE`` set (``sc://host:15002``), a job's session is a Spark Connect
 session on that long-running server instead of a new driver in the spark-submit JVM: the task is
 still a spark-submit from Airflow, but no SparkContext starts and the server's JVM is already warm
-(``python -m jobs.lake.connect_server`` runs one). The file helpers below then go through pyarrow
+(``python -m jobs.runtime.connect_server`` runs one). The file helpers below then go through pyarrow
 (:mod:`jobs.lake.storage`) instead of the driver's Hadoop FileSystem, which a Connect client cannot reach.
 """
 
@@ -56,7 +56,7 @@ SESSION_CONF = {
 # Spark keeps a thousand of each by default, with every query's plan and per-task metric values: a
 # long-lived driver (the tests' session, the shared Connect server) filled its 1 GiB heap with them
 # once the history features' plans grew (GC thrashing, no error). Static settings: they are given
-# when a driver starts (get_spark's classic sessions, jobs.lake.connect_server), never on a session.
+# when a driver starts (get_spark's classic sessions, jobs.runtime.connect_server), never on a session.
 DRIVER_CONF = {
     "spark.sql.ui.retainedExecutions": "50",
     "spark.ui.retainedJobs": "200",
