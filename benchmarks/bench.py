@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     from benchmarks.scoring.spark import SESSION
     from jobs.config import days_ending, load_config
     from jobs.datasets.land_flights import LAST_DAY
-    from jobs.runtime.spark import get_spark
+    from jobs.runtime.session import get_spark
 
     home = throwaway_home("bench-")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers need this venv (torch, mlflow)

@@ -173,7 +173,7 @@ def base_window(data: Path, days: int) -> dict[str, Any]:
     from benchmarks.common import feature_lake
     from jobs.config import days_ending, load_config
     from jobs.datasets.land_flights import FIRST_DAY, LAST_DAY
-    from jobs.runtime.spark import get_spark
+    from jobs.runtime.session import get_spark
     from jobs.training.data import fit_preprocessor
 
     config = load_config()
@@ -444,7 +444,7 @@ def main(argv: list[str] | None = None) -> None:
     from benchmarks.common import machine, throwaway_home
     from jobs.config import load_config, tracking_uri
     from jobs.model.tabular import Preprocessor, build_model
-    from jobs.runtime.spark import get_spark
+    from jobs.runtime.session import get_spark
     from jobs.tracking import ensure_experiment
     from jobs.training.rank import RankConfig
 

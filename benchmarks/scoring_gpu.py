@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     if not (torch.cuda.is_available() or args.cpu_smoke):
-        from jobs.runtime.spark import require_cuda
+        from jobs.runtime.gpu import require_cuda
 
         require_cuda("The GPU scoring benchmark", "run it on a GPU machine, or with --cpu-smoke for the CPU rows alone")
     out = start(args.out)
@@ -218,7 +218,7 @@ def run(home: Path, out: Path, big_rows: int, repeat: int, batches: list[int]) -
     import pyarrow.parquet as pq
     import torch
 
-    from jobs.runtime.spark import get_spark
+    from jobs.runtime.session import get_spark
     from jobs.scoring.predictor import model_preprocessor
 
     host = machine()

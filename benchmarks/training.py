@@ -349,13 +349,13 @@ def in_process(job: RankConfig, experiment_id: str) -> Timing:
 
 def gpu_conf(use_gpu: bool) -> tuple[int, dict[str, str]]:
     """(GPUs TorchDistributor may use, the session conf that lets the driver own them: the job's
-    :func:`jobs.runtime.spark.gpu_conf` for local mode, with the one discovery script). ``--use-gpu``
+    :func:`jobs.runtime.gpu.gpu_conf` for local mode, with the one discovery script). ``--use-gpu``
     on a machine where torch or Spark's discovery script sees no GPU stops the benchmark, saying
     so: GPU rows are never silently left out."""
     if not use_gpu:
         return 0, {}
-    from jobs.runtime.spark import gpu_conf as job_gpu_conf
-    from jobs.runtime.spark import require_cuda
+    from jobs.runtime.gpu import gpu_conf as job_gpu_conf
+    from jobs.runtime.gpu import require_cuda
     from jobs.training.resources import discovered_gpus
 
     require_cuda("The training benchmark's GPU rows (--use-gpu)", "run it without --use-gpu, or on a GPU machine")
@@ -562,7 +562,7 @@ def main(argv: list[str] | None = None) -> None:
     # Rank processes inherit the environment: they log to the same throw-away store.
     home = throwaway_home("bench-training-")
     from jobs.config import tracking_uri
-    from jobs.runtime.spark import get_spark
+    from jobs.runtime.session import get_spark
     from jobs.tracking import ensure_experiment
     from jobs.training.data import feature_dirs, fit_preprocessor
 

@@ -351,7 +351,7 @@ def publish(out: Path, settings: dict[str, Any], rows: list[dict[str, Any]], yea
 
 
 def main(argv: list[str] | None = None) -> None:
-    from jobs.runtime.spark import get_spark
+    from jobs.runtime.session import get_spark
 
     parser = arguments(__doc__)
     parser.add_argument("--factors", default="1,3,10", help="scale-up factors of the flights (comma-separated)")

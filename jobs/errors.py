@@ -10,7 +10,7 @@ retried. Either way the log ends with one line that says what went wrong and wha
 message of several lines gives its details first); the traceback is logged at debug level only
 (``PIPELINE_LOG_LEVEL=DEBUG`` shows it), so a task log ends with what went wrong, not with the last
 line of 80 lines of stack. Spark's own stack traces of failed tasks are kept out below debug level
-too (:func:`jobs.runtime.spark.quiet_task_failures`).
+too (:func:`jobs.runtime.session.quiet_task_failures`).
 
 A file in a zone that is not Parquet (a stray CSV, a truncated or half-copied file, a damaged
 footer) is a data problem too: the jobs would fail on it every time, so it exits as one, naming the

@@ -1,7 +1,7 @@
 """Where a job's wall time goes: the phases a job marks, logged when it ends.
 
 :func:`jobs.runner.run_job` times ``main``; inside it, :func:`phase` marks the fixed costs
-(``spark session`` in :func:`jobs.runtime.spark.get_spark`, ``GX context``, ``model load``, ...). When the
+(``spark session`` in :func:`jobs.runtime.session.get_spark`, ``GX context``, ``model load``, ...). When the
 job ends, one log line gives the process's start-up (Python and the imports before ``main``), each
 phase, and the rest of ``main`` as ``work``. With ``PIPELINE_TIMINGS_DIR`` set, the same goes as
 JSON to ``<dir>/<job>-<pid>.json`` with wall-clock times, so a caller can line it up with the

@@ -54,7 +54,7 @@ DEFAULT_ARGS: dict[str, Any] = {
     "max_retry_delay": timedelta(minutes=15),
 }
 
-# Submit-time settings only; the session settings every job needs live in jobs/runtime/spark.py.
+# Submit-time settings only; the session settings every job needs live in jobs/runtime/session.py.
 SPARK_CONF = {
     "spark.ui.showConsoleProgress": "false",
 }

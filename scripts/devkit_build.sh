@@ -216,7 +216,7 @@ assert any(f.endswith(".snappy.parquet") for d in os.listdir(pq_dir) if d.starts
 back.groupBy("date").agg(F.count("*"), F.avg("x")).collect()
 spark.createDataFrame([], "a string, date date").count()
 
-# Hadoop FS API as jobs/runtime/spark.py uses it
+# Hadoop FS API as jobs/lake/files.py uses it
 jvm = spark._jvm
 hp = jvm.org.apache.hadoop.fs.Path(os.path.join(tmp, "r", "x.txt"))
 fs = hp.getFileSystem(spark._jsc.hadoopConfiguration())

@@ -149,7 +149,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture(scope="session")
 def spark():
     """The one SparkSession of the test run: local[2], like the embedded default."""
-    from jobs.runtime.spark import get_spark
+    from jobs.runtime.session import get_spark
 
     # 2 GiB of heap: the suite's one JVM holds every test's cached frames, and the features job's
     # history joins (seven keys, the flight number's among them) once ran it out of Java heap at 1 GiB

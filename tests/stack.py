@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.runtime.spark import REMOTE_ENV
+from jobs.runtime.session import REMOTE_ENV
 from tests import jit
 from tests.airflow_server import AirflowServer, _free_port, _kill_tree, _stop, _tail, descendants, running_airflow
 

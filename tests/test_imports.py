@@ -57,7 +57,7 @@ def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     visit(ast.parse(path.read_text(encoding="utf-8")))
     found = set()
     for target in targets:
-        while target and target not in known:  # jobs.runtime.spark.get_spark -> jobs.runtime.spark
+        while target and target not in known:  # jobs.runtime.session.get_spark -> jobs.runtime.session
             target = target.rpartition(".")[0]
         if target and target != name:
             found.add(target)

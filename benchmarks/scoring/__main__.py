@@ -53,7 +53,7 @@ def run_benchmark(home: Path, out: Path, scales: list[str], tune_scale: str | No
     import mlflow.pyfunc
     import torch
 
-    from jobs.runtime.spark import get_spark
+    from jobs.runtime.session import get_spark
     from jobs.scoring.predictor import model_preprocessor
 
     host = machine()

@@ -64,7 +64,7 @@ def probe(job: dict[str, Any]) -> dict[str, float]:
             import pyspark.ml.functions  # noqa: F401
             import pyspark.sql  # noqa: F401
 
-            from jobs.runtime.spark import get_spark
+            from jobs.runtime.session import get_spark
             from jobs.scoring.predictor import score_features
 
         with stopwatch(marks, "session_start_s"):

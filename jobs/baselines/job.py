@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from jobs.config import WINDOW_OVERRIDES, JobArgs, add_overrides, job_parser, parse_job_args
 from jobs.runner import run_job
-from jobs.runtime.spark import configure_logging, get_spark
+from jobs.runtime.session import configure_logging, get_spark
 
 log = logging.getLogger("jobs.baselines.job")
 

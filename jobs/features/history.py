@@ -52,7 +52,7 @@ def add_history(rows: DataFrame, spec: FeatureSpec, label_delay_days: int,
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from jobs.runtime.spark import local_mode
+    from jobs.runtime.session import local_mode
 
     history = spec.history
     assert history is not None

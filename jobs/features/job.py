@@ -24,9 +24,10 @@ from jobs.config import PipelineConfig, WindowArgs, import_object, job_parser, p
 from jobs.features import lineage
 from jobs.features.declared import declared_rows
 from jobs.features.history import add_calendar, add_history, history_days
+from jobs.lake.files import MissingPartitionError, list_partitions, read_days
 from jobs.lake.layout import PARTITION, Lake
 from jobs.runner import run_job
-from jobs.runtime.spark import MissingPartitionError, configure_logging, get_spark, list_partitions, read_days
+from jobs.runtime.session import configure_logging, get_spark
 from jobs.validation.partitions import check_not_failed, failed_days, zone_writer
 
 if TYPE_CHECKING:

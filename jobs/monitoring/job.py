@@ -41,10 +41,11 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.config import PipelineConfig, WindowArgs, dag_id, job_parser, parse_job_args, pipeline_name
 from jobs.errors import DataError
+from jobs.lake.files import path_exists
 from jobs.lake.storage import read_json, write_text
 from jobs.monitoring.outcomes import MATCHED, MODEL_PROBABILITY, OUTCOME, PROBABILITY, PredictionSource
 from jobs.runner import run_job
-from jobs.runtime.spark import configure_logging, get_spark, path_exists
+from jobs.runtime.session import configure_logging, get_spark
 from jobs.timings import phase, preload
 
 if TYPE_CHECKING:

@@ -67,9 +67,9 @@ def joined_rows(spark: SparkSession, lake: Lake, source: PredictionSource, days:
     import pandas as pd
     from pyspark.sql import functions as F
 
+    from jobs.lake.files import read_days
     from jobs.lake.integrity import check_unique_keys
     from jobs.lake.layout import PARTITION
-    from jobs.runtime.spark import read_days
 
     ids = list(dict.fromkeys(spec.id_columns))
     found: dict[dt.date, pd.DataFrame] = {}
@@ -112,7 +112,7 @@ def joined_rows(spark: SparkSession, lake: Lake, source: PredictionSource, days:
 
 def features_days(spark: SparkSession, lake: Lake) -> set[dt.date]:
     """The days the features zone holds."""
-    from jobs.runtime.spark import list_partitions
+    from jobs.lake.files import list_partitions
 
     return set(list_partitions(spark, lake.features))
 

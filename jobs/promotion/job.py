@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.config import JobArgs, add_overrides, job_parser, parse_job_args
 from jobs.runner import run_job
-from jobs.runtime.spark import configure_logging, get_spark
+from jobs.runtime.session import configure_logging, get_spark
 from jobs.timings import phase
 from jobs.tracking import check_tracking_server
 from jobs.training.data import Window, fit_preprocessor, open_window

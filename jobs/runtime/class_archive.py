@@ -70,7 +70,7 @@ def workload(folder: str) -> None:
     from pyspark.sql import Window
     from pyspark.sql import functions as F  # noqa: N812 - pyspark's own idiom
 
-    from jobs.runtime.spark import get_spark
+    from jobs.runtime.session import get_spark
 
     spark = get_spark("class archive")  # the jobs' own session settings
     rows = pd.DataFrame({"day": ["2013-01-01", "2013-01-02"] * 50, "origin": ["EWR", "JFK", "LGA", "JFK"] * 25,

@@ -6,7 +6,7 @@ Usage::
 
 Runs in the foreground until stopped (Ctrl-C, SIGTERM). Then give the Airflow workers
 ``PIPELINE_SPARK_REMOTE=sc://127.0.0.1:15002``: each task still spark-submits its job, and the job's
-session is a Spark Connect session on this server (:func:`jobs.runtime.spark.get_spark`), so no task pays for
+session is a Spark Connect session on this server (:func:`jobs.runtime.session.get_spark`), so no task pays for
 a new driver and a cold JVM. The server listens on loopback only. Its Python workers (scoring's
 ``predict_batch_udf``) run with this environment's Python, so start it from the same environment as
 the workers (``source scripts/env.sh``).
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from jobs.runtime.spark import DRIVER_CONF
+from jobs.runtime.session import DRIVER_CONF
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 

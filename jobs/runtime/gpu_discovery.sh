@@ -2,7 +2,7 @@
 # Spark resource discovery script for GPUs: prints this machine's NVIDIA GPUs in the form Spark
 # expects, e.g. {"name": "gpu", "addresses": ["0", "1"]}. With no nvidia-smi, or no GPU, the list
 # is empty (Spark then refuses to start with a GPU amount > 0, which says what is wrong).
-# Used by jobs/runtime/spark.py:gpu_conf for the driver (TorchDistributor local mode) or the executors,
+# Used by jobs/runtime/gpu.py:gpu_conf for the driver (TorchDistributor local mode) or the executors,
 # and by a standalone worker started with
 #   SPARK_WORKER_OPTS="-Dspark.worker.resource.gpu.amount=N -Dspark.worker.resource.gpu.discoveryScript=<this file>"
 set -euo pipefail

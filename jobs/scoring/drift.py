@@ -71,7 +71,7 @@ def bucket_counts_by(
     None), still in one Spark job; a value without rows is absent."""
     from pyspark.sql import functions as F
 
-    from jobs.runtime.spark import without_whole_stage_codegen
+    from jobs.runtime.session import without_whole_stage_codegen
 
     pairs = [F.struct(F.lit(c).alias("feature"), _numeric_bucket(c, e).cast("int").alias("bin"))
              for c, e in edges.items()]

@@ -33,20 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.config import WindowArgs, job_parser, parse_bool, parse_job_args
 from jobs.features.lineage import check_fresh
+from jobs.lake.files import MissingPartitionError, path_exists, read_days
 from jobs.lake.integrity import check_partitions, check_unique_keys
 from jobs.lake.layout import DRIFT_PLOT, DRIFT_REPORT, PARTITION, partition_value
 from jobs.lake.storage import delete_file, write_bytes, write_text
 from jobs.monitoring.outcomes import features_days
 from jobs.runner import run_job
-from jobs.runtime.spark import (
-    MissingPartitionError,
-    configure_logging,
-    get_spark,
-    local_mode,
-    path_exists,
-    read_days,
-    require_cuda,
-)
+from jobs.runtime.gpu import require_cuda
+from jobs.runtime.session import configure_logging, get_spark, local_mode
 from jobs.scoring.predictor import model_preprocessor, resolve_model, served_predictions
 from jobs.scoring.shadow import score_shadow
 from jobs.timings import phase, preload

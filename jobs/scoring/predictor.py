@@ -236,8 +236,8 @@ def served_predictions(spark: Any, lake: Any, config: Any, features: DataFrame, 
     from pyspark.sql import functions as F
     from pyspark.sql.types import DateType
 
+    from jobs.lake.files import read_days
     from jobs.monitoring.outcomes import features_days
-    from jobs.runtime.spark import read_days
     from jobs.scoring.shift import day_shifts, logit_bins, reference_days, with_shifts
 
     spec, label, delay = config.score.recent_shift, config.features.label, config.monitoring.label_delay_days

@@ -59,7 +59,7 @@ def config_fingerprint(config: PipelineConfig) -> str:
 def data_fingerprint(spark: SparkSession, partition_dirs: list[str]) -> str:
     """The digest of these feature partitions: each folder's name (``date=D``) and the names of
     its data files (hidden and ``_`` files left out, as Spark leaves them out)."""
-    from jobs.runtime.spark import list_entries
+    from jobs.lake.files import list_entries
 
     digest = hashlib.sha256()
     for folder in sorted(partition_dirs, key=lambda path: path.rstrip("/").rsplit("/", 1)[-1]):

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobs.errors import DataError
+from jobs.lake.files import MissingPartitionError, path_exists
 from jobs.lake.integrity import check_partitions
-from jobs.runtime.spark import MissingPartitionError, path_exists
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -65,7 +65,7 @@ def training_window(run_date: dt.date, train: TrainSpec, featured: Iterable[dt.d
 
 def featured_days(spark: SparkSession, lake: Lake, train: TrainSpec) -> list[dt.date]:
     """The features zone's days, when an expanding window needs them (none otherwise: no listing)."""
-    from jobs.runtime.spark import list_partitions
+    from jobs.lake.files import list_partitions
 
     return list_partitions(spark, lake.features) if train.max_train_days else []
 

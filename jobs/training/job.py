@@ -49,7 +49,8 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.config import FAMILIES, JobArgs, add_overrides, job_parser, parse_job_args, resolved
 from jobs.runner import run_job
-from jobs.runtime.spark import configure_logging, get_spark, require_cuda
+from jobs.runtime.gpu import require_cuda
+from jobs.runtime.session import configure_logging, get_spark
 from jobs.selection.bar import FAMILY
 from jobs.timings import phase
 from jobs.tracking import check_tracking_server

@@ -10,7 +10,7 @@ def discovered_gpus() -> list[str]:
     (``jobs/runtime/gpu_discovery.sh``) reports, read before the session starts."""
     import subprocess
 
-    from jobs.runtime.spark import GPU_DISCOVERY_SCRIPT
+    from jobs.runtime.gpu import GPU_DISCOVERY_SCRIPT
 
     out = subprocess.run([GPU_DISCOVERY_SCRIPT], check=True, capture_output=True, text=True).stdout
     return [str(address) for address in json.loads(out)["addresses"]]
@@ -76,10 +76,10 @@ def rank_data_path(setting: str, launcher: str, labelled_rows: int, max_rows: in
 
 
 def gpu_resources(local_mode: bool, num_processes: int) -> dict[str, str]:
-    """:func:`jobs.runtime.spark.gpu_conf` for this training, less what spark-submit already set."""
+    """:func:`jobs.runtime.gpu.gpu_conf` for this training, less what spark-submit already set."""
     from pyspark import SparkConf
 
-    from jobs.runtime.spark import gpu_conf
+    from jobs.runtime.gpu import gpu_conf
 
     submitted = SparkConf()
     return {k: v for k, v in gpu_conf(local_mode, num_processes if local_mode else 1).items()

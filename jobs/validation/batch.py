@@ -7,8 +7,8 @@ import datetime as dt
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from jobs.lake.files import path_exists
 from jobs.lake.layout import PARTITION
-from jobs.runtime.spark import path_exists
 from jobs.validation.report import Check
 from jobs.validation.schema import CORRUPT_RECORD, RECORD
 

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.errors import DataError
 from jobs.lake import storage
+from jobs.lake.files import list_partitions
 from jobs.lake.integrity import check_partitions
 from jobs.lake.layout import Lake
-from jobs.runtime.spark import list_partitions
 from jobs.validation.partitions import failed_days
 
 if TYPE_CHECKING:

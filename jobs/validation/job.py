@@ -51,7 +51,7 @@ from jobs.lake.integrity import check_partitions
 from jobs.lake.layout import PARTITION, SUMMARY, VALIDATION_PAGE, Lake
 from jobs.lake.storage import read_bytes, write_text
 from jobs.runner import run_job
-from jobs.runtime.spark import configure_logging, get_spark
+from jobs.runtime.session import configure_logging, get_spark
 from jobs.timings import preload
 from jobs.validation.batch import batch_checks, partition_stats, trailing_counts
 from jobs.validation.declared import suites_of

@@ -145,7 +145,7 @@ class PartitionLocks:
 def clean_staging(spark: SparkSession, locks: PartitionLocks, table: str, zones: list[str]) -> list[str]:
     """Remove Spark's staging folders left in ``zones`` (a table's validated and quarantine
     folders) by a run that died; only when no other live run holds a lock on ``table``."""
-    from jobs.runtime.spark import delete_path, list_entries
+    from jobs.lake.files import delete_path, list_entries
 
     found = [f"{zone}/{name}" for zone in zones for name, _ in list_entries(spark, zone)
              if name.startswith(STAGING_PREFIXES)]
@@ -182,7 +182,7 @@ def mark_failed(
     spark: SparkSession, lake: Lake, table: str, day: dt.date, run_id: str, problems: list[str], report: str
 ) -> None:
     """Remove ``table``'s validated partition of ``day`` and leave the mark saying why."""
-    from jobs.runtime.spark import delete_path
+    from jobs.lake.files import delete_path
 
     if delete_path(spark, lake.partition(lake.validated(table), day)):
         log.warning("%s partition %s failed validation: removed its validated partition", table, day)

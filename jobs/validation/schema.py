@@ -8,8 +8,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from jobs.errors import DataError
+from jobs.lake.files import MissingPartitionError, list_entries, path_exists, read_first_line, read_head
 from jobs.lake.layout import PARTITION, RESERVED_PREFIX
-from jobs.runtime.spark import MissingPartitionError, list_entries, path_exists, read_first_line, read_head
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

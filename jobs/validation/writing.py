@@ -6,8 +6,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
+from jobs.lake.files import delete_path, path_exists, read_days
 from jobs.lake.layout import PARTITION, Lake, partition_name
-from jobs.runtime.spark import delete_path, path_exists, read_days
 from jobs.validation.partitions import clear_failed, mark_failed
 from jobs.validation.report import DataLossError
 from jobs.validation.schema import CORRUPT_RECORD, RECORD, SOURCE_FILE

@@ -475,7 +475,7 @@ def _config(args: list[str]) -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from jobs.runtime.spark import CONSOLE_PROGRESS_ENV, configure_logging
+    from jobs.runtime.session import CONSOLE_PROGRESS_ENV, configure_logging
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--start", type=dt.date.fromisoformat, default=FIRST_DAY, help="the first served day")

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 FAILING_JOB = """
 from jobs.runner import run_job
-from jobs.runtime.spark import configure_logging
+from jobs.runtime.session import configure_logging
 
 def main():
     configure_logging()
@@ -65,7 +65,7 @@ def test_a_file_that_is_not_parquet_in_a_zone_is_a_data_error_naming_it(spark, t
     assert problem is not None and str(stray) in problem and "move the file out of the lake" in problem, problem
     assert data_problem(RuntimeError("a lost executor")) is None
 
-    job = ("import sys\nfrom jobs.runner import run_job\nfrom jobs.runtime.spark import configure_logging\n"
+    job = ("import sys\nfrom jobs.runner import run_job\nfrom jobs.runtime.session import configure_logging\n"
            "class Py4JJavaError(Exception): pass\n"
            "def main():\n    configure_logging()\n"
            f"    raise Py4JJavaError({str(failed.value)!r})\nrun_job(main)\n")
@@ -140,12 +140,12 @@ def test_a_real_job_on_a_missing_partition_ends_with_its_one_line_the_traceback_
                            env={**env, "PIPELINE_LOG_LEVEL": "DEBUG"})
     assert debug.returncode == DATA_ERROR_EXIT
     assert debug.stderr.index(said) < debug.stderr.index("Traceback (most recent call last):")
-    assert "jobs.runtime.spark.MissingPartitionError" in debug.stderr  # the traceback's last line
+    assert "jobs.lake.files.MissingPartitionError" in debug.stderr  # the traceback's last line
 
 
 FAILING_TASK_JOB = """
 from jobs.runner import run_job
-from jobs.runtime.spark import configure_logging, get_spark
+from jobs.runtime.session import configure_logging, get_spark
 
 def main():
     configure_logging()
@@ -179,7 +179,7 @@ def test_a_failed_spark_task_leaves_no_screens_of_java_stack_at_the_default_leve
 
 def test_a_data_error_of_several_lines_gives_its_details_first_and_ends_with_its_first_line(tmp_path):
     job = ("from jobs.errors import DataError\nfrom jobs.runner import run_job\n"
-           "from jobs.runtime.spark import configure_logging\n"
+           "from jobs.runtime.session import configure_logging\n"
            "def main():\n    configure_logging()\n"
            "    raise DataError('3 checks failed; nothing was written; full report: r.html\\n  - one\\n  - two')\n"
            "run_job(main)\n")
@@ -208,7 +208,7 @@ def test_a_python_workers_exception_is_told_by_the_line_its_traceback_ends_with(
 
 FAILING_RANK_JOB = """
 from jobs.runner import run_job
-from jobs.runtime.spark import configure_logging, get_spark
+from jobs.runtime.session import configure_logging, get_spark
 from jobs.training.driver import ranks_output_until_a_failure
 
 def rank():

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from jobs.lake.files import MissingPartitionError
 from jobs.lake.layout import Lake
-from jobs.runtime.spark import MissingPartitionError
 
 FIRST, LAST = dt.date(2013, 1, 1), dt.date(2013, 1, 10)  # a Tuesday (closed: New Year's Day) to a Thursday
 CALENDAR = {"days": "weekdays", "closed": ["2013-01-01"]}

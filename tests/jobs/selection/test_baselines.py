@@ -116,7 +116,7 @@ def test_the_pyfunc_predicts_what_the_spark_model_predicts(spark, trained, name)
 def test_the_design_rows_run_as_code_the_jvm_compiles(spark, trained, design):
     """Each design's projection generates a method longer than HotSpot compiles (its HugeMethodLimit,
     8000 bytes: the JVM would interpret it, row by row); the session's limit keeps Spark from
-    running it as whole-stage code (jobs.runtime.spark.SESSION_CONF), and the rows come out whole."""
+    running it as whole-stage code (jobs.runtime.session.SESSION_CONF), and the rows come out whole."""
     from jobs.selection.baselines import design_rows
 
     lake, config = trained["lake"], trained["config"]

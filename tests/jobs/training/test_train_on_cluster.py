@@ -218,7 +218,7 @@ def test_gpu_training_on_a_standalone_worker_that_advertises_its_gpus(features_z
     discovery script, the job asks one GPU per executor and task, each rank trains on its GPU."""
     import mlflow
 
-    from jobs.runtime.spark import GPU_DISCOVERY_SCRIPT
+    from jobs.runtime.gpu import GPU_DISCOVERY_SCRIPT
 
     worker_opts = (f"-Dspark.worker.resource.gpu.amount={gpus()} "
                    f"-Dspark.worker.resource.gpu.discoveryScript={GPU_DISCOVERY_SCRIPT}")

@@ -1,10 +1,12 @@
+"""The lake's partitions and raw files read through a session: a missing one named, days read by their own folders."""
+
 from __future__ import annotations
 
 import datetime as dt
 
 import pytest
 
-from jobs.runtime.spark import MissingPartitionError, list_partitions
+from jobs.lake.files import MissingPartitionError, list_partitions
 from jobs.validation.schema import raw_paths, read_header, read_raw_strings
 
 
@@ -42,42 +44,6 @@ def test_partitions_are_listed_by_date(spark, lake, landed_days, tmp_path):
     assert list_partitions(spark, str(tmp_path / "nothing")) == []
 
 
-def test_gpu_conf_asks_the_driver_in_local_mode_and_one_gpu_per_task_on_a_cluster():
-    from jobs.runtime.spark import GPU_DISCOVERY_SCRIPT, gpu_conf
-
-    local = gpu_conf(local_mode=True, gpus=2)
-    assert local == {"spark.driver.resource.gpu.amount": "2",
-                     "spark.driver.resource.gpu.discoveryScript": GPU_DISCOVERY_SCRIPT}
-    cluster = gpu_conf(local_mode=False, gpus=4)
-    assert cluster["spark.executor.resource.gpu.amount"] == "4"
-    assert cluster["spark.task.resource.gpu.amount"] == "1"
-    assert cluster["spark.executor.resource.gpu.discoveryScript"] == GPU_DISCOVERY_SCRIPT
-    with pytest.raises(ValueError, match="at least one GPU"):
-        gpu_conf(local_mode=True, gpus=0)
-
-
-@pytest.mark.parametrize(
-    ("smi_output", "addresses"),
-    [(None, []), ("0\n", ["0"]), ("0\n1\n 2\n", ["0", "1", "2"]), ("No devices were found\n", [])],
-)
-def test_gpu_discovery_script_prints_what_spark_expects(tmp_path, smi_output, addresses):
-    """The script Spark runs to find GPUs, with an nvidia-smi that prints what a real one would
-    (or none at all, as on this machine)."""
-    import json
-    import os
-    import subprocess
-
-    from jobs.runtime.spark import GPU_DISCOVERY_SCRIPT
-
-    fake = tmp_path / "nvidia-smi"
-    if smi_output is not None:
-        fake.write_text(f"#!/bin/sh\nprintf '{smi_output}'\n")
-        fake.chmod(0o755)
-    out = subprocess.run([GPU_DISCOVERY_SCRIPT], env={**os.environ, "NVIDIA_SMI": str(fake)}, capture_output=True,
-                         text=True, check=True).stdout
-    assert json.loads(out) == {"name": "gpu", "addresses": addresses}
-
-
 def _listing(spark) -> tuple[int, int]:
     """Spark's own counters of what its file indexes listed: (files discovered, parallel listing jobs)."""
     metrics = spark._jvm.org.apache.spark.metrics.source.HiveCatalogMetrics  # noqa: SLF001
@@ -96,7 +62,7 @@ def long_zone(spark, tmp_path):
 
 
 def test_reading_days_lists_their_partitions_only(spark, long_zone):
-    from jobs.runtime.spark import read_days
+    from jobs.lake.files import read_days
 
     zone, days = long_zone
     before = _listing(spark)
@@ -119,37 +85,3 @@ def test_a_validated_zone_written_again_is_read_back_by_its_days_only(spark, lon
     files, jobs = (after - earlier for after, earlier in zip(_listing(spark), before, strict=True))
     assert written == {days[-1].isoformat(): 2, days[-2].isoformat(): 0}
     assert jobs == 0 and files <= 2, (files, jobs)
-
-
-def test_a_long_lived_driver_keeps_few_finished_queries(spark):
-    """The tests' session (and the shared Connect server, from the same settings) keeps 50 finished
-    queries, not Spark's thousand: their plans and metrics filled a worker's 1 GiB heap."""
-    from jobs.runtime.connect_server import command
-    from jobs.runtime.spark import DRIVER_CONF
-
-    conf = spark.sparkContext.getConf()
-    assert {key: conf.get(key) for key in DRIVER_CONF} == DRIVER_CONF
-    assert int(DRIVER_CONF["spark.sql.ui.retainedExecutions"]) <= 100
-    server = command(15002, "local[2]")
-    assert all(f"{key}={value}" in server for key, value in DRIVER_CONF.items())
-
-
-def test_spark_draws_its_console_progress_bar_only_on_a_terminal_and_never_for_the_replay(monkeypatch):
-    import io
-    import sys
-
-    from jobs.runtime.spark import CONSOLE_PROGRESS_ENV, console_conf
-
-    off = {"spark.ui.showConsoleProgress": "false"}
-
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    monkeypatch.delenv(CONSOLE_PROGRESS_ENV, raising=False)
-    monkeypatch.setattr(sys, "stderr", io.StringIO())
-    assert console_conf() == off  # a log file, a test's captured output
-    monkeypatch.setattr(sys, "stderr", Terminal())
-    assert console_conf() == {}  # a person at a terminal sees the stages go by
-    monkeypatch.setenv(CONSOLE_PROGRESS_ENV, "0")  # what the replay sets: its own progress lines only
-    assert console_conf() == off

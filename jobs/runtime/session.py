@@ -1,32 +1,26 @@
-"""The one place that builds a SparkSession, and the lake reads every job shares.
+"""The one place that builds a SparkSession: the settings every job's session has, Spark's
+console and log output, and the session released as a job ends.
 
 With ``PIPELINE_SPARK_REMOTE`` set (``sc://host:15002``), a job's session is a Spark Connect
 session on that long-running server instead of a new driver in the spark-submit JVM: the task is
 still a spark-submit from Airflow, but no SparkContext starts and the server's JVM is already warm
-(``python -m jobs.runtime.connect_server`` runs one). The file helpers below then go through pyarrow
-(:mod:`jobs.lake.storage`) instead of the driver's Hadoop FileSystem, which a Connect client cannot reach.
+(``python -m jobs.runtime.connect_server`` runs one). The lake's file helpers
+(:mod:`jobs.lake.files`) then go through pyarrow instead of the driver's Hadoop FileSystem, which a
+Connect client cannot reach.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from jobs.errors import DataError
-from jobs.lake import storage
-from jobs.lake.layout import partition_day, partition_name
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
-
-log = logging.getLogger(__name__)
 
 REMOTE_ENV = "PIPELINE_SPARK_REMOTE"
 LOG_LEVEL_ENV = "PIPELINE_LOG_LEVEL"  # DEBUG: a failed job's traceback, and Spark's task failures, in full
@@ -137,41 +131,10 @@ def is_remote(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-GPU_DISCOVERY_SCRIPT = str(Path(__file__).resolve().with_name("gpu_discovery.sh"))
-
-
-def gpu_conf(local_mode: bool, gpus: int, discovery_script: str = GPU_DISCOVERY_SCRIPT) -> dict[str, str]:
-    """The resource settings TorchDistributor needs to put one rank on each GPU.
-
-    ``local_mode``: the ranks run on the driver, which must own ``gpus`` GPUs (Spark's local master
-    cannot schedule GPUs to tasks). Otherwise each executor owns ``gpus`` GPUs and each barrier task
-    (one rank) takes one; a standalone worker must advertise its GPUs too (see the script).
-    """
-    if gpus < 1:
-        raise ValueError(f"GPU training needs at least one GPU, got {gpus}")
-    if local_mode:
-        return {
-            "spark.driver.resource.gpu.amount": str(gpus),
-            "spark.driver.resource.gpu.discoveryScript": discovery_script,
-        }
-    return {
-        "spark.executor.resource.gpu.amount": str(gpus),
-        "spark.executor.resource.gpu.discoveryScript": discovery_script,
-        "spark.task.resource.gpu.amount": "1",
-    }
-
-
-def require_cuda(asked: str, advice: str) -> None:
-    """Fail now, saying so, when ``asked`` (a GPU run of a job, in words) finds no CUDA device for
-    torch on this machine: a job asked for a GPU never falls back to the CPU without a word."""
-    import torch
-
-    if not torch.cuda.is_available():
-        raise RuntimeError(
-            f"{asked} was asked for, but torch sees no CUDA device on this machine (torch {torch.__version__}, "
-            f"CUDA build: {torch.version.cuda or 'no'}, CUDA_VISIBLE_DEVICES="
-            f"{os.environ.get('CUDA_VISIBLE_DEVICES', '(not set)')}): {advice}"
-        )
+def local_mode(spark: SparkSession) -> bool:
+    """Whether the session's executors are its driver's own process (``local[...]``), a classic
+    session's or a Spark Connect server's."""
+    return str(spark.conf.get("spark.master", "")).startswith("local")
 
 
 def configure_logging() -> None:
@@ -182,60 +145,6 @@ def configure_logging() -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("great_expectations", "py4j", "mlflow.utils", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
-class MissingPartitionError(DataError, FileNotFoundError):
-    """A raw partition that a run needs is not in the lake."""
-
-
-def hadoop_fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
-    """(Hadoop FileSystem, Hadoop Path) for ``path``: any lake URI works the same way."""
-    jvm = spark._jvm  # noqa: SLF001 - the Hadoop FileSystem API is only reachable this way
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
-    return hpath.getFileSystem(spark._jsc.hadoopConfiguration()), hpath  # noqa: SLF001
-
-
-def path_exists(spark: SparkSession, path: str) -> bool:
-    """Whether ``path`` exists."""
-    if is_remote(spark):
-        return storage.exists(path)
-    fs, hpath = hadoop_fs(spark, path)
-    return bool(fs.exists(hpath))
-
-
-def list_entries(spark: SparkSession, folder: str) -> list[tuple[str, bool]]:
-    """(name, is a folder) of each entry directly in ``folder``; none when it does not exist."""
-    if is_remote(spark):
-        return storage.entries(folder)
-    fs, hpath = hadoop_fs(spark, folder)
-    if not fs.exists(hpath):
-        return []
-    return [(status.getPath().getName(), bool(status.isDirectory())) for status in fs.listStatus(hpath)]
-
-
-def local_mode(spark: SparkSession) -> bool:
-    """Whether the session's executors are its driver's own process (``local[...]``), a classic
-    session's or a Spark Connect server's."""
-    return str(spark.conf.get("spark.master", "")).startswith("local")
-
-
-def list_partitions(spark: SparkSession, path: str) -> list[dt.date]:
-    """The ``date=YYYY-MM-DD`` partitions under ``path`` (none if it does not exist), oldest first."""
-    days = [partition_day(name) for name, folder in list_entries(spark, path) if folder]
-    return sorted(day for day in days if day is not None)
-
-
-def read_days(spark: SparkSession, zone: str, days: list[dt.date]) -> DataFrame:
-    """The ``days``' partitions of the Parquet zone ``zone``, with their ``date`` column, read by
-    their own folders (each must exist). Reading the zone and filtering on ``date`` would give the
-    same rows, but Spark lists every partition of the zone first: with more than 32 it runs a Spark
-    job to list them, and a job reading one day costs more with every day the lake holds. Each
-    partition is checked first (:func:`jobs.lake.integrity.check_partitions`): a damaged file or a
-    file copied twice is a data error naming it, before any row is read."""
-    from jobs.lake.integrity import check_partitions
-
-    check_partitions([f"{zone}/{partition_name(day)}" for day in days])
-    return spark.read.option("basePath", zone).parquet(*[f"{zone}/{partition_name(day)}" for day in days])
 
 
 def release_session() -> None:
@@ -250,47 +159,3 @@ def release_session() -> None:
     session = ConnectSession.getActiveSession()
     if session is not None:
         session.stop()
-
-
-def delete_path(spark: SparkSession, path: str) -> bool:
-    """Delete a file or folder (recursively); whether there was one."""
-    if is_remote(spark):
-        found = storage.exists(path)
-        storage.delete_dir(path)  # each does nothing unless the path is of its kind
-        storage.delete_file(path)
-        return found
-    fs, hpath = hadoop_fs(spark, path)
-    return bool(fs.delete(hpath, True))
-
-
-def read_head(spark: SparkSession, path: str, size: int) -> bytes:
-    """Up to the first ``size`` bytes of the file at ``path``."""
-    if is_remote(spark):
-        return storage.read_head(path, size)
-    fs, hpath = hadoop_fs(spark, path)
-    stream = fs.open(hpath)
-    try:
-        head = bytearray()
-        while len(head) < size:
-            byte = stream.read()
-            if byte < 0:
-                break
-            head.append(byte)
-    finally:
-        stream.close()
-    return bytes(head)
-
-
-def read_first_line(spark: SparkSession, path: str, limit: int = 1 << 20) -> str | None:
-    """The first line of a UTF-8 text file (without its line end), None for an empty file; on
-    Connect at most ``limit`` bytes of it."""
-    if is_remote(spark):
-        head = read_head(spark, path, limit)
-        return head.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", errors="replace") if head else None
-    fs, hpath = hadoop_fs(spark, path)
-    jvm = spark._jvm  # noqa: SLF001
-    reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(fs.open(hpath), "UTF-8"))
-    try:
-        return reader.readLine()
-    finally:
-        reader.close()
