@@ -16,19 +16,8 @@ from typing import Any
 
 from jobs.config import load_config, tracking_uri
 from jobs.lake.layout import Lake
+from jobs.lake.reports import read_report
 from jobs.metrics import HOLDOUT
-
-
-def read_report(lake: Lake, kind: str, run_date: dt.date | str) -> dict[str, Any]:
-    """A job's ``summary.json`` for a day (``kind``: training or scoring), from any lake URI."""
-    from jobs.lake.storage import read_json
-
-    day = run_date if isinstance(run_date, dt.date) else dt.date.fromisoformat(run_date)
-    path = lake.report(kind, day)
-    report = read_json(path)
-    if report is None:
-        raise FileNotFoundError(f"no {kind} report for {day} at {path}: did the {kind} job run for that day?")
-    return report
 
 
 def collect(lake: Lake, run_date: dt.date) -> dict[str, Any]:

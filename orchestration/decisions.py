@@ -120,7 +120,7 @@ def drift_event(lake: Any, day: str, after_retraining: bool) -> tuple[dict[str, 
     ``scoring_drift`` event's extra when the score job found the day drifted, else None and why not
     (no baseline, too few rows, no drift, or the day was scored again after the retraining its
     drift started: no second retraining on the same window)."""
-    from jobs.summary import read_report
+    from jobs.lake.reports import read_report
 
     report = read_report(lake, "scoring", day)
     drift = report.get("drift")

@@ -117,7 +117,7 @@ class PromoteCandidateOperator(PipelineSparkSubmitOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         super().execute(context)
-        from jobs.summary import read_report
+        from jobs.lake.reports import read_report
 
         run_date = self.application_args[self.application_args.index("--run-date") + 1]
         summary = read_report(lake_of(self.pipeline), "training", run_date)

@@ -321,8 +321,8 @@ class Replay:
         """The window's candidate registered under the policy's model, through the bar and the gate
         (the promotion job); what became of it."""
         from jobs.lake.layout import Lake
+        from jobs.lake.reports import read_report
         from jobs.promotion import job as promotion_job
-        from jobs.summary import read_report
         from orchestration.training_sequence import promotion_args
 
         run_id = self.selected_candidate(dt.date.fromisoformat(plan["run_date"]), plan["started_by"])

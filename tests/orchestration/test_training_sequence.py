@@ -52,7 +52,7 @@ def replayed(tmp_path, monkeypatch) -> dict[str, Any]:
     monkeypatch.setattr("jobs.selection.sweep.best_candidate",
                         lambda config, parent: {"run_id": CHOSEN, "family": "mlp", "name": "c", "score": 0.7})
     monkeypatch.setattr(engine, "family_scores", lambda config, training: {})
-    monkeypatch.setattr("jobs.summary.read_report", lambda lake, kind, day: {"model_version": "1", "gate": {}})
+    monkeypatch.setattr("jobs.lake.reports.read_report", lambda lake, kind, day: {"model_version": "1", "gate": {}})
     monkeypatch.setattr("uuid.uuid4", lambda: type("U", (), {"hex": "abc" + "0" * 29})())
     replay = engine.Replay(tmp_path / "replay", baselines=1)
     replay.state["policies"]["weekly"] = {"seconds": {}}  # as serve() starts a policy
