@@ -125,7 +125,12 @@ def test_the_walk_counts_imports_inside_functions_and_leaves_out_type_checking(t
 
 
 # The shared layer below the stages: what every stage may import and which imports none of them.
-LOWER = ("jobs.config", "jobs.lake", "jobs.metrics", "jobs.errors")
+LOWER = ("jobs.config", "jobs.lake", "jobs.runtime", "jobs.metrics", "jobs.errors", "jobs.timings")
+
+
+def within(name: str, packages: tuple[str, ...]) -> bool:
+    """Whether module ``name`` is one of ``packages`` or inside one of them."""
+    return any(name == package or name.startswith(f"{package}.") for package in packages)
 
 
 def test_the_config_package_imports_no_stage():
@@ -151,3 +156,28 @@ def test_the_metric_catalogue_is_the_one_list_of_metrics_and_imports_no_stage():
                  for n, line in enumerate(path.read_text().splitlines(), 1)
                  if line.startswith(("LOWER_IS_BETTER =", "METRICS =")) or line.startswith("def roc_auc(")]
     assert redefined == []
+
+
+def test_the_lake_and_the_spark_runtime_import_no_stage():
+    """jobs.lake (the lake's names, files and reports) and jobs.runtime (the Spark session, its GPUs,
+    the Connect server, the class archive) are below every stage: they import nothing of jobs but
+    the shared layer, and the runtime not even the lake (the lake reads through a session, a session
+    knows nothing of the lake)."""
+    graph = import_graph()
+    lower = sorted(name for name in graph if within(name, ("jobs.lake", "jobs.runtime")))
+    assert {"jobs.lake.files", "jobs.lake.reports", "jobs.runtime.session", "jobs.runtime.connect_server"} <= {*lower}
+    above = {name: targets for name in lower
+             if (targets := sorted(target for target in graph[name] if not within(target, LOWER)))}
+    assert above == {}, f"the lake or the runtime imports stages: {above}"
+    on_the_lake = {name: targets for name in lower if within(name, ("jobs.runtime",))
+                   if (targets := sorted(target for target in graph[name] if within(target, ("jobs.lake",))))}
+    assert on_the_lake == {}, f"the runtime imports the lake: {on_the_lake}"
+
+
+def test_no_shared_module_and_no_orchestration_needs_the_demo_s_summary():
+    """jobs.summary is the printout ``make demo`` ends with, a leaf: what reads a job's report of a
+    day (the DAGs' tasks, the replay) reads it from the lake (jobs.lake.reports), not from the demo."""
+    graph = import_graph()
+    readers = sorted(name for name, targets in graph.items()
+                     if "jobs.summary" in targets and within(name, ("orchestration", *LOWER)))
+    assert readers == []
