@@ -31,7 +31,7 @@ SCORE_DATE = dt.date(2013, 1, 8)
 def airflow_env(lake, config_patch, tmp_path_factory):
     """Airflow's metadata DB migrated, and a short-window config for the jobs."""
     # One baseline, regularised to a constant (holdout ROC AUC 0.5): the bar is there and cleared,
-    # so the run goes on to the gate (tests/jobs/selection/test_baselines.py stops a worse candidate).
+    # so the run goes on to the gate (tests/jobs/selection/test_baseline_training.py stops a worse candidate).
     path = config_patch.write(
         tmp_path_factory.mktemp("config"),
         train={"train_days": 3, "validation_days": 2, "holdout_days": 2, "epochs": 2},

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.config.baselines:
         log.info("no baselines configured (baselines: in %s): nothing to train", args.config.source)
         return
-    from jobs.selection.baselines import train_baselines
+    from jobs.selection.baseline_training import train_baselines
 
     spark = get_spark(f"baselines-{args.run_date}")
     train_baselines(spark, args.lake, args.config, args.run_date, args.started_by, args.training_id)

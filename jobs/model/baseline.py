@@ -3,9 +3,10 @@
 A fitted pyspark.ml model is exported to plain numbers (:func:`export`): a logistic regression's
 coefficients and intercept, a gradient-boosted ensemble's trees as flat arrays. The pyfunc
 (:class:`BaselineClassifier`) keeps the training's :class:`jobs.model.tabular.Preprocessor`, builds the same
-design matrix Spark trained on (:func:`design_matrix`; Spark's side: :func:`jobs.selection.baselines.design_column`) and
-returns the positive-class probability: the same contract as the PyTorch model (feature columns
-in, probability out), so scoring serves either through ``mlflow.pyfunc`` unchanged.
+design matrix Spark trained on (:func:`design_matrix`; Spark's side:
+:func:`jobs.selection.baseline_training.design_column`) and returns the positive-class probability:
+the same contract as the PyTorch model (feature columns in, probability out), so scoring serves
+either through ``mlflow.pyfunc`` unchanged.
 
 The design depends on the kind (:data:`DESIGNS`): logistic regression gets one column per category
 value (``onehot``), the trees each category's vocabulary index as one number (``codes``): a tree
@@ -46,7 +47,7 @@ def design_width(pre: Preprocessor, design: str = ONEHOT) -> int:
 
 def design_matrix(pre: Preprocessor, frame: pd.DataFrame, design: str = ONEHOT) -> np.ndarray:
     """The design matrix of ``frame``'s rows, float64: what
-    :func:`jobs.selection.baselines.design_column` gives in Spark."""
+    :func:`jobs.selection.baseline_training.design_column` gives in Spark."""
     cats, nums = pre.encode(frame)
     if design == CODES:
         return np.concatenate([cats.astype(np.float64), nums.astype(np.float64)], axis=1)

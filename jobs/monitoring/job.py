@@ -55,7 +55,7 @@ log = logging.getLogger("jobs.monitoring.job")
 
 MONITORING_OF = "monitoring_of"  # the tag that finds a model version's monitoring run
 EXPERIMENT_SUFFIX = "-monitoring"  # the monitoring experiment is the training experiment's name + this
-HOLDOUT_PREFIX = "holdout_"  # a training run's holdout metrics (jobs.training.loop, jobs.selection.baselines)
+HOLDOUT_PREFIX = "holdout_"  # a training run's holdout metrics (jobs.training.loop, jobs.selection.baseline_training)
 EPOCH = dt.date(1970, 1, 1)
 
 

@@ -5,10 +5,10 @@ finished sweep candidate (of any family) trained on the window of ``--run-date``
 run-time overrides (``--overrides JSON`` as the DAG passes them) shape as they shape the train job's.
 
 With ``sweep.blend``, the blend of its members goes in the candidate's place where it beats it
-(:mod:`jobs.selection.blend`); a baseline that may serve (``promote: true``) and beats it does too
+(:mod:`jobs.selection.blend_candidate`); a baseline that may serve (``promote: true``) and beats it does too
 (:func:`jobs.selection.bar.in_its_place`). The one chosen is registered under ``train.model_name``,
 with the drift baseline of the window (the bins a baseline of the same training logged, else binned
-here with the preprocessor the chosen model carries: :func:`jobs.selection.baselines.logged_feature_bins`),
+here with the preprocessor the chosen model carries: :func:`jobs.selection.baseline_training.logged_feature_bins`),
 checked against the best MLlib baseline of the same window (:mod:`jobs.selection.bar`: otherwise it
 stops before the gate, saying why), and sent to the champion gate; the job writes
 ``reports/training/date=<run-date>/summary.json`` (version, run, link, metrics, gate), as a train job
@@ -85,13 +85,13 @@ def promote(spark: SparkSession, args: PromoteArgs, window: Window) -> None:
     """The sweep's chosen run (or the blend of ``sweep.blend`` where it beats it, or a baseline that
     may serve and beats it) registered, barred and gated. Nothing is trained: the window is binned
     for the drift baseline only where no baseline of the same training logged those bins
-    (:func:`jobs.selection.baselines.logged_feature_bins`), with the preprocessor the chosen model
+    (:func:`jobs.selection.baseline_training.logged_feature_bins`), with the preprocessor the chosen model
     carries (an MLP's; fitted on the window where it carries none, as an XGBoost pyfunc)."""
     from jobs.model.tabular import Preprocessor
     from jobs.scoring.drift import feature_bins
     from jobs.scoring.predictor import model_preprocessor
     from jobs.selection.bar import in_its_place
-    from jobs.selection.baselines import logged_feature_bins
+    from jobs.selection.baseline_training import logged_feature_bins
     from jobs.selection.sweep import candidate_result
     from jobs.tracking import client
 
@@ -99,7 +99,7 @@ def promote(spark: SparkSession, args: PromoteArgs, window: Window) -> None:
     windows = (window.span("train"), window.span("holdout"))
     validation_dirs, holdout_dirs = window.dirs["validation"], window.dirs["holdout"]
     if args.config.sweep.blend:  # the blend of sweep.blend's members, if it beats the sweep's choice
-        from jobs.selection.blend import blend_candidate, preferred
+        from jobs.selection.blend_candidate import blend_candidate, preferred
 
         with phase("blend"):
             blend = blend_candidate(spark, args.config, args.candidate_run, args.run_date,

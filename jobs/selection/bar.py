@@ -3,7 +3,7 @@
 the bar: a candidate (of any family: the MLP, XGBoost) that does not beat the best MLlib baseline
 on the holdout's promotion metric stops here, and the run and version record why.
 
-The baselines (:mod:`jobs.selection.baselines`) log runs tagged ``candidate_kind=baseline`` with the
+The baselines (:mod:`jobs.selection.baseline_training`) log runs tagged ``candidate_kind=baseline`` with the
 ``run_date`` and ``holdout_window`` they were evaluated on; the bar compares with the latest run
 of each baseline of the same window *and the same training*: the candidate's ``training_id``,
 ``config_fingerprint`` and ``data_fingerprint`` (:mod:`jobs.selection.identity`), never a run of

@@ -108,7 +108,7 @@ def logged(tmp_path_factory):
     from jobs.model.booster import log_pyfunc as log_booster
     from jobs.model.tabular import build_net
     from jobs.model.tabular import log_pyfunc as log_net
-    from jobs.selection.baselines import log_model as log_baseline
+    from jobs.selection.baseline_training import log_model as log_baseline
     from jobs.tracking import ensure_experiment
 
     home = tmp_path_factory.mktemp("calibrated-models")

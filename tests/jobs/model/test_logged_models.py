@@ -67,7 +67,7 @@ def registered(tmp_path_factory):
 
     from jobs.model.baseline import design_width
     from jobs.model.tabular import build_net, log_pyfunc, predict_proba
-    from jobs.selection.baselines import log_model
+    from jobs.selection.baseline_training import log_model
     from jobs.tracking import ensure_experiment
 
     home = tmp_path_factory.mktemp("logged-models")

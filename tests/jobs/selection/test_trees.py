@@ -311,7 +311,7 @@ def test_a_blend_of_the_families_is_one_more_candidate_of_the_training(spark, sw
 
     from jobs.metrics import evaluate
     from jobs.selection.bar import read_rows
-    from jobs.selection.blend import MEMBERS_TAG, blend_candidate, preferred
+    from jobs.selection.blend_candidate import MEMBERS_TAG, blend_candidate, preferred
     from jobs.selection.identity import IDENTITY
     from jobs.tracking import client
 
@@ -341,7 +341,7 @@ def test_a_blend_of_the_families_is_one_more_candidate_of_the_training(spark, sw
     assert client().get_run(blend).data.tags["blend_decision"].startswith(f"validation_roc_auc {scores[blend]:.4f}")
     assert preferred(config, client(), xgb, None) == xgb
 
-    caplog.set_level("WARNING", logger="jobs.selection.blend")
+    caplog.set_level("WARNING", logger="jobs.selection.blend_candidate")
     unknown = config_patch.replace(config, sweep={"blend": ["xgboost", "logistic_regression"]})
     assert blend_candidate(spark, unknown, xgb, RUN_DATE, dirs, swept["windows"]["holdout"]) is None
     assert "'logistic_regression' is neither a sweep family (mlp, xgboost) nor a baseline of this training " \

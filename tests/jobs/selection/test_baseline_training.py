@@ -24,7 +24,7 @@ BASELINES = (BaselineSpec("logistic_regression", "logistic_regression", {"maxIte
 @pytest.fixture(scope="module")
 def trained(spark, features_zone, config, config_patch, tmp_path_factory):
     from jobs.lake.layout import Lake
-    from jobs.selection.baselines import train_baselines
+    from jobs.selection.baseline_training import train_baselines
 
     home = tmp_path_factory.mktemp("baselines")
     days = [dt.date(2013, 1, d) for d in (2, 3, 4, 5)]
@@ -96,7 +96,7 @@ def test_the_pyfunc_predicts_what_the_spark_model_predicts(spark, trained, name)
     from pyspark.ml.functions import vector_to_array
 
     from jobs.model.baseline import DESIGNS, design_matrix, design_width, export, predict_design
-    from jobs.selection.baselines import design_column
+    from jobs.selection.baseline_training import design_column
 
     lake, config, result = trained["lake"], trained["config"], trained["results"][name]
     model, pre, kind = result["spark_model"], result["preprocessor"], dict((s.name, s.kind) for s in BASELINES)[name]
@@ -117,7 +117,7 @@ def test_the_design_rows_run_as_code_the_jvm_compiles(spark, trained, design):
     """Each design's projection generates a method longer than HotSpot compiles (its HugeMethodLimit,
     8000 bytes: the JVM would interpret it, row by row); the session's limit keeps Spark from
     running it as whole-stage code (jobs.runtime.session.SESSION_CONF), and the rows come out whole."""
-    from jobs.selection.baselines import design_rows
+    from jobs.selection.baseline_training import design_rows
 
     lake, config = trained["lake"], trained["config"]
     pre = trained["results"]["logistic_regression"]["preprocessor"]
@@ -268,7 +268,7 @@ def test_the_window_s_drift_feature_bins_come_from_a_baseline_of_the_same_traini
     baseline's logged feature bins, equal to those of the window's rows binned afresh with a
     preprocessor fitted afresh; for a run of another training, or one without identity tags, none."""
     from jobs.scoring.drift import PREDICTION, feature_bins
-    from jobs.selection.baselines import logged_feature_bins
+    from jobs.selection.baseline_training import logged_feature_bins
     from jobs.tracking import client
     from jobs.training.data import feature_dirs, fit_preprocessor
 
@@ -364,7 +364,7 @@ def test_the_baselines_read_a_window_s_rows_in_one_order_however_its_files_are_n
     GBT fitted on each is the same model. MLlib's GBT picks its split candidates from rows sampled by
     position: coalesced as listed, the two lakes of one 2013 window gave GBTs 0.0077 ROC AUC apart."""
     from jobs.lake.layout import PARTITION, Lake
-    from jobs.selection.baselines import design_rows, fit, training_rows
+    from jobs.selection.baseline_training import design_rows, fit, training_rows
     from jobs.training.data import fit_preprocessor
 
     days, twin = [dt.date(2013, 1, d) for d in (2, 3, 4, 5, 6, 7)], dt.date(2013, 1, 20)

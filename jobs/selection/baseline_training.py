@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from jobs.lake.layout import Lake
     from jobs.model.tabular import Preprocessor
 
-log = logging.getLogger("jobs.selection.baselines")
+log = logging.getLogger("jobs.selection.baseline_training")
 
 
 def estimator(spec: BaselineSpec, label: str, seed: int) -> Any:

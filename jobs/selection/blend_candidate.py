@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from jobs.config import PipelineConfig
 
-log = logging.getLogger("jobs.selection.blend")
+log = logging.getLogger("jobs.selection.blend_candidate")
 
 BLEND = "blend"  # the model_family tag of a blend run
 MEMBERS_TAG = "blend_members"  # the member runs' ids, comma-separated, in the order of sweep.blend
