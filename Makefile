@@ -107,7 +107,7 @@ BENCH_OUT ?= benchmarks/results
 bench: install class-archive
 	$(ENV) $(VENV)/bin/python -m benchmarks.bench --out $(BENCH_OUT) $(if $(SMOKE),--smoke)
 
-# By hand: the scale benchmark (benchmarks/scale.py). The default, 1x and 10x the year with the peer, 1 and 2
+# By hand: the scale benchmark (benchmarks/training_scale.py). The default, 1x and 10x the year with the peer, 1 and 2
 # ranks and the cluster point at 1x, takes about an hour on 2 loaded cores; the 100x row (34M rows, one
 # epoch, 2 ranks) is its own run: make bench-scale SCALES=100 CONTENDERS=2 CLUSTER_SCALE=0 (hours;
 # SCALE_DATA keeps the features and their scaled copies, about 1 GB with 100x, for the next run).
@@ -116,7 +116,7 @@ CONTENDERS ?= peer,1,2
 CLUSTER_SCALE ?= 1
 SCALE_DATA ?= $(CURDIR)/.pipeline/bench-scale
 bench-scale: install
-	$(ENV) $(VENV)/bin/python -m benchmarks.scale --out $(BENCH_OUT) --scales $(SCALES) \
+	$(ENV) $(VENV)/bin/python -m benchmarks.training_scale --out $(BENCH_OUT) --scales $(SCALES) \
 	  --contenders $(CONTENDERS) --cluster-scale $(CLUSTER_SCALE) --data $(SCALE_DATA)
 
 capacity: install

@@ -100,7 +100,7 @@ def validated_lake(spark: SparkSession, home: Path, config: PipelineConfig, days
     """The real days landed (the generator at 1x) and validated without GX, under ``home``."""
     import dataclasses
 
-    from jobs.datasets.scale_up import scale_raw
+    from jobs.datasets.multiplied_flights import scale_raw
     from jobs.lake.layout import Lake
     from jobs.validation.job import validate
 

@@ -2,7 +2,7 @@
 
 Run through ``python -m benchmarks.bench`` (``make bench``). Inputs: the validated zone of the
 window's days, its flights multiplied by each size's factor with the scale-up generator's rule
-(:func:`jobs.datasets.scale_up.multiply_day`: every real flight of a day once per copy, flight
+(:func:`jobs.datasets.multiplied_flights.multiply_day`: every real flight of a day once per copy, flight
 numbers moved, tails shuffled within each carrier; weather and the reference tables as they are),
 so that every size has the same joins and one feature row per flight.
 
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks.feature_plans import checksums, differences, duckdb_features, polars_features
 from benchmarks.harness import Turns, fit_fixed_and_rate, seconds
-from jobs.datasets.scale_up import multiply_day
+from jobs.datasets.multiplied_flights import multiply_day
 from jobs.lake.layout import Lake, partition_day
 
 if TYPE_CHECKING:

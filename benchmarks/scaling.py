@@ -1,5 +1,5 @@
 """Bigger inputs made from the real rows: a folder of date partitions at N times its size
-(:func:`scale_up`), or all of them as one day's partition (:func:`one_partition`), with the source
+(:func:`resample_days`), or all of them as one day's partition (:func:`one_partition`), with the source
 files' schema; for benchmarks that need more rows than the example dataset has."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 JITTER = 0.05  # the scaled-up set's noise on continuous inputs, in standard deviations of the day
 
 
-def scale_up(source: str, target: str, factor: float, numeric: list[str], seed: int = 13) -> int:
+def resample_days(source: str, target: str, factor: float, numeric: list[str], seed: int = 13) -> int:
     """Write ``factor`` x the rows of every date partition under ``source`` to ``target``; returns the rows.
 
     Each day keeps its own rows (one copy per whole unit of ``factor``, the first as it is) and adds

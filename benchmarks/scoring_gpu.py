@@ -8,7 +8,7 @@ Usage::
 Setup (timed, reported apart): January 2013 is landed into a throw-away lake, validated (without GX)
 and turned into features; the scoring benchmark's model (:func:`benchmarks.scoring.model.registered_model`)
 is trained, logged with ``log_pyfunc``, registered and resolved as the score job resolves it. A day of
-``--rows`` rows is made from January's features (:func:`benchmarks.scaling.scale_up`: bootstrap
+``--rows`` rows is made from January's features (:func:`benchmarks.scaling.resample_days`: bootstrap
 resamples with the continuous inputs jittered) as one day's partition, one file in row groups of
 262,144 rows.
 
@@ -62,7 +62,7 @@ from benchmarks.harness import (
     stopwatch,
     write_results,
 )
-from benchmarks.scaling import one_partition, scale_up
+from benchmarks.scaling import one_partition, resample_days
 from benchmarks.scoring.baseline import arrow_dataset, encode_arrow
 from benchmarks.scoring.model import registered_model
 from benchmarks.scoring.scales import DAY, Scale
@@ -243,7 +243,7 @@ def run(home: Path, out: Path, big_rows: int, repeat: int, batches: list[int]) -
     spread, root = str(home / "spread"), str(home / "big-day")
     with stopwatch(setup, "generate_big_day_s"):
         january_rows = sum(pq.ParquetFile(f).metadata.num_rows for f in Path(lake.features).rglob("*.parquet"))
-        scale_up(lake.features, spread, big_rows / january_rows, config.features.numeric, seed=config.train.seed)
+        resample_days(lake.features, spread, big_rows / january_rows, config.features.numeric, seed=config.train.seed)
         one_partition(spread, root, DAY)
         shutil.rmtree(spread)
         big = next(Path(root).rglob("*.parquet"))

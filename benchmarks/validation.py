@@ -25,7 +25,7 @@ Every validate run validates every table (``validation.skip_unchanged`` off): th
 aggregation's and GX's, whichever run of the turns it is.
 
 The points: the real 2013 data (the whole year landed) for a window of 1 day and of the full year, and
-the scale-up generator's flights (:func:`jobs.datasets.scale_up.scale_raw`) multiplied by each of
+the scale-up generator's flights (:func:`jobs.datasets.multiplied_flights.scale_raw`) multiplied by each of
 ``--factors`` for ``--factor-days`` days from 2013-07-01, each factor in a lake of its own. Over the
 factors, each contender's time is fitted as ``t(N) = a + N / b`` (N: flights rows; the other tables do
 not grow), so the fixed cost ``a`` and the throughput ``b`` are apart. The target: GX on Spark takes at
@@ -60,7 +60,7 @@ from benchmarks.harness import (
 )
 from jobs.config import PipelineConfig, days_ending, load_config
 from jobs.datasets.land_flights import FIRST_DAY, LAST_DAY, land
-from jobs.datasets.scale_up import scale_raw
+from jobs.datasets.multiplied_flights import scale_raw
 from jobs.lake.layout import PARTITION, Lake
 from jobs.validation.declared import suites_of
 from jobs.validation.job import validate

@@ -4,7 +4,7 @@ Usage::
 
     python -m studies.capacity [--points docs/bench/scale/scale.json] [--rows 1e9] [--out DIR]
 
-Reads the measured points file (:mod:`benchmarks.scale`'s ``scale.json``) and predicts the hours of
+Reads the measured points file (:mod:`benchmarks.training_scale`'s ``scale.json``) and predicts the hours of
 one epoch over ``--rows`` rows on N CPU ranks and on N GPUs, checks the model against every measured
 point of the pipeline (predicted against measured training-loop seconds), and says which limit
 binds first as N grows. The arithmetic, all in :class:`Capacity`:

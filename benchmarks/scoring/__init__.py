@@ -11,7 +11,7 @@ January) is trained for a few hundred steps in this process, logged with ``log_p
 throw-away MLflow store, registered and resolved with :func:`jobs.scoring.predictor.resolve_model`, as the score
 job does. Scales are feature partitions of 1 day (2013-07-01), 1 month (July) and the full year, and
 ``Nx`` (e.g. ``10x``): N times the year, generated from the real rows
-(:func:`benchmarks.scaling.scale_up`: each day's file holds its own rows, then N - 1 bootstrap
+(:func:`benchmarks.scaling.resample_days`: each day's file holds its own rows, then N - 1 bootstrap
 resamples of them with the continuous numeric inputs jittered by 5% of the day's standard deviation;
 one file per date partition, the same schema), and ``Nx-day`` (e.g. ``3x-day``, about 1M rows): the
 same N times the year's rows as one day's partition (one file, :func:`benchmarks.scaling.one_partition`),

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 from benchmarks.harness import comma_list, stopwatch, times
-from benchmarks.scaling import one_partition, scale_up
+from benchmarks.scaling import one_partition, resample_days
 from jobs.config import days_ending
 from jobs.datasets.land_flights import LAST_DAY
 from jobs.lake.layout import partition_name
@@ -81,13 +81,13 @@ def define_scales(
             raise SystemExit(f"{key} needs about {needed >> 20} MiB free under {home}, {free >> 20} MiB are")
         root = str(home / f"features-{key}")
         with stopwatch(setup, f"generate_{key}_s"):
-            scale_up(features, root, factor, numeric, seed=seed)
+            resample_days(features, root, factor, numeric, seed=seed)
         defined[key] = Scale(key, f"{key} year", root, None)
     for key, factor in one_day.items():
         spread, root = str(home / f"features-{factor:g}x"), str(home / f"features-{key}")
         with stopwatch(setup, f"generate_{key}_s"):
             if f"{factor:g}x" not in factors:
-                scale_up(features, spread, factor, numeric, seed=seed)
+                resample_days(features, spread, factor, numeric, seed=seed)
             one_partition(spread, root, DAY)
             if f"{factor:g}x" not in factors:
                 shutil.rmtree(spread)

@@ -3,7 +3,7 @@ against a plain PyTorch DataLoader over the same Parquet.
 
 Usage::
 
-    python -m benchmarks.scale [--scales 1,10] [--epochs 1] [--days 365] [--contenders peer,1,2]
+    python -m benchmarks.training_scale [--scales 1,10] [--epochs 1] [--days 365] [--contenders peer,1,2]
                                [--cluster-scale 1] [--data DIR] [--out DIR]
     make bench-scale                    # --scales 1,10 (about an hour on 2 loaded cores)
     make bench-scale SCALES=100 CONTENDERS=2 CLUSTER_SCALE=0    # the 100x row, by hand (hours)
@@ -12,7 +12,7 @@ The window is the last ``--days`` days of 2013 (the whole year by default): the 
 landed, validated (without GX) and turned into features by the pipeline's own jobs in one local[2]
 session, the preprocessor fitted on the training days (all but the last ``train.holdout_days``),
 at 1x. Each scale's feature Parquet is then made from those feature rows by the scale-up
-generator's rule (:func:`jobs.datasets.scale_up.multiply_day`, applied to each day's feature rows
+generator's rule (:func:`jobs.datasets.multiplied_flights.multiply_day`, applied to each day's feature rows
 as the other benchmarks apply it to the validated zone): copy 0 the real rows, copy k the same rows
 with ``flight + k * 10000`` and the tail numbers shuffled within each carrier; the features of a
 copy are its original's (not recomputed), the preprocessor the 1x one (a copy has its original's
@@ -23,7 +23,7 @@ scaled too (the year at Nx).
 Rows, per scale (``--contenders``; each runs once, no warm-up: a 10x run takes minutes):
 
 - ``peer``: a plain ``torch.utils.data.DataLoader`` over the same Parquet in one process
-  (:func:`benchmarks.scale_rank.peer`): what a user would write instead;
+  (:func:`benchmarks.training_scale_rank.peer`): what a user would write instead;
 - ``1``, ``2``: TorchDistributor in local mode with that many ranks, each running
   :func:`jobs.training.loop.train_fn` with the config's ``train.data_path`` (``auto``: a share
   larger than ``train.buffer_rows`` streams);
@@ -33,7 +33,7 @@ Rows, per scale (``--contenders``; each runs once, no warm-up: a 10x run takes m
 
 Each row: training rows, epochs, rows/s per rank (training rows x epochs / rank 0's training loops
 / ranks), peak RSS of every rank (``ru_maxrss`` read in the rank itself as train_fn returns:
-:func:`benchmarks.scale_rank.train_and_measure`), time from the launch to the first step, the
+:func:`benchmarks.training_scale_rank.train_and_measure`), time from the launch to the first step, the
 holdout's ROC AUC (rank 0's final evaluation), which data path ran. Targets: the largest scale's
 peak memory per rank within :data:`MEMORY_RATIO` x of 1x and under :data:`MEMORY_CAP_MIB` MiB;
 the peer's rows/s at most :data:`THROUGHPUT_RATIO` x one streaming rank's.
@@ -134,12 +134,12 @@ def plan(scales: list[float], contenders: list[str], cluster_scale: float) -> li
 
 def scale_features(source_dirs: list[str], target: Path, factor: float, seed: int = 13) -> dict[str, Any]:
     """Each day's feature rows of ``source_dirs`` multiplied ``factor`` times by the generator's rule
-    (:func:`jobs.datasets.scale_up.multiply_day`), written under ``target`` one file a day in row
+    (:func:`jobs.datasets.multiplied_flights.multiply_day`), written under ``target`` one file a day in row
     groups of :data:`GROUP_ROWS`; returns the rows, bytes and seconds. Kept when already there."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from jobs.datasets.scale_up import multiply_day
+    from jobs.datasets.multiplied_flights import multiply_day
     from jobs.lake.layout import partition_day
 
     done = target / "_scaled.json"
@@ -216,10 +216,10 @@ def row_groups(dirs: list[str]) -> int:
 
 
 def run_distributed(job: Any, experiment_id: str, processes: int, local_mode: bool) -> dict[str, Any]:
-    """TorchDistributor over :func:`benchmarks.scale_rank.train_and_measure` (train_fn, then each
+    """TorchDistributor over :func:`benchmarks.training_scale_rank.train_and_measure` (train_fn, then each
     rank's peak RSS), timed from outside as the training benchmark times it."""
-    from benchmarks.scale_rank import rank_peaks, train_and_measure
     from benchmarks.training import finish, launch, marks_file, new_job, read_marks
+    from benchmarks.training_scale_rank import rank_peaks, train_and_measure
     from jobs.tracking import client
     from jobs.training.launcher import LeanTorchDistributor
 
@@ -256,14 +256,15 @@ def retried(action: Any, tries: int = 2) -> Any:
 
 
 def run_in_process(what: str, job: Any, *extra: str) -> dict[str, Any]:
-    """``python -m benchmarks.scale_rank <what> JOB OUT ...`` in a fresh process (its own peak RSS)."""
+    """``python -m benchmarks.training_scale_rank <what> JOB OUT ...`` in a fresh process (its own peak RSS)."""
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as folder:
         job_file, out = Path(folder, "job.json"), Path(folder, "out.json")
         job_file.write_text(job.to_json())
-        done = subprocess.run([sys.executable, "-m", "benchmarks.scale_rank", what, str(job_file), str(out), *extra],
-                              cwd=REPO, capture_output=True, text=True, check=False)
+        done = subprocess.run([sys.executable, "-m", "benchmarks.training_scale_rank", what, str(job_file), str(out),
+                               *extra], cwd=REPO, capture_output=True, text=True, check=False)
         if done.returncode:
-            raise RuntimeError(f"benchmarks.scale_rank {what} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+            raise RuntimeError(f"benchmarks.training_scale_rank {what} failed:\n{done.stdout[-3000:]}\n"
+                               f"{done.stderr[-3000:]}")
         return json.loads(out.read_text())
 
 
@@ -272,7 +273,7 @@ def measure_allreduce(parameters: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-scale-allreduce-") as folder:
         out = Path(folder, "allreduce.json")
         done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-                               "--nproc_per_node=2", "-m", "benchmarks.scale_rank", "allreduce", str(out),
+                               "--nproc_per_node=2", "-m", "benchmarks.training_scale_rank", "allreduce", str(out),
                                str(parameters)], cwd=REPO, capture_output=True, text=True, check=False)
         if done.returncode:
             raise RuntimeError(f"the all-reduce measurement failed:\n{done.stderr[-3000:]}")
@@ -290,7 +291,7 @@ def cluster_env(work: Path) -> dict[str, str]:
 
 
 def rank_pythonpath() -> str:
-    """This checkout first on the path, so that ranks unpickle :mod:`benchmarks.scale_rank`."""
+    """This checkout first on the path, so that ranks unpickle :mod:`benchmarks.training_scale_rank`."""
     paths = [str(REPO), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
     return os.pathsep.join(dict.fromkeys(filter(None, paths)))
 
@@ -448,7 +449,7 @@ def main(argv: list[str] | None = None) -> None:
     from jobs.tracking import ensure_experiment
     from jobs.training.rank import RankConfig
 
-    os.environ["PYTHONPATH"] = rank_pythonpath()  # the ranks unpickle benchmarks.scale_rank
+    os.environ["PYTHONPATH"] = rank_pythonpath()  # the ranks unpickle benchmarks.training_scale_rank
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the cluster's Python workers: this venv
     home = throwaway_home("bench-scale-")
     # one folder per window: the features, the preprocessor and the scaled copies are the window's

@@ -1,5 +1,5 @@
-"""The scale benchmark's plan, arguments, scaled windows and targets (no training: its rows run by
-hand, ``make bench-scale``)."""
+"""The training-at-scale benchmark's plan, arguments, scaled windows and targets (no training: its
+rows run by hand, ``make bench-scale``)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,21 @@ import json
 
 import pytest
 
-from benchmarks import scale
+from benchmarks import training_scale
 
 
 def test_the_plan_runs_the_peer_then_the_ranks_per_scale_and_the_cluster_point_last():
-    args = scale.parse_args([])
+    args = training_scale.parse_args([])
     assert args.scales == [1.0, 10.0] and args.contenders == ["peer", "1", "2"] and args.epochs == 1
-    rows = scale.plan(args.scales, args.contenders, args.cluster_scale)
+    rows = training_scale.plan(args.scales, args.contenders, args.cluster_scale)
     assert [(r.scale, r.contender, r.processes) for r in rows] == [
         (1, "peer", 1), (1, "local", 1), (1, "local", 2), (10, "peer", 1), (10, "local", 1), (10, "local", 2),
         (1, "cluster", 2)]
     assert rows[0].name == "DataLoader peer, 1 process" and "standalone cluster" in rows[-1].name
     # the 100x row by hand: two ranks, no peer, no cluster (make bench-scale SCALES=100 CONTENDERS=2 CLUSTER_SCALE=0)
-    hundred = scale.parse_args(["--scales", "100", "--contenders", "2", "--cluster-scale", "0"])
-    assert [(r.scale, r.processes) for r in scale.plan(hundred.scales, hundred.contenders, 0)] == [(100, 2)]
-    assert scale.parse_args(["--scales", "10,1,100"]).scales == [1, 10, 100]
+    hundred = training_scale.parse_args(["--scales", "100", "--contenders", "2", "--cluster-scale", "0"])
+    assert [(r.scale, r.processes) for r in training_scale.plan(hundred.scales, hundred.contenders, 0)] == [(100, 2)]
+    assert training_scale.parse_args(["--scales", "10,1,100"]).scales == [1, 10, 100]
 
 
 @pytest.mark.parametrize("argv, says", [
@@ -30,7 +30,7 @@ def test_the_plan_runs_the_peer_then_the_ranks_per_scale_and_the_cluster_point_l
 ])
 def test_bad_arguments_stop_before_anything_runs(argv, says, capsys):
     with pytest.raises(SystemExit):
-        scale.parse_args(argv)
+        training_scale.parse_args(argv)
     assert says in capsys.readouterr().err
 
 
@@ -45,13 +45,13 @@ def test_a_scaled_window_is_the_generators_rule_on_each_days_feature_rows(tmp_pa
                          "tailnum": ["N1", "N2", "N3", None, "N5"], "distance": [1.0, 2.0, 3.0, 4.0, 5.0],
                          "label": [1.0, 0.0, None, 1.0, 0.0]})
     pq.write_table(pa.Table.from_pandas(rows, preserve_index=False), day / "part-0.parquet")
-    written = scale.scale_features([str(day)], tmp_path / "x3", 3)
+    written = training_scale.scale_features([str(day)], tmp_path / "x3", 3)
     out = pq.ParquetFile(tmp_path / "x3" / "date=2013-03-01" / "part-00000.parquet")
     scaled = out.read().to_pandas()
     assert written["rows"] == len(scaled) == 15 and out.metadata.num_row_groups == 1
     assert sorted(scaled.flight) == sorted(f + k * 10_000 for k in range(3) for f in rows.flight)
     assert scaled.distance.sum() == 3 * rows.distance.sum() and scaled.label.isna().sum() == 3
-    assert scale.scale_features([str(day)], tmp_path / "x3", 3) == written  # kept, not written again
+    assert training_scale.scale_features([str(day)], tmp_path / "x3", 3) == written  # kept, not written again
 
 
 def row(scale_: float, kind: str, processes: int, rows_per_s: int, peak: float) -> dict:
@@ -60,8 +60,9 @@ def row(scale_: float, kind: str, processes: int, rows_per_s: int, peak: float) 
 
 
 def test_the_targets_verdicts_follow_the_measured_rows():
-    found = scale.targets([row(1, "peer", 1, 100, 500), row(1, "local", 1, 90, 600), row(10, "peer", 1, 100, 900),
-                           row(10, "local", 1, 70, 700), row(1, "local", 2, 50, 650), row(10, "local", 2, 50, 800)])
+    found = training_scale.targets([row(1, "peer", 1, 100, 500), row(1, "local", 1, 90, 600),
+                                    row(10, "peer", 1, 100, 900), row(10, "local", 1, 70, 700),
+                                    row(1, "local", 2, 50, 650), row(10, "local", 2, 50, 800)])
     memory = {t["target"]: t for t in found if "peak RSS" in t["target"]}
     throughput = [t for t in found if "peer" in t["target"]]
     one, two = (next(t for k, t in memory.items() if f"({n} rank" in k) for n in (1, 2))
@@ -69,18 +70,18 @@ def test_the_targets_verdicts_follow_the_measured_rows():
     assert two["value"] == round(800 / 650, 3) and two["met"] is False  # 1.23x > 1.2x
     assert [t["value"] for t in throughput] == [round(100 / 90, 2), round(100 / 70, 2)]
     assert [t["met"] for t in throughput] == [True, False]
-    (alone,) = scale.targets([row(10, "local", 2, 50, 800)])  # no 1x: not measured
+    (alone,) = training_scale.targets([row(10, "local", 2, 50, 800)])  # no 1x: not measured
     assert alone["met"] is None and alone["value"] is None
 
 
 def test_the_report_prints_every_row_and_target_and_writes_the_json_and_both_plots(tmp_path, capsys):
-    measured = [scale.measured(scale.Row(s, kind, n), {
+    measured = [training_scale.measured(training_scale.Row(s, kind, n), {
         "train_rows": int(1000 * s), "epoch_seconds": [0.5 * s], "wall_s": 3.0 + s, "train_loss": 0.5,
         "roc_auc": 0.68, "first_step_s": 2.0, "peak_rss_mib": [500.0 + s] * n, "data_path": "stream",
     }, int(1100 * s), {"bytes": 100, "train_row_groups": 10}) for s in (1.0, 10.0) for kind, n in (("peer", 1),
                                                                                                 ("local", 2))]
     assert measured[1]["rows_per_s_per_rank"] == 1000 and measured[1]["row_groups"] == 10  # 1000 rows / 0.5 s / 2
-    scale.report(tmp_path, {"rows": measured, "targets": scale.targets(measured)})
+    training_scale.report(tmp_path, {"rows": measured, "targets": training_scale.targets(measured)})
     printed = capsys.readouterr().out
     assert printed.count("| 1x |") == 2 and printed.count("| 10x |") == 2 and "peak RSS per rank at 10x" in printed
     assert json.loads((tmp_path / "scale.json").read_text())["rows"] == measured

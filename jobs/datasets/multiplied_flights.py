@@ -2,7 +2,8 @@
 
 Usage::
 
-    python -m jobs.datasets.scale_up --factor 10 [--from 2013-01-01] [--to 2013-12-31] [--seed 13] [--lake-root PATH]
+    python -m jobs.datasets.multiplied_flights --factor 10 [--from 2013-01-01] [--to 2013-12-31] [--seed 13]
+                                               [--lake-root PATH]
 
 Each day's flights are multiplied ``factor`` times (:func:`multiply_day`): copy 0 is the day as it
 is; copy k (k >= 1) is the same day's schedule again with ``flight + k * FLIGHT_OFFSET`` as its
@@ -36,7 +37,7 @@ from jobs.datasets.land_flights import FIRST_DAY, LAST_DAY, read_source, split_b
 from jobs.datasets.landing import write_csv_atomic
 from jobs.lake.layout import ROOT_ENV, Lake
 
-log = logging.getLogger("jobs.datasets.scale_up")
+log = logging.getLogger("jobs.datasets.multiplied_flights")
 
 FLIGHT_OFFSET = 10_000  # above every real flight number (the largest in 2013 is 8500)
 FEED = "flights"

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from jobs.datasets.land_flights import read_source, split_by_day
-from jobs.datasets.scale_up import FLIGHT_OFFSET, multiply_day, scale_raw
+from jobs.datasets.multiplied_flights import FLIGHT_OFFSET, multiply_day, scale_raw
 from jobs.lake.layout import Lake
 
 FIRST, LAST = dt.date(2013, 3, 4), dt.date(2013, 3, 5)  # validated: the last day only (time)

@@ -1,13 +1,13 @@
-"""What the scale benchmark (:mod:`benchmarks.scale`) runs in processes of their own: a training
-rank that records its own peak memory, the plain PyTorch ``DataLoader`` peer, and the two
+"""What the training-at-scale benchmark (:mod:`benchmarks.training_scale`) runs in processes of their
+own: a training rank that records its own peak memory, the plain PyTorch ``DataLoader`` peer, and the two
 measurements the capacity model (:mod:`studies.capacity`) takes as inputs (the all-reduce on
 gloo, the read rate).
 
 Usage (the benchmark starts these itself)::
 
-    python -m benchmarks.scale_rank peer JOB OUT LAUNCHED
-    python -m benchmarks.scale_rank read JOB OUT [MAX_ROWS]
-    python -m torch.distributed.run --standalone --nnodes=1 --nproc_per_node 2 -m benchmarks.scale_rank allreduce OUT P
+    python -m benchmarks.training_scale_rank peer JOB OUT LAUNCHED
+    python -m benchmarks.training_scale_rank read JOB OUT [MAX_ROWS]
+    python -m torch.distributed.run --standalone --nproc_per_node 2 -m benchmarks.training_scale_rank allreduce OUT P
 
 ``JOB``: a :class:`jobs.training.rank.RankConfig` as JSON; ``OUT``: where the figures go (JSON).
 Top-level imports are light: a TorchDistributor rank imports this module to unpickle
