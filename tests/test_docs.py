@@ -162,7 +162,7 @@ FIGURE = re.compile(r"(?<![\w.])(0\.\d{3,}\b|\d+\.\d+\s?(s|ms)\b|\d+(-\d+)?% fas
 FIGURE_EXCEPTIONS = {
     ("jobs/scoring/shift.py", "0.005"): "half the logit bins' width: an error bound, derived",
     ("jobs/runtime/session.py", "4 times"): "quotes Spark's own message (a task failed 4 times)",
-    ("orchestration/health/page.py", "2.5 times"): "the drift heat map's colour scale, a design choice",
+    ("orchestration/health/charts.py", "2.5 times"): "the drift heat map's colour scale, a design choice",
 }
 
 
