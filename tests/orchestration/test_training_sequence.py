@@ -44,6 +44,7 @@ def replayed(tmp_path, monkeypatch) -> dict[str, Any]:
     from jobs.promotion import job as promotion_job
     from jobs.training import job as train_job
     from orchestration.replay import engine
+    from orchestration.replay.home import config_of
 
     calls: dict[str, list[list[str]]] = {"baselines": [], "train": [], "promote": []}
     for name, module in (("baselines", baselines_job), ("train", train_job), ("promote", promotion_job)):
@@ -57,7 +58,7 @@ def replayed(tmp_path, monkeypatch) -> dict[str, Any]:
     replay = engine.Replay(tmp_path / "replay", baselines=1)
     replay.state["policies"]["weekly"] = {"seconds": {}}  # as serve() starts a policy
     replay.promote("weekly", {"run_date": RUN_DATE, "trigger": "person", "started_by": STARTED_BY})
-    return {"calls": calls, "config": engine._config(replay.config_args)}
+    return {"calls": calls, "config": config_of(replay.config_args)}
 
 
 def test_the_replay_and_the_dag_plan_the_same_jobs_with_the_same_arguments(replayed, monkeypatch):
