@@ -6,7 +6,7 @@ cookie, or an ``Authorization: Bearer`` header for scripts) must be valid and al
 checked by the API server's own dependency (``requires_access_dag``); without one the answer is
 401, with a bad one 403. Routes:
 
-- ``/model-health/``: the page (``?pipeline=NAME`` picks a pipeline, default the first served;
+- ``/model-health/``: the page (``?pipeline=NAME`` picks a pipeline, default the first served with monitored days;
   ``?model=NAME&days=N`` narrow it);
 - ``/model-health/api/health``: the same data as JSON, for scripts (same parameters);
 - ``/model-health/api/days/YYYY-MM-DD``: one day's ``monitoring.json`` as the monitor job wrote it
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -31,16 +32,18 @@ URL_PREFIX = "/model-health"
 log = logging.getLogger(__name__)
 
 
-def served(name: str | None) -> tuple[Any, list[str]]:
-    """The pipeline the page shows (``name``, else the first served) and every served pipeline's name;
-    an unknown name is a 404 naming the served ones."""
+def served(name: str | None, monitored: Callable[[Any], bool] = lambda pipeline: True) -> tuple[Any, list[str]]:
+    """The pipeline the page shows (``name``, else the first served that ``monitored`` says has
+    monitored days, else the first served) and every served pipeline's name; an unknown name is a
+    404 naming the served ones."""
     from fastapi import HTTPException
 
     from jobs.config.pipelines import discover
 
     pipelines = discover()
     names = [p.name for p in pipelines]
-    chosen = [p for p in pipelines if p.name == name] if name else pipelines[:1]
+    default = next((p for p in pipelines if monitored(p)), None) or (pipelines[0] if pipelines else None)
+    chosen = [p for p in pipelines if p.name == name] if name else [default] if default else []
     if not chosen:
         raise HTTPException(404, f"no pipeline {name!r}: this deployment serves {', '.join(names) or 'none'}")
     return chosen[0], names
@@ -93,7 +96,7 @@ def create_app(lake_root: str | None = None) -> FastAPI:
     from fastapi.responses import HTMLResponse, JSONResponse
 
     from jobs.lake.layout import MONITORING_REPORT, Lake
-    from jobs.lake.storage import read_json
+    from jobs.lake.storage import entries, exists, read_json
     from orchestration.health.page import render
     from orchestration.health.view import model_health
     from orchestration.pipelines import dag_ids
@@ -105,8 +108,12 @@ def create_app(lake_root: str | None = None) -> FastAPI:
     def pipeline_lake(pipeline: Any) -> Lake:
         return Lake.at(pipeline.lake_root(Lake.at(lake_root).root))
 
+    def monitored(pipeline: Any) -> bool:
+        lake = pipeline_lake(pipeline)
+        return exists(lake.monitoring) and any(is_dir for _, is_dir in entries(lake.monitoring))
+
     def view(name: str | None, model: str | None, days: int | None) -> dict[str, Any]:
-        pipeline, names = served(name)
+        pipeline, names = served(name, monitored)
         decay = pipeline.config().monitoring.decay
         train_dag = dag_ids(pipeline.name)["train"]
         found = model_health(pipeline_lake(pipeline), metric=decay.metric, window_days=decay.window_days,
@@ -124,7 +131,7 @@ def create_app(lake_root: str | None = None) -> FastAPI:
 
     @app.get("/api/days/{day}")
     def monitored_day(day: dt.date, pipeline: str | None = None) -> JSONResponse:
-        lake = pipeline_lake(served(pipeline)[0])
+        lake = pipeline_lake(served(pipeline, monitored)[0])
         path = f"{lake.partition(lake.monitoring, day)}/{MONITORING_REPORT}"
         record = read_json(path)
         if record is None:

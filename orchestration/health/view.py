@@ -127,7 +127,8 @@ def model_health(lake: Lake, *, metric: str = "roc_auc", window_days: int = 7, m
                for kind, name in (("decay", DECAY_REPORT), ("drift", DRIFT_REPORT), ("training", SUMMARY))}
     every_day = [day for day, _, _ in monitored] + [day for files in reports.values() for day, _, _ in files]
     last = max(every_day, default=dt.date.min)
-    first = last - dt.timedelta(days=days - 1) if days else dt.date.min
+    # a lake without any report yet (a pipeline that has not run) shows nothing, not an error
+    first = last - dt.timedelta(days=days - 1) if days and every_day else dt.date.min
     records = _documents(monitored, first, last, cache, problems)
     decay = _documents(reports["decay"], first, last, cache, problems)
     drift = _documents(reports["drift"], first, last, cache, problems)

@@ -243,6 +243,9 @@ def test_with_the_ui_s_cookie_or_a_bearer_token_the_page_and_its_json_answer(air
     missing = client.get("/model-health/api/days/2012-01-01", headers=headers)
     assert missing.status_code == 404 and "the monitor job writes it" in missing.json()["detail"]
     assert client.get("/model-health/api/health?days=0", headers=headers).status_code == 422
+    # the page opens on a pipeline with monitored days; one that has not run yet shows that it has none
+    empty = client.get("/model-health/?pipeline=bikeshare&days=30", headers=headers)
+    assert empty.status_code == 200 and "trigger bikeshare_score" in empty.text
 
 
 def test_the_plugin_registers_the_app_and_the_navigation_entry(airflow_api):
