@@ -14,6 +14,7 @@ from pydantic import field_validator, model_validator
 from jobs.config.base import section, setting
 
 SPARK_TYPES = tuple("string int integer bigint long smallint tinyint double float boolean date timestamp".split())
+DATE_TYPE, TIMESTAMP_TYPE = SPARK_TYPES[-2:]  # the types a column holding a day may have
 
 
 @section

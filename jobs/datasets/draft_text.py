@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from jobs.config.files import DATASET_FILE, TUNABLES_FILE
+from jobs.lake.layout import PARTITION, RESERVED_PREFIX, ROOT_ENV
 
 if TYPE_CHECKING:
     from jobs.config.pipeline import PipelineConfig
@@ -24,8 +25,9 @@ WIDTH = 110  # of the YAML and the report's lines
 DEMO_FILE = "demo.env"  # scripts/demo.sh reads it
 
 TABLES = ("The raw tables. A column's type is what every value of the sample parses as (one without a value in "
-          "the sample is a string: set its type). A column may not be named `date` or start with `_`. A daily "
-          "table lands as raw/<table>/date=YYYY-MM-DD/<table>.csv, a reference table as raw/<table>/<table>.csv.")
+          f"the sample is a string: set its type). A column may not be named `{PARTITION}` or start with "
+          f"`{RESERVED_PREFIX}`. A daily table lands as raw/<table>/{PARTITION}=YYYY-MM-DD/<table>.csv, a reference "
+          "table as raw/<table>/<table>.csv.")
 VALIDATION = ("The feed and each table's rules, inferred from the sample: not_null where no value was missing; "
               "ranges (the bounds seen) and values (the few seen) as warn rules, counted in the report and not "
               "quarantined until you set the source's real limits and take them off `warn`; references where every "
@@ -189,7 +191,7 @@ def demo_text(draft: Draft, config: PipelineConfig) -> str | None:
 
 def commands(draft: Draft, folder: Path, elsewhere: bool, demo: bool) -> list[str]:
     """The commands that land the files in the pipeline's lake and run its first days."""
-    lake = f'"$LAKE_ROOT/{draft.name}"'
+    lake = f'"${ROOT_ENV}/{draft.name}"'
     last, days = draft.days[-1], (draft.days[-1] - draft.days[0]).days + 1
     window = f"--config {shlex.quote(str(folder.resolve()))} --run-date {last} --days {days} --lake-root {lake}"
     conf = json.dumps({"run_date": str(last), "days": days})
@@ -199,7 +201,7 @@ def commands(draft: Draft, folder: Path, elsewhere: bool, demo: bool) -> list[st
             ["Land the data and run it:"]
     return [
         *first,
-        "  source scripts/env.sh   # LAKE_ROOT and the rest, as make demo has them",
+        f"  source scripts/env.sh   # {ROOT_ENV} and the rest, as make demo has them",
         *exported,
         "  " + landing_command(draft).replace(" --", " \\\n      --") + f" \\\n      --lake-root {lake}",
         f"  python -m jobs.validation.job {window}",

@@ -23,6 +23,8 @@ from typing import Any
 
 import pandas as pd
 
+from jobs.config.dataset import DATE_TYPE, TIMESTAMP_TYPE
+
 SAMPLE_ROWS = 100_000  # the rows read of each file
 FEW_VALUES = 20  # a string column with at most this many distinct values is a category
 KEY_WIDTH = 2  # the most columns a key is looked for among, beside a daily table's date column
@@ -37,7 +39,7 @@ TIMESTAMP = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})[T ](\d{1,2}):(\d{2})(?::(\d
 UTC_OFFSETS = frozenset({None, "Z", "+00:00", "+0000", "-00:00", "-0000"})
 INT_LIMITS = {"int": 2**31, "bigint": 2**63}
 NUMERIC = ("int", "bigint", "double")
-KEY_TYPES = ("string", "int", "bigint", "boolean", "date", "timestamp")
+KEY_TYPES = ("string", "int", "bigint", "boolean", DATE_TYPE, TIMESTAMP_TYPE)
 
 
 class ScaffoldError(ValueError):
@@ -117,7 +119,7 @@ def profile(name: str, text: pd.Series) -> ColumnProfile:
         return ColumnProfile(name, kind, nulls, distinct, low=_plain(low), high=_plain(high), unique=unique,
                              non_finite=len(finite) < len(numbers))
     values = tuple(sorted(present.unique())) if kind == "string" and distinct <= FEW_VALUES else ()
-    offset = kind == "timestamp" and not present.map(lambda v: _offset(v) in UTC_OFFSETS).all()
+    offset = kind == TIMESTAMP_TYPE and not present.map(lambda v: _offset(v) in UTC_OFFSETS).all()
     return ColumnProfile(name, kind, nulls, distinct, values, unique=unique, offset=offset)
 
 
@@ -138,9 +140,9 @@ def column_type(values: pd.Series) -> str:
         return "double"
     dates = values.str.fullmatch(DATE)
     if dates.all() and values.map(_day).notna().all():
-        return "date"
+        return DATE_TYPE
     if (dates | values.str.fullmatch(TIMESTAMP)).all() and values.map(_moment).notna().all():
-        return "timestamp"
+        return TIMESTAMP_TYPE
     return "string"
 
 
@@ -152,7 +154,7 @@ def parsed(values: pd.Series, kind: str) -> pd.Series:
         return values.map(float)
     if kind == "boolean":
         return values.str.lower() == "true"
-    if kind in ("date", "timestamp"):
+    if kind in (DATE_TYPE, TIMESTAMP_TYPE):
         return values.map(_moment)
     return values
 
@@ -248,7 +250,7 @@ def draft_rules(sample: TableSample, date_column: str | None, key: list[str] | N
     values = {c: list(p.values) for c, p in columns.items()
               if p.type == "string" and p.values and not p.unique and c not in references}
     rules: dict[str, Any] = {
-        **({"date": date_column} if date_column else {}),
+        **(dict(date=date_column) if date_column else {}),
         **({"key": key} if key else {}),
         "not_null": [c for c, p in columns.items() if p.nulls == 0 and c not in outcomes],
         "ranges": ranges,

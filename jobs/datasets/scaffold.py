@@ -30,6 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from jobs.config.dataset import DATE_TYPE, TIMESTAMP_TYPE
 from jobs.config.files import DATASET_FILE, PIPELINES, TUNABLES_FILE, ConfigError, load_config
 from jobs.config.pipeline import PipelineConfig
 from jobs.config.pipelines import NAME, NAME_RULE, discover, find
@@ -102,7 +103,7 @@ def daily_tables(samples: dict[str, TableSample], date_column: str, feed: str | 
                             "of the day a row is about")
     for table in daily:
         column = samples[table].columns[date_column]
-        if column.type not in ("date", "timestamp"):
+        if column.type not in (DATE_TYPE, TIMESTAMP_TYPE):
             examples = samples[table].text[date_column].dropna().head(3).tolist()
             raise ScaffoldError(f"--date-column {date_column!r}: {table}.{date_column} holds no dates (it reads as "
                                 f"{column.type}, e.g. {examples}): name a column of dates (YYYY-MM-DD) or timestamps")
@@ -162,7 +163,7 @@ def feature_lists(columns: dict[str, ColumnProfile], date_column: str, label_rea
             lists["categorical"].append(name)
         elif p.type == "string" and p.distinct:
             lists["id_columns"].append(name)
-        elif p.type in ("date", "timestamp"):
+        elif p.type in (DATE_TYPE, TIMESTAMP_TYPE):
             left_out[name] = f"a {p.type}: derive inputs from it under features.expressions (e.g. hour({name}))"
         else:
             left_out[name] = "no value in the sample"
