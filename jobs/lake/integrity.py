@@ -110,10 +110,12 @@ def check_partitions(folders: Iterable[str]) -> None:
                         f"{rebuild_advice(path)}; then run the task again")
 
 
-def check_unique_keys(rows: DataFrame, keys: Sequence[str], what: str, zone: str) -> None:
+def check_unique_keys(rows: DataFrame, keys: Sequence[str], what: str, zone: str, keys_from: str = "") -> None:
     """Refuse ``rows`` (of ``what``, read from the date-partitioned ``zone``) when a key (``keys``
     and the partition column, nulls equal to nulls) has more than one row: one Spark aggregation;
-    the error names the key, how many keys and rows repeat, and the days."""
+    the error names the key, how many keys and rows repeat, and the days. ``keys_from``: the config
+    key that names ``keys``, which the error points at too (distinct rows the key does not tell
+    apart)."""
     from pyspark.sql import functions as F
 
     key = list(dict.fromkeys([*keys, PARTITION]))
@@ -130,4 +132,6 @@ def check_unique_keys(rows: DataFrame, keys: Sequence[str], what: str, zone: str
         f"{what}: {found['keys']} key(s) of ({', '.join(key)}) repeat, on {found['rows']} rows (e.g. {example}), "
         f"in {len(days)} partition(s) of {zone} ({', '.join(days)}): a row of a key must be there once, or it "
         f"would be counted twice. Look for a file that repeats another's rows in {folder}, move it out of the "
-        f"lake, or {rebuild_advice(folder)}; then run the task again")
+        f"lake, or {rebuild_advice(folder)}; then run the task again"
+        + (f". If the rows differ, the key does not tell them apart: list the columns that do in {keys_from} "
+           f"(now {list(keys)})" if keys_from else ""))

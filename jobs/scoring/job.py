@@ -124,7 +124,8 @@ def score_days(spark: SparkSession, lake: Lake, config: PipelineConfig, days: li
     bins) are grouped by day, not run once per day."""
     features = read_days(spark, lake.features, days)  # each partition checked: a damaged or doubled file
     # one row per entity and day: a repeated one would be served (and judged) twice
-    check_unique_keys(features, config.features.id_columns, "the features to score", lake.features)
+    check_unique_keys(features, config.features.id_columns, "the features to score", lake.features,
+                      keys_from="features.id_columns")
     landed = features_days(spark, lake)  # listed once: for each model's shift
     with contextlib.ExitStack() as scoring:
         # the phase: the pass that scores the days with their reference days and solves the shifts
