@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import math
 import os
 import re
 import shutil
@@ -34,6 +35,7 @@ from jobs.config.dataset import DATE_TYPE, TIMESTAMP_TYPE
 from jobs.config.files import DATASET_FILE, PIPELINES, TUNABLES_FILE, ConfigError, load_config
 from jobs.config.pipeline import PipelineConfig
 from jobs.config.pipelines import NAME, NAME_RULE, discover, find
+from jobs.config.training import TrainSpec
 from jobs.datasets.draft_text import DEMO_FILE, dataset_text, demo_text, report, tunables_text
 from jobs.datasets.landing import LandingError, days_of
 from jobs.datasets.sample import (
@@ -51,6 +53,8 @@ from jobs.lake.layout import PARTITION, RESERVED_PREFIX
 
 LABEL_DESCRIPTION = "TODO: what a probability is of (the positive class), in words for the reports"
 WORD = re.compile(r"`([^`]+)`|([A-Za-z_][A-Za-z0-9_]*)")
+STEPS_PER_EPOCH = 40  # the MLP's steps an epoch over a first window that the drafted batch size aims at
+MIN_BATCH = 32
 QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")  # SQL string literals: no column inside
 
 
@@ -188,6 +192,7 @@ def draft_pipeline(name: str, samples: dict[str, TableSample], date_column: str,
     rules = {t: draft_rules(s, date_column if t in daily else None, find_key(s, date_column if t in daily else None),
                             references.get(t, {}), reads if t == feed else ()) for t, s in samples.items()}
     lists, left_out = feature_lists(rows, date_column, reads)
+    lists["id_columns"] = id_columns(rules[feed].get("key", []), lists["id_columns"], rows[date_column])
     if not lists["categorical"] and not lists["numeric"]:
         raise ScaffoldError(f"no input column is left (left out: {left_out}): the model needs a numeric or a "
                             "few-valued text column the label does not read")
@@ -200,8 +205,33 @@ def draft_pipeline(name: str, samples: dict[str, TableSample], date_column: str,
                 "evaluation": {"segments": lists["categorical"][:2]}}
     draft = Draft(name, dataset, tunables, samples, date_column, feed, left_out=left_out)
     _feed_days(draft)
+    _batch_size(draft)
     _notes(draft, reference, joins)
     return draft
+
+
+def id_columns(key: list[str], many_valued: list[str], date: ColumnProfile) -> list[str]:
+    """The columns that tell a prediction row apart within its day: the feed's key without its date
+    column (with it, when that holds a timestamp: several rows a day), then the many-valued text
+    columns."""
+    from_key = [c for c in key if c != date.name or date.type == TIMESTAMP_TYPE]
+    return list(dict.fromkeys([*from_key, *many_valued]))
+
+
+def _batch_size(draft: Draft) -> None:
+    """A smaller ``train.batch_size`` where the first window's rows would give the MLP few steps: about
+    :data:`STEPS_PER_EPOCH` an epoch, a power of two from :data:`MIN_BATCH` up to the default."""
+    if not draft.days:
+        return
+    defaults = TrainSpec(model_name=draft.name, experiment=draft.name)
+    window, default = defaults.train_days, defaults.batch_size
+    rows_a_day = draft.samples[draft.feed].rows / len(draft.days)
+    wanted = max(MIN_BATCH, int(rows_a_day * window / STEPS_PER_EPOCH))
+    size = min(default, 2 ** int(math.log2(wanted)))
+    if size < default:
+        draft.tunables["train"]["batch_size"] = size
+        draft.notes.append(f"train.batch_size {size} (the default {default}): a first window of about "
+                           f"{int(rows_a_day * window)} rows then makes about {STEPS_PER_EPOCH} steps an epoch")
 
 
 def _feed_days(draft: Draft) -> None:

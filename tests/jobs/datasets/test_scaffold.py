@@ -90,8 +90,9 @@ def test_the_feature_rows_leave_out_what_the_label_reads(tmp_path):
     assert features["numeric"] == ["temp", "number", "elevation"]
     assert "rain_mm" in draft.left_out and "observed_on" in draft.left_out
     assert features["history"] is None and features["calendar"] is None
-    assert draft.tunables == {"train": {"model_name": "rain", "experiment": "rain"},
+    assert draft.tunables == {"train": {"model_name": "rain", "experiment": "rain", "batch_size": 32},
                               "evaluation": {"segments": ["station", "flag"]}}
+    assert features["id_columns"] == ["station"]  # the key without the day: one row a station and day
 
 
 def test_many_valued_text_is_an_id_and_a_backticked_or_upper_case_name_is_read():
@@ -106,6 +107,20 @@ def test_an_id_column_and_a_key_of_one_column(tmp_path):
     draft = draft_pipeline("ids", {"readings": sample}, "observed_on", "CASE WHEN temp > 10 THEN 1 ELSE 0 END")
     features = draft.dataset["features"]
     assert features["id_columns"] == ["serial"] and features["numeric"] == ["wind"] and not features["categorical"]
+
+
+def test_the_id_columns_tell_a_day_s_rows_apart_and_a_small_window_gets_a_small_batch(tmp_path):
+    hours = [f"{day} {hour:02d}:00:00" for day in ("2015-06-01", "2015-06-02") for hour in range(24)]
+    rows = "".join(f"{station},{hour},{n % 7}.5,{n % 3}\n" for n, hour in enumerate(hours) for station in "ab")
+    sample = read_sample("hours", _csv(tmp_path, "hours", "station,observed_at,temp,rain\n" + rows))
+    draft = draft_pipeline("hours", {"hours": sample}, "observed_at", "CASE WHEN rain > 0 THEN 1 ELSE 0 END")
+    # a timestamp is part of what tells a day's rows apart; a day's date column would not be
+    assert draft.dataset["features"]["id_columns"] == ["station", "observed_at"]
+    # 48 rows a day: the default window holds about 860, which the default batch of 512 crosses in two steps
+    assert draft.tunables["train"]["batch_size"] == 32
+    readings = draft_pipeline("ids", {"readings": read_sample("readings", _csv(tmp_path, "readings", READINGS))},
+                              "observed_on", RAIN)
+    assert readings.dataset["features"]["id_columns"] == ["station"]
 
 
 def test_nan_is_allowed_where_seen_and_a_feed_without_weekends_opens_on_weekdays(tmp_path):
