@@ -31,7 +31,7 @@ from jobs.errors import DataError, headline
 log = logging.getLogger(__name__)
 
 # who asked for the version: what to do differs
-CHAMPION = "champion"  # the alias (jobs.selection.gate.CHAMPION; not imported: the gate imports this module)
+CHAMPION = "champion"  # the alias the gate moves and the nightly jobs score with
 ASKED = "asked for"  # a version named with --model-version
 CHALLENGER = "challenger"  # a version scored in shadow
 # a former champion's tag (jobs.selection.gate.DECISION and PROMOTED)
@@ -40,6 +40,25 @@ MLMODEL = "MLmodel"
 # the keys of an MLmodel flavor that name a file or folder of the model
 FILE_KEYS = ("python_model", "data", "model_path", "pickled_model", "model_data", "code")
 LOOKED_AT = 5  # former champions checked for one to suggest, newest first
+
+
+# MLflow's answers for a model that does not exist and for an alias no version has
+NO_SUCH_ALIAS = {"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"}
+
+
+def current_champion(client: Any, name: str) -> Any | None:
+    """The version the ``champion`` alias points at, or None when there is none: no model ``name``,
+    or no version of it with the alias. Any other failure (a tracking server that does not answer)
+    raises: taken for "no champion", the gate would promote a version unopposed and the night's
+    scoring would fail as a data error that is never retried."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return client.get_model_version_by_alias(name, CHAMPION)
+    except MlflowException as err:
+        if err.error_code in NO_SUCH_ALIAS:
+            return None
+        raise
 
 
 class DamagedModelError(DataError):

@@ -109,7 +109,7 @@ class NoModelError(DataError, LookupError):
 
 def champion_version(name: str) -> ModelRef:
     """The version the ``champion`` alias of ``name`` points at."""
-    from jobs.selection.gate import CHAMPION, current_champion
+    from jobs.registry import CHAMPION, current_champion
 
     found = current_champion(client(), name)
     if found is None:

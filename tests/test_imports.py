@@ -125,7 +125,8 @@ def test_the_walk_counts_imports_inside_functions_and_leaves_out_type_checking(t
 
 
 # The shared layer below the stages: what every stage may import and which imports none of them.
-LOWER = ("jobs.config", "jobs.lake", "jobs.runtime", "jobs.metrics", "jobs.errors", "jobs.timings")
+LOWER = ("jobs.config", "jobs.lake", "jobs.runtime", "jobs.metrics", "jobs.errors", "jobs.timings", "jobs.tracking",
+         "jobs.registry", "jobs.runner", "jobs.plots")
 
 
 def within(name: str, packages: tuple[str, ...]) -> bool:
@@ -172,6 +173,17 @@ def test_the_lake_and_the_spark_runtime_import_no_stage():
     on_the_lake = {name: targets for name in lower if within(name, ("jobs.runtime",))
                    if (targets := sorted(target for target in graph[name] if within(target, ("jobs.lake",))))}
     assert on_the_lake == {}, f"the runtime imports the lake: {on_the_lake}"
+
+
+def test_the_shared_modules_import_no_stage():
+    """The MLflow side every stage shares (jobs.tracking: the server, the champion to score with;
+    jobs.registry: a version's files, the alias), a job's runner and the plots import nothing of
+    the stages: the champion alias is looked up in the registry, not through the gate."""
+    graph = import_graph()
+    shared = ("jobs.tracking", "jobs.registry", "jobs.runner", "jobs.plots", "jobs.errors", "jobs.timings")
+    above = {name: targets for name in shared
+             if (targets := sorted(t for t in graph[name] if t.startswith("jobs.") and not within(t, LOWER)))}
+    assert above == {}, f"shared modules import stages: {above}"
 
 
 def test_no_shared_module_and_no_orchestration_needs_the_demo_s_summary():

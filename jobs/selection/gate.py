@@ -33,13 +33,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from jobs.metrics import LOWER_IS_BETTER, better
+from jobs.registry import CHAMPION, current_champion
 
 if TYPE_CHECKING:
     import pandas as pd
 
 log = logging.getLogger(__name__)
 
-CHAMPION = "champion"
 # gate_decision tag values
 PROMOTED, REJECTED, AWAITING_APPROVAL = "promoted", "rejected", "awaiting_approval"
 AWAITING_LIVE = "awaiting_live_evidence"  # won on the holdout; champion once it beats the champion live
@@ -136,30 +136,12 @@ def score_champion(client: Any, name: str, version: str, holdout: pd.DataFrame, 
     compared: that is a data error naming it and the command that moves the alias
     (:class:`jobs.registry.DamagedModelError`), never a promotion unopposed nor a stack trace."""
     from jobs.metrics import days_of, evaluate
-    from jobs.registry import CHAMPION as ROLE
     from jobs.registry import load_version
 
-    return evaluate(holdout[label], load_version(client, name, version, ROLE).predict(holdout[inputs]),
+    return evaluate(holdout[label], load_version(client, name, version, CHAMPION).predict(holdout[inputs]),
                     days_of(holdout))
 
 
-# MLflow's answers for a model that does not exist and for an alias no version has
-NO_SUCH_ALIAS = {"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"}
-
-
-def current_champion(client: Any, name: str) -> Any | None:
-    """The version the ``champion`` alias points at, or None when there is none: no model ``name``,
-    or no version of it with the alias. Any other failure (a tracking server that does not answer)
-    raises: taken for "no champion", the gate would promote a version unopposed and the night's
-    scoring would fail as a data error that is never retried."""
-    from mlflow.exceptions import MlflowException
-
-    try:
-        return client.get_model_version_by_alias(name, CHAMPION)
-    except MlflowException as err:
-        if err.error_code in NO_SUCH_ALIAS:
-            return None
-        raise
 
 
 def apply_gate(
