@@ -1,8 +1,6 @@
 """Print what a scoring run produced: the model that scored it, its metrics, the predictions.
 
-Usage::
-
-    python -m jobs.summary --run-date 2013-01-29 [--lake-root PATH]
+``python -m jobs.summary --help`` lists its options.
 
 Reads the scoring report the score job wrote for the day and the model version's tags in MLflow.
 Works on a local lake folder.
@@ -15,7 +13,7 @@ import datetime as dt
 from typing import Any
 
 from jobs.config import load_config, tracking_uri
-from jobs.lake.layout import Lake
+from jobs.lake.layout import ROOT_ENV, Lake
 from jobs.lake.reports import read_report
 from jobs.metrics import HOLDOUT
 
@@ -61,8 +59,9 @@ def drift_line(drift: dict[str, Any] | None) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--run-date", type=dt.date.fromisoformat, required=True)
-    parser.add_argument("--lake-root", default=None)
+    parser.add_argument("--run-date", type=dt.date.fromisoformat, required=True,
+                        help="the scored day to show (YYYY-MM-DD)")
+    parser.add_argument("--lake-root", default=None, help=f"lake root folder (default: ${ROOT_ENV})")
     args = parser.parse_args(argv)
     config = load_config()  # fails early on a broken config
     print(render(collect(Lake.at(args.lake_root), args.run_date), config.features.label_description))

@@ -4,9 +4,7 @@ Daily tables (flights, weather) split by their year, month and day columns, refe
 (planes, airports, airlines) whole, through the generic landing (:mod:`jobs.datasets.landing`:
 atomic, the source's text as it is, the same bytes when landed again).
 
-Usage::
-
-    python -m jobs.datasets.land_flights [--from 2013-01-01] [--to 2013-12-31] [--lake-root PATH]
+``python -m jobs.datasets.land_flights --help`` lists its options.
 
 This is plain Python (pandas), not a Spark job: it stands in for the upstream system that feeds
 the lake, and it only works on a local lake folder.
@@ -76,8 +74,10 @@ def land(lake: Lake, first: dt.date = FIRST_DAY, last: dt.date = LAST_DAY) -> di
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--from", dest="first", type=dt.date.fromisoformat, default=FIRST_DAY)
-    parser.add_argument("--to", dest="last", type=dt.date.fromisoformat, default=LAST_DAY)
+    parser.add_argument("--from", dest="first", type=dt.date.fromisoformat, metavar="YYYY-MM-DD", default=FIRST_DAY,
+                        help="the first day of the daily tables to land (default: %(default)s)")
+    parser.add_argument("--to", dest="last", type=dt.date.fromisoformat, metavar="YYYY-MM-DD", default=LAST_DAY,
+                        help="the last day of the daily tables to land (default: %(default)s)")
     parser.add_argument("--lake-root", default=None, help=f"lake root folder (default: ${ROOT_ENV})")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -7,10 +7,7 @@ renamed into place, so a reader never sees half a file, and landing the same row
 the same bytes. Plain Python (pandas), not a Spark job: it stands in for the system that feeds the
 lake, on a local lake folder.
 
-Usage::
-
-    python -m jobs.datasets.landing --daily readings=readings.csv --date-column observed_on
-                                    [--reference stations=stations.csv] [--from D] [--to D] [--lake-root PATH]
+``python -m jobs.datasets.landing --help`` lists its options.
 
 A ``--daily`` table is split by day on ``--date-column`` (one column, or three: year, month and day,
 each given with ``--date-column``); a ``--reference`` table lands whole.
@@ -105,13 +102,17 @@ def _table(text: str) -> tuple[str, Path]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--daily", type=_table, action="append", default=[], help="NAME=PATH.csv of a daily table")
-    parser.add_argument("--reference", type=_table, action="append", default=[], help="NAME=PATH.csv of a reference "
-                                                                                          "table")
-    parser.add_argument("--date-column", action="append", default=None,
-                        help="the daily tables' date column (or three: year, month, day)")
-    parser.add_argument("--from", dest="first", type=dt.date.fromisoformat, default=None)
-    parser.add_argument("--to", dest="last", type=dt.date.fromisoformat, default=None)
+    parser.add_argument("--daily", type=_table, action="append", default=[], metavar="NAME=PATH.csv",
+                        help="a daily table and its CSV file (repeat for more)")
+    parser.add_argument("--reference", type=_table, action="append", default=[], metavar="NAME=PATH.csv",
+                        help="a reference table and its CSV file (repeat for more)")
+    parser.add_argument("--date-column", action="append", default=None, metavar="COLUMN",
+                        help="the daily tables' date column (or three, each given with --date-column: year,\n"
+                             "month and day)")
+    parser.add_argument("--from", dest="first", type=dt.date.fromisoformat, metavar="YYYY-MM-DD", default=None,
+                        help="the first day of the daily tables to land (default: the table's first)")
+    parser.add_argument("--to", dest="last", type=dt.date.fromisoformat, metavar="YYYY-MM-DD", default=None,
+                        help="the last day of the daily tables to land (default: the table's last)")
     parser.add_argument("--lake-root", default=None, help=f"lake root folder (default: ${ROOT_ENV})")
     args = parser.parse_args(argv)
     if args.daily and not args.date_column:

@@ -1,9 +1,6 @@
 """Bigger flight sets from the real 2013 days, landed as the raw zone the pipeline reads.
 
-Usage::
-
-    python -m jobs.datasets.multiplied_flights --factor 10 [--from 2013-01-01] [--to 2013-12-31] [--seed 13]
-                                               [--lake-root PATH]
+``python -m jobs.datasets.multiplied_flights --help`` lists its options.
 
 Each day's flights are multiplied ``factor`` times (:func:`multiply_day`): copy 0 is the day as it
 is; copy k (k >= 1) is the same day's schedule again with ``flight + k * FLIGHT_OFFSET`` as its
@@ -113,9 +110,12 @@ def scale_raw(lake: Lake, factor: float, first: dt.date = FIRST_DAY, last: dt.da
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--factor", type=float, required=True, help="flights per real flight (10, 0.5, 2.5, ...)")
-    parser.add_argument("--from", dest="first", type=dt.date.fromisoformat, default=FIRST_DAY)
-    parser.add_argument("--to", dest="last", type=dt.date.fromisoformat, default=LAST_DAY)
-    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--from", dest="first", type=dt.date.fromisoformat, default=FIRST_DAY, metavar="YYYY-MM-DD",
+                        help="the first day to land (default: %(default)s)")
+    parser.add_argument("--to", dest="last", type=dt.date.fromisoformat, default=LAST_DAY, metavar="YYYY-MM-DD",
+                        help="the last day to land (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=13,
+                        help="seeds the tail shuffles and the fractional sample (default: %(default)s)")
     parser.add_argument("--lake-root", default=None, help=f"lake root folder (default: ${ROOT_ENV})")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -3,11 +3,7 @@
 ``tunables.yaml`` (its own MLflow names, the report's segments), checked by loading them with the
 project's loader, then what to review and the commands that land the data and run it.
 
-Usage::
-
-    python -m jobs.datasets.scaffold --name N --table T=path.csv [--table U=path2.csv ...]
-                                     --date-column C --label 'EXPR' [--label-name label] [--feed T]
-                                     [--null-value NA] [--sample-rows ROWS] [--pipelines-dir DIR] [--force]
+``python -m jobs.datasets.scaffold --help`` lists its options.
 
 A table with the ``--date-column`` is daily (its rows land by that day), the others are reference
 tables; the feed is the first daily table (or ``--feed``). The rules and the lists are what a
@@ -331,15 +327,18 @@ def _table(text: str) -> tuple[str, Path]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--name", required=True, help="the pipeline's name (its folder, DAG ids and lake)")
-    parser.add_argument("--table", type=_table, action="append", required=True, help="NAME=PATH.csv of a table")
+    parser.add_argument("--table", type=_table, action="append", required=True, metavar="NAME=PATH.csv",
+                        help="a table and a CSV sample of it (repeat for more)")
     parser.add_argument("--date-column", required=True, help="the column of the day a daily table's row is about")
     parser.add_argument("--label", required=True, help="Spark SQL over the feature rows: 1, 0, or null (no label)")
     parser.add_argument("--label-name", default="label", help="the label column's name (default: label)")
     parser.add_argument("--feed", default=None, help="the daily table whose rows become feature rows (default: the "
                                                      "first daily one)")
     parser.add_argument("--null-value", default=None, help="the text that means no value (e.g. NA); empty is one")
-    parser.add_argument("--sample-rows", type=int, default=SAMPLE_ROWS, help="rows read of each file")
-    parser.add_argument("--pipelines-dir", type=Path, default=PIPELINES, help=f"default: {PIPELINES}")
+    parser.add_argument("--sample-rows", type=int, default=SAMPLE_ROWS,
+                        help="rows read of each file (default: %(default)s)")
+    parser.add_argument("--pipelines-dir", type=Path, default=PIPELINES, metavar="DIR",
+                        help="the folder the pipeline's folder is written in (default: the repository's pipelines/)")
     parser.add_argument("--force", action="store_true", help="replace the files of an existing pipeline folder")
     args = parser.parse_args(argv)
     if args.sample_rows < 1:

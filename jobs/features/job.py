@@ -1,10 +1,8 @@
 """Build the model's features for a window of days and write them to the features zone.
 
-Usage::
+``spark-submit jobs/features/job.py --help`` lists its options.
 
-    spark-submit jobs/features/job.py --run-date 2013-01-28 [--days 28] [--config PATH] [--lake-root PATH]
-
-Reads the validated zone (what the validate job let through): the daily tables for the DAYS days
+Reads the validated zone (what the validate job let through): the daily tables for the ``--days`` days
 ending with the run date (and the days before them that their history features read), and each
 reference table's latest snapshot up to the run date; calls the dataset's builder
 (``features.builder`` in the config, e.g. :func:`jobs.datasets.flights.build_features`), adds the

@@ -1,8 +1,6 @@
 """Judge scored days on their outcomes: the monitoring zone and one MLflow monitoring run per model version.
 
-Usage::
-
-    spark-submit jobs/monitoring/job.py --run-date 2013-01-29 [--days N] [--config PATH] [--lake-root PATH]
+``spark-submit jobs/monitoring/job.py --help`` lists its options.
 
 With ``monitoring.label_delay_days = L``, the outcomes of day D land with day D + L's ingest
 (:func:`jobs.monitoring.outcomes.outcomes_in`). A run for run date D writes two days (one when L is 0;

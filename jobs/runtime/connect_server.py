@@ -1,15 +1,11 @@
 """A long-running Spark Connect server that the jobs of every task can share.
 
-Usage::
-
-    python -m jobs.runtime.connect_server [--port 15002] [--master local[2]]
-
-Runs in the foreground until stopped (Ctrl-C, SIGTERM). Then give the Airflow workers
-``PIPELINE_SPARK_REMOTE=sc://127.0.0.1:15002``: each task still spark-submits its job, and the job's
-session is a Spark Connect session on this server (:func:`jobs.runtime.session.get_spark`), so no task pays for
-a new driver and a cold JVM. The server listens on loopback only. Its Python workers (scoring's
-``predict_batch_udf``) run with this environment's Python, so start it from the same environment as
-the workers (``source scripts/env.sh``).
+``python -m jobs.runtime.connect_server --help`` lists its options. It runs in the foreground until
+stopped (Ctrl-C, SIGTERM). Then give the Airflow workers ``PIPELINE_SPARK_REMOTE=sc://127.0.0.1:<port>``:
+each task still spark-submits its job, and the job's session is a Spark Connect session on this server
+(:func:`jobs.runtime.session.get_spark`), so no task pays for a new driver and a cold JVM. The server
+listens on loopback only. Its Python workers (scoring's ``predict_batch_udf``) run with this
+environment's Python, so start it from the same environment as the workers (``source scripts/env.sh``).
 """
 
 from __future__ import annotations
@@ -76,8 +72,10 @@ def stop(process: subprocess.Popen) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--port", type=int, default=15002)
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--port", type=int, default=15002,
+                        help="the loopback port the server listens on (default: %(default)s)")
+    parser.add_argument("--master", default="local[2]",
+                        help="the Spark master the server's session runs on (default: %(default)s)")
     args = parser.parse_args(argv)
     process = subprocess.Popen(command(args.port, args.master))
     try:

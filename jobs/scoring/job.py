@@ -1,9 +1,6 @@
 """Score a day's features with a registered model and write the predictions to the lake.
 
-Usage::
-
-    spark-submit jobs/scoring/job.py --run-date 2013-01-29 [--days N] [--model-version N] [--use-gpu true|false]
-                               [--config PATH] [--lake-root PATH]
+``spark-submit jobs/scoring/job.py --help`` lists its options.
 
 Resolves the model version once, on the driver (the version the ``champion`` alias of
 ``train.model_name`` points at, unless ``--model-version`` names one) and checks its files there: a

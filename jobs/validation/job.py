@@ -1,9 +1,6 @@
 """Validate the raw tables for a window of days: split every row into validated or quarantined.
 
-Usage::
-
-    spark-submit jobs/validation/job.py --run-date 2013-01-28 [--days 28] [--run-id ID] [--config PATH] \
-        [--lake-root PATH]
+``spark-submit jobs/validation/job.py --help`` lists its options.
 
 For every configured table (reference tables first, so their keys can be checked against), in one
 Spark pass over its raw files:
