@@ -1,9 +1,6 @@
 """Replay the days of the example data one after another under each retraining policy.
 
-Usage::
-
-    python -m orchestration.replay [--start 2013-02-01] [--end 2013-12-31] [--policy weekly ...]
-                                   [--home .pipeline/replay] [--sweep-size N] [--baselines N]
+``python -m orchestration.replay --help`` lists its options.
 
 What does not depend on the policy runs once, in a shared lake (``<home>/lake``): the raw data of
 every day landed, validated and turned into features (the validate and features jobs over a month
@@ -18,8 +15,7 @@ says: two replays never share runs, versions or aliases, so a replay in a fresh 
 empty registry and gets the same first champion as any other (a shared store let a baseline that
 an earlier replay logged stop the first champion of one run with ``--baselines 0``). Within a home,
 each window's model selection is a training of its own (``training_id``): the bar and the sweep
-compare its runs only.
-
+compare its runs only. Then each policy goes through its days:
 
 - the champion scores the days up to the next point where the policy may retrain (a segment: up to
   ``--segment-days``, or the end of the week under the weekly schedule) in one score job
@@ -286,8 +282,10 @@ def main(argv: list[str] | None = None) -> None:
     from jobs.runtime.session import CONSOLE_PROGRESS_ENV, configure_logging
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--start", type=dt.date.fromisoformat, default=FIRST_DAY, help="the first served day")
-    parser.add_argument("--end", type=dt.date.fromisoformat, default=LAST_DAY, help="the last served day")
+    parser.add_argument("--start", type=dt.date.fromisoformat, default=FIRST_DAY,
+                        help="the first served day (default: %(default)s)")
+    parser.add_argument("--end", type=dt.date.fromisoformat, default=LAST_DAY,
+                        help="the last served day (default: %(default)s)")
     parser.add_argument("--policy", action="append", choices=list(POLICIES), default=None,
                         help="a policy to replay (repeat for several; default: all of them)")
     parser.add_argument("--home", default=None, help="the replay's folder (default: $PIPELINE_HOME/replay)")
