@@ -1,8 +1,6 @@
 """The compose stack for real, end to end (``make compose-smoke``; by hand, not in ``make test``).
 
-Usage::
-
-    python scripts/compose_smoke.py [--project lakeflow-smoke] [--faults] [--keep] [--shots docs] [--write-env]
+``python scripts/compose_smoke.py --help`` lists its options.
 
 On this machine, from nothing (its own compose project, whose volumes it removes first):
 
@@ -381,12 +379,14 @@ def smoke_config(patch: dict | None = None) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--project", default=PROJECT)
+    parser.add_argument("--project", default=PROJECT,
+                        help="the compose project the smoke runs as (default: %(default)s)")
     parser.add_argument("--faults", action="store_true", help="also kill the scheduler, PostgreSQL, the Spark worker")
     parser.add_argument("--keep", action="store_true", help="leave the stack up at the end")
     parser.add_argument("--reuse", action="store_true", help="keep the project's volumes from an earlier run")
     parser.add_argument("--shots", default=str(STATE / "screenshots"),
-                        help="where the screenshots go (docs/ to refresh the documentation's)")
+                        help="where the screenshots go (default: .pipeline/compose/screenshots; docs/ to refresh the "
+                             "documentation's)")
     parser.add_argument("--write-env", action="store_true",
                         help="no .env: write one with fresh random secrets without asking")
     parser.add_argument("--faults-only", action="store_true",

@@ -1,8 +1,6 @@
 """The Model health page in headless Chromium, as a PNG: docs/model-health.png (`make health-screenshot`).
 
-Usage::
-
-    python scripts/health_screenshot.py [--out docs/model-health.png] [--days 60] [--chromium /usr/bin/chromium]
+``python scripts/health_screenshot.py --help`` lists its options.
 
 Writes a synthetic lake of ``--days`` days (:func:`benchmarks.health.synthetic_lake`: a champion that
 decays and is replaced after a retraining, two challengers, a drift episode, a day without outcomes,
@@ -29,9 +27,12 @@ SIZE = "1100,1680"
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--out", default=str(REPO / "docs" / "model-health.png"))
-    parser.add_argument("--days", type=int, default=60)
-    parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
+    parser.add_argument("--out", default=str(REPO / "docs" / "model-health.png"),
+                        help="the PNG to write (default: docs/model-health.png)")
+    parser.add_argument("--days", type=int, default=60,
+                        help="days of the synthetic lake the page shows (default: %(default)s)")
+    parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium",
+                        help="the Chromium to run headless (default: %(default)s)")
     args = parser.parse_args(argv)
     if not Path(args.chromium).exists():
         sys.exit(f"no Chromium at {args.chromium}: install it with scripts/system_packages.sh, or pass --chromium PATH")
