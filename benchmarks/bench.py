@@ -1,9 +1,6 @@
 """``make bench``: every benchmark in one command, one results folder.
 
-Usage::
-
-    python -m benchmarks.bench [--out benchmarks/results] [--repeat 2] [--smoke] [--factors 1,3,10,15]
-                               [--others nightly,validation,training,scoring,health,scale]
+``python -m benchmarks.bench --help`` lists its options.
 
 In one local[2] session, on a throw-away lake of the real example data (the whole year; ``--smoke``:
 two days), the stages that run side by side with what a user would pick instead, each at several
@@ -55,7 +52,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one run each, no other benchmarks")
     parser.add_argument("--factors", default=None, help=f"flights per real flight (default {FULL_FACTORS}; "
                         f"smoke {SMOKE_FACTORS})")
-    parser.add_argument("--others", default=OTHERS, help="the other benchmarks to run after, or none")
+    parser.add_argument("--others", default=OTHERS,
+                        help="the other benchmarks to run after, comma-separated, or none (default: %(default)s)")
     args = parser.parse_args(argv)
     out = start(args.out)
     factors = comma_list(args.factors or (SMOKE_FACTORS if args.smoke else FULL_FACTORS), float)

@@ -23,8 +23,9 @@ def arguments(description: str | None, repeat: int = 2) -> argparse.ArgumentPars
     """A benchmark's parser with the options every benchmark takes: ``--out`` (the results folder)
     and ``--repeat`` (counted runs after the warm-up, default ``repeat``)."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--out", default="benchmarks/results")
-    parser.add_argument("--repeat", type=int, default=repeat)
+    parser.add_argument("--out", default="benchmarks/results", help="the results folder (default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=repeat,
+                        help="counted runs of each contender after one warm-up (default: %(default)s)")
     return parser
 
 

@@ -1,8 +1,6 @@
 """Benchmark: the Model health page with a year of days, its JSON and its HTML.
 
-Usage::
-
-    python -m benchmarks.health [--out DIR] [--repeat 5] [--days 365]
+``python -m benchmarks.health --help`` lists its options.
 
 Writes a synthetic lake (:func:`synthetic_lake`: ``--days`` days of the monitoring zone, decay, drift
 and training reports, in the form the monitor job, the decay check, the score job and the train job
@@ -152,7 +150,7 @@ def synthetic_lake(lake: Any, first: dt.date, days: int, seed: int = 13) -> dict
 
 def main(argv: list[str] | None = None) -> None:
     parser = arguments(__doc__, repeat=5)
-    parser.add_argument("--days", type=int, default=365)
+    parser.add_argument("--days", type=int, default=365, help="days of the synthetic lake (default: %(default)s)")
     args = parser.parse_args(argv)
     out = start(args.out)
     seconds = run(args.days, args.repeat)

@@ -1,8 +1,6 @@
 """Benchmark: one nightly run of one day through Airflow, task by task, and where its time goes.
 
-Usage::
-
-    python -m benchmarks.nightly [--out DIR] [--nights 2] [--modes before,after]
+``python -m benchmarks.nightly --help`` lists its options.
 
 Setup, not timed, in a throw-away pipeline home (its own lake, MLflow store and Airflow database):
 lands January 2013, ingests the training window (one ``airflow dags test flights_ingest`` run of
@@ -70,8 +68,9 @@ FIXED = tuple(p for p in PARTS if p != "work")
 
 def main(argv: list[str] | None = None) -> None:
     parser = arguments(__doc__)
-    parser.add_argument("--nights", type=int, default=2, help="nights per mode")
-    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--nights", type=int, default=2, help="nights per mode (default: %(default)s)")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help="the modes the nights alternate between, comma-separated (default: %(default)s)")
     args = parser.parse_args(argv)
     out = start(args.out)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]

@@ -1,9 +1,6 @@
 """Benchmark: scoring on a GPU against the CPU, from the model alone to the whole Spark job.
 
-Usage::
-
-    python -m benchmarks.scoring_gpu [--out DIR] [--rows 10000000] [--repeat 3]
-                                     [--batches 1024,4096,16384,65536,262144,1048576] [--cpu-smoke]
+``python -m benchmarks.scoring_gpu --help`` lists its options.
 
 Setup (timed, reported apart): January 2013 is landed into a throw-away lake, validated (without GX)
 and turned into features; the scoring benchmark's model (:func:`benchmarks.scoring.model.registered_model`)
@@ -194,8 +191,10 @@ def group_by(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str,
 
 def main(argv: list[str] | None = None) -> None:
     parser = arguments(__doc__, repeat=3)
-    parser.add_argument("--rows", type=int, default=10_000_000, help="rows of the big day")
-    parser.add_argument("--batches", default="1024,4096,16384,65536,262144,1048576")
+    parser.add_argument("--rows", type=int, default=10_000_000, help="rows of the big day (default: %(default)s)")
+    parser.add_argument("--batches", default="1024,4096,16384,65536,262144,1048576",
+                        help="the batch sizes of the model and the prediction function, comma-separated\n"
+                             "(default: %(default)s)")
     parser.add_argument("--cpu-smoke", action="store_true",
                         help="without CUDA, run the CPU rows alone instead of stopping (not a GPU figure)")
     args = parser.parse_args(argv)

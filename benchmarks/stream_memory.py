@@ -1,8 +1,6 @@
 """Benchmark: peak memory of one rank's data path, in memory against streaming, as the share grows.
 
-Usage::
-
-    python -m benchmarks.stream_memory [--rows 100000] [--scales 1,10] [--buffer-rows 65536] [--out DIR]
+``python -m benchmarks.stream_memory --help`` lists its options.
 
 Writes synthetic feature Parquet of the flights' shape (4 categorical and 18 numeric columns, a
 label missing on 3% of rows, row groups of 10,000 rows) at each scale of ``--rows``, then runs two
@@ -113,12 +111,13 @@ def one_epoch(path: str, folder: str, batch_size: int, buffer_rows: int, epochs:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=100_000)
-    parser.add_argument("--scales", default="1,10")
-    parser.add_argument("--buffer-rows", type=int, default=65536)
-    parser.add_argument("--batch-size", type=int, default=512)
-    parser.add_argument("--out", type=Path, default=None)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--rows", type=int, default=100_000, help="rows of the smallest scale (default: %(default)s)")
+    parser.add_argument("--scales", default="1,10", help="multiples of --rows, comma-separated (default: %(default)s)")
+    parser.add_argument("--buffer-rows", type=int, default=65536,
+                        help="the streaming shard's buffer, in rows (default: %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=512, help="rows per batch (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=None, help="the folder stream_memory.json goes to (default: none)")
     parser.add_argument("--one", nargs=2, help=argparse.SUPPRESS)  # path folder: the child's work
     args = parser.parse_args(argv)
     if args.one:

@@ -1,32 +1,32 @@
 """One rank of the training benchmark's ``torchrun`` contender: :func:`jobs.training.loop.train_fn`
 started by torchrun itself, without TorchDistributor.
 
-Usage::
-
-    python -m torch.distributed.run --standalone --nnodes=1 --nproc_per_node N -m benchmarks.torchrun_rank JOB RESULT
-
-``JOB``: the ranks' :class:`jobs.training.rank.RankConfig` as JSON (:meth:`~jobs.training.rank.RankConfig.to_json`,
-as :mod:`benchmarks.training` writes it); rank 0 writes train_fn's
-result to ``RESULT`` (JSON) when training ends.
+:mod:`benchmarks.training` starts it as ``python -m torch.distributed.run --standalone --nnodes=1
+--nproc_per_node N -m benchmarks.torchrun_rank JOB RESULT``; ``python -m benchmarks.torchrun_rank --help``
+lists its arguments. Rank 0 writes train_fn's result to ``RESULT`` (JSON) when training ends.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run train_fn on the job in ``argv[0]``; rank 0 writes the result to ``argv[1]``."""
+    """Run train_fn on the job in ``JOB``; rank 0 writes the result to ``RESULT``."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("job", metavar="JOB", type=Path,
+                        help="a JSON file of the ranks' jobs.training.rank.RankConfig (RankConfig.to_json)")
+    parser.add_argument("result", metavar="RESULT", type=Path, help="the JSON file rank 0 writes train_fn's result to")
+    args = parser.parse_args(argv)
     from jobs.training.loop import train_fn
     from jobs.training.rank import RankConfig
 
-    job_file, result_file = argv if argv is not None else sys.argv[1:]
-    result = train_fn(RankConfig.from_json(Path(job_file).read_text()))
+    result = train_fn(RankConfig.from_json(args.job.read_text()))
     if os.environ.get("RANK", "0") == "0":
-        Path(result_file).write_text(json.dumps(result, default=float))
+        args.result.write_text(json.dumps(result, default=float))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,6 @@
 """Benchmark: training throughput and fixed start-up cost of TorchDistributor against a plain PyTorch loop.
 
-Usage::
-
-    python -m benchmarks.training [--out DIR] [--days N] [--epochs E] [--repeat 2] [--use-gpu] [--rows all|gpu|cpu]
-    python -m benchmarks.training --launch [--before DIR] [--repeat 2]
+``python -m benchmarks.training --help`` lists its options.
 
 Smoke size (about 3 minutes on two cores): ``--days 2 --epochs 2 --repeat 1``.
 
@@ -542,7 +539,7 @@ def report(out: Path, results: list[dict[str, Any]], payload: dict[str, Any], he
 def main(argv: list[str] | None = None) -> None:
     parser = arguments(__doc__)
     parser.add_argument("--days", type=int, default=None, help="window length (default: train + holdout days)")
-    parser.add_argument("--epochs", type=int, default=None, help="default: train.epochs")
+    parser.add_argument("--epochs", type=int, default=None, help="epochs each contender trains (default: train.epochs)")
     parser.add_argument("--use-gpu", action="store_true", help="also train on the GPU (on a GPU machine): first")
     parser.add_argument("--rows", choices=("all", "gpu", "cpu"), default="all",
                         help="with --use-gpu: the GPU rows alone (gpu), the CPU rows alone (cpu), or both, GPU first")

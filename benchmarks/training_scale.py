@@ -1,12 +1,9 @@
 """Benchmark: training at lake scale. The year's flights at 1x, 10x and 100x, streamed by the ranks,
 against a plain PyTorch DataLoader over the same Parquet.
 
-Usage::
-
-    python -m benchmarks.training_scale [--scales 1,10] [--epochs 1] [--days 365] [--contenders peer,1,2]
-                               [--cluster-scale 1] [--data DIR] [--out DIR]
-    make bench-scale                    # --scales 1,10 (about an hour on 2 loaded cores)
-    make bench-scale SCALES=100 CONTENDERS=2 CLUSTER_SCALE=0    # the 100x row, by hand (hours)
+``python -m benchmarks.training_scale --help`` lists its options. ``make bench-scale`` runs it with
+``--scales 1,10``; the 100x row is run by hand, for hours
+(``make bench-scale SCALES=100 CONTENDERS=2 CLUSTER_SCALE=0``).
 
 The window is the last ``--days`` days of 2013 (the whole year by default): the real example data
 landed, validated (without GX) and turned into features by the pipeline's own jobs in one local[2]
@@ -94,14 +91,17 @@ class Row:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--out", default="benchmarks/results")
-    parser.add_argument("--scales", default="1,10", help="flights per real flight, comma-separated (1,10,100)")
-    parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--days", type=int, default=365, help="the window: the last N days of 2013")
+    parser.add_argument("--out", default="benchmarks/results", help="the results folder (default: %(default)s)")
+    parser.add_argument("--scales", default="1,10",
+                        help="flights per real flight, comma-separated (1,10,100; default: %(default)s)")
+    parser.add_argument("--epochs", type=int, default=1, help="epochs each contender trains (default: %(default)s)")
+    parser.add_argument("--days", type=int, default=365,
+                        help="the window: the last N days of 2013 (default: %(default)s)")
     parser.add_argument("--contenders", default=",".join(CONTENDERS),
-                        help="peer (the DataLoader), 1 and 2 (TorchDistributor ranks, local mode)")
+                        help="peer (the DataLoader), 1 and 2 (TorchDistributor ranks, local mode)\n"
+                             "(default: %(default)s)")
     parser.add_argument("--cluster-scale", type=float, default=1.0,
-                        help="the scale of the one standalone-cluster point (0: none)")
+                        help="the scale of the one standalone-cluster point (0: none; default: %(default)g)")
     parser.add_argument("--data", default=None, help="keep the features here and reuse them (default: thrown away)")
     parser.add_argument("--no-inputs", action="store_true", help="skip the capacity model's all-reduce and read rate")
     args = parser.parse_args(argv)

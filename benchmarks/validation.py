@@ -1,9 +1,7 @@
 """Benchmark: what validation costs, against a plain read + count and against the same checks written
 by hand as one Spark aggregation, with fixed cost and throughput fitted apart.
 
-Usage::
-
-    python -m benchmarks.validation [--out DIR] [--repeat 2] [--factors 1,3,10] [--factor-days 28] [--smoke]
+``python -m benchmarks.validation --help`` lists its options.
 
 One local[2] session measures, side by side at every point (contenders taking turns, best of
 ``--repeat`` after one warm-up):
@@ -354,8 +352,10 @@ def main(argv: list[str] | None = None) -> None:
     from jobs.runtime.session import get_spark
 
     parser = arguments(__doc__)
-    parser.add_argument("--factors", default="1,3,10", help="scale-up factors of the flights (comma-separated)")
-    parser.add_argument("--factor-days", type=int, default=28, help="days of the scaled window, from 2013-07-01")
+    parser.add_argument("--factors", default="1,3,10",
+                        help="scale-up factors of the flights, comma-separated (default: %(default)s)")
+    parser.add_argument("--factor-days", type=int, default=28,
+                        help="days of the scaled window, from 2013-07-01 (default: %(default)s)")
     parser.add_argument("--smoke", action="store_true",
                         help=f"{SMOKE_DAYS} days, factors {','.join(f'{f:g}' for f in SMOKE_FACTORS)}, one repeat, "
                              "no real-data windows")

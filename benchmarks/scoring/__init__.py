@@ -1,8 +1,6 @@
 """Benchmark: rows/s of the Spark scoring job against a single-process pyarrow + torch baseline.
 
-Usage::
-
-    python -m benchmarks.scoring [--out DIR] [--scales day,month,year,3x-day,10x] [--repeat 2] [--tune-scale year]
+``python -m benchmarks.scoring --help`` lists its options.
 
 Setup (timed, reported apart): the whole 2013 example year is landed into a throw-away lake, validated
 (without GX) and turned into features (one Parquet file per day, as the features job writes them); a

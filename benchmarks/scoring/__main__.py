@@ -28,8 +28,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = arguments(benchmarks.scoring.__doc__)
     parser.add_argument("--scales", default="day,month,year,3x-day,10x",
                         help="comma-separated: day, month, year, Nx (N times the year; a fraction such as "
-                        "0.05x checks the generator quickly), Nx-day (N times the year as one day)")
-    parser.add_argument("--tune-scale", default="year", help="a scale to tune batch sizes at, or none")
+                        "0.05x checks the generator quickly), Nx-day (N times the year as one day);\n"
+                        "default: %(default)s")
+    parser.add_argument("--tune-scale", default="year",
+                        help="a scale to tune batch sizes at, or none (default: %(default)s)")
     parser.add_argument("--probe", default=None, help=argparse.SUPPRESS)  # a fresh process's fixed costs
     args = parser.parse_args(argv)
     if args.probe:
