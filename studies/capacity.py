@@ -1,8 +1,6 @@
 """A capacity model of training past this machine, from what the scale benchmark measured.
 
-Usage::
-
-    python -m studies.capacity [--points docs/bench/scale/scale.json] [--rows 1e9] [--out DIR]
+``python -m studies.capacity --help`` lists its options.
 
 Reads the measured points file (:mod:`benchmarks.training_scale`'s ``scale.json``) and predicts the hours of
 one epoch over ``--rows`` rows on N CPU ranks and on N GPUs, checks the model against every measured
@@ -275,8 +273,9 @@ def report(model: Capacity, payload: dict[str, Any], rows: float) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--points", type=Path, default=POINTS, help="the scale benchmark's scale.json")
-    parser.add_argument("--rows", type=float, default=1e9, help="rows of the epoch to predict")
+    parser.add_argument("--points", type=Path, default=POINTS,
+                        help="the scale benchmark's scale.json (default: docs/bench/scale/scale.json)")
+    parser.add_argument("--rows", type=float, default=1e9, help="rows of the epoch to predict (default: 1e9)")
     parser.add_argument("--out", type=Path, default=None, help="also write capacity.md and capacity.json here")
     args = parser.parse_args(argv)
     payload = json.loads(args.points.read_text())

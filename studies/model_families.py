@@ -1,10 +1,6 @@
 """Study: the MLP against the bar, on the features the pipeline builds, window by window.
 
-Usage::
-
-    python -m studies.model_families --features LAKE/features [--windows 2013-02-20,2013-03-10,...]
-                                        [--seeds 13,14] [--max-train-days 90] [--sweep] [--members 2,4]
-                                        [--mlp-only] [--config YAML] [--out DIR]
+``python -m studies.model_families --help`` lists its options.
 
 For each window (the holdout's last day), the training, validation and holdout days as the train
 job cuts them (``train.validation_days``, ``holdout_days``, up to ``--max-train-days`` of training
@@ -179,21 +175,25 @@ def main(argv: list[str] | None = None) -> None:
     from jobs.config import load_config
     from jobs.lake.layout import PARTITION
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--features", required=True, help="a features zone (LAKE/features) with the days to try")
-    parser.add_argument("--windows", default=DEFAULT_WINDOWS, help="the holdouts' last days, comma-separated")
-    parser.add_argument("--seeds", default="13,14", help="the MLPs' seeds, comma-separated")
-    parser.add_argument("--max-train-days", type=int, default=None, help="default: train.max_train_days")
+    parser.add_argument("--windows", default=DEFAULT_WINDOWS,
+                        help="the holdouts' last days, comma-separated (default: %(default)s)")
+    parser.add_argument("--seeds", default="13,14", help="the MLPs' seeds, comma-separated (default: %(default)s)")
+    parser.add_argument("--max-train-days", type=int, default=None,
+                        help="the most training days of a window (default: train.max_train_days)")
     parser.add_argument("--config", default=None, help="the pipeline config (default: the bundled one)")
     parser.add_argument("--sweep", action="store_true",
                         help="also the sweep's MLP candidates per learning-rate schedule (constant, cosine)")
-    parser.add_argument("--schedules", default="constant,cosine", help="with --sweep: the schedules to try")
+    parser.add_argument("--schedules", default="constant,cosine",
+                        help="with --sweep: the schedules to try (default: %(default)s)")
     parser.add_argument("--members", default="",
-                        help="also the MLP as an ensemble of K nets (hyperparameter members), at train.learning_rate "
+                        help="also the MLP as an ensemble of K nets (hyperparameter members), at train.learning_rate\n"
                              "and train.lr_schedule, seed train.seed: K comma-separated, e.g. 2,4 (mlp_members<K>)")
     parser.add_argument("--mlp-only", action="store_true",
                         help="only the MLPs of --sweep and --members: no logistic regression, XGBoost or seeds")
-    parser.add_argument("--out", default="studies/results")
+    parser.add_argument("--out", default="studies/results",
+                        help="the folder model_families.json goes to (default: %(default)s)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     config = load_config(args.config)

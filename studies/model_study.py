@@ -1,12 +1,6 @@
 """Study: which features, window lengths and model families move the daily realized ROC AUC.
 
-Usage::
-
-    python -m studies.model_study --lake LAKE [--first 2013-02-01] [--last 2013-12-24] [--step 14]
-                                     [--train-days 90] [--xgb-windows 18,45,180] [--contenders a,b,...]
-                                     [--out docs/bench/model-study]
-    python -m studies.model_study --lake LAKE --add --contenders a,b   # more contenders, same weeks
-    python -m studies.model_study --render                            # the report again from its JSON
+``python -m studies.model_study --help`` lists its options.
 
 A quick pass: ``--step 56`` (6 weeks, about 10 minutes on a busy 2-core machine); the full pass at
 ``--step 14`` (23 weeks, every contender) about 40.
@@ -158,18 +152,22 @@ class Contender:
 
 
 def parse_args(argv: list[str] | None = None) -> StudyArgs:
-    parser = argparse.ArgumentParser(prog="python -m studies.model_study", description=__doc__.split("\n")[0],
-                                     epilog="The module docstring says what each contender is.")
+    parser = argparse.ArgumentParser(prog="python -m studies.model_study", description=__doc__,
+                                     formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--lake", type=Path, help="a lake with features/ and validated/ for the year")
-    parser.add_argument("--first", default="2013-02-01", help="the first served week's first day")
-    parser.add_argument("--last", default="2013-12-24", help="no served day after this one")
-    parser.add_argument("--step", type=int, default=14, help="days between served weeks' first days (56: 6 weeks)")
+    parser.add_argument("--first", default="2013-02-01",
+                        help="the first served week's first day (default: %(default)s)")
+    parser.add_argument("--last", default="2013-12-24", help="no served day after this one (default: %(default)s)")
+    parser.add_argument("--step", type=int, default=14,
+                        help="days between served weeks' first days (56: 6 weeks; default: %(default)s)")
     parser.add_argument("--train-days", type=int, default=90, help="the training window of every contender "
-                        "without a window in its name")
-    parser.add_argument("--xgb-windows", default="18,45,180", help="other windows for xgb, comma-separated")
+                        "without a window in its name (default: %(default)s)")
+    parser.add_argument("--xgb-windows", default="18,45,180",
+                        help="other windows for xgb, comma-separated (default: %(default)s)")
     parser.add_argument("--contenders", default=None, help="names, comma-separated (default: all)")
     parser.add_argument("--config", default=None, help="the pipeline config (default: the bundled one)")
-    parser.add_argument("--out", type=Path, default=Path("docs/bench/model-study"))
+    parser.add_argument("--out", type=Path, default=Path("docs/bench/model-study"),
+                        help="the folder of study.json and study.md (default: %(default)s)")
     parser.add_argument("--render", action="store_true", help="no training: the report again from --out's study.json")
     parser.add_argument("--add", action="store_true", help="run --contenders on the served weeks of --out's "
                         "study.json (its windows too) and add them to it")
