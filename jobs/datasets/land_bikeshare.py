@@ -75,8 +75,10 @@ def land(lake: Lake, first: dt.date = FIRST_DAY, last: dt.date = LAST_DAY) -> in
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--from", dest="first", type=dt.date.fromisoformat, default=FIRST_DAY)
-    parser.add_argument("--to", dest="last", type=dt.date.fromisoformat, default=LAST_DAY)
+    parser.add_argument("--from", dest="first", type=dt.date.fromisoformat, default=FIRST_DAY, metavar="YYYY-MM-DD",
+                        help="the first day of the daily tables to land (default: %(default)s)")
+    parser.add_argument("--to", dest="last", type=dt.date.fromisoformat, default=LAST_DAY, metavar="YYYY-MM-DD",
+                        help="the last day of the daily tables to land (default: %(default)s)")
     parser.add_argument("--lake-root", default=None, help=f"lake root folder (default: ${ROOT_ENV})")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
