@@ -15,7 +15,6 @@ on a local lake folder. ``python -m jobs.datasets.land_bikeshare --help`` for it
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import importlib.util
 import logging
@@ -23,8 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from jobs.datasets.landing import land_frame
-from jobs.lake.layout import ROOT_ENV, Lake
+from jobs.datasets.landing import land_frame, landing_parser, local_lake
+from jobs.lake.layout import Lake
 
 log = logging.getLogger("jobs.datasets.land_bikeshare")
 
@@ -74,17 +73,9 @@ def land(lake: Lake, first: dt.date = FIRST_DAY, last: dt.date = LAST_DAY) -> in
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--from", dest="first", type=dt.date.fromisoformat, default=FIRST_DAY, metavar="YYYY-MM-DD",
-                        help="the first day of the daily tables to land (default: %(default)s)")
-    parser.add_argument("--to", dest="last", type=dt.date.fromisoformat, default=LAST_DAY, metavar="YYYY-MM-DD",
-                        help="the last day of the daily tables to land (default: %(default)s)")
-    parser.add_argument("--lake-root", default=None, help=f"lake root folder (default: ${ROOT_ENV})")
+    parser = landing_parser(__doc__, FIRST_DAY, LAST_DAY)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    lake = Lake.at(args.lake_root)
-    if "://" in lake.root:
-        parser.error(f"landing writes to a local folder only, got {lake.root}")
+    lake = local_lake(parser, args.lake_root)
     try:
         rows = land(lake, args.first, args.last)
     except (FileNotFoundError, ValueError) as err:

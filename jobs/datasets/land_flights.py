@@ -12,7 +12,6 @@ the lake, and it only works on a local lake folder.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import importlib.util
 import logging
@@ -21,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from jobs.config import load_config
-from jobs.datasets.landing import days_of, land_frame
-from jobs.lake.layout import ROOT_ENV, Lake
+from jobs.datasets.landing import days_of, land_frame, landing_parser, local_lake
+from jobs.lake.layout import Lake
 
 log = logging.getLogger("jobs.datasets.land_flights")
 
@@ -73,17 +72,9 @@ def land(lake: Lake, first: dt.date = FIRST_DAY, last: dt.date = LAST_DAY) -> di
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--from", dest="first", type=dt.date.fromisoformat, metavar="YYYY-MM-DD", default=FIRST_DAY,
-                        help="the first day of the daily tables to land (default: %(default)s)")
-    parser.add_argument("--to", dest="last", type=dt.date.fromisoformat, metavar="YYYY-MM-DD", default=LAST_DAY,
-                        help="the last day of the daily tables to land (default: %(default)s)")
-    parser.add_argument("--lake-root", default=None, help=f"lake root folder (default: ${ROOT_ENV})")
+    parser = landing_parser(__doc__, FIRST_DAY, LAST_DAY)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    lake = Lake.at(args.lake_root)
-    if "://" in lake.root:
-        parser.error(f"landing writes to a local folder only, got {lake.root}")
+    lake = local_lake(parser, args.lake_root)
     counts = land(lake, args.first, args.last)
     log.info("raw zone at %s/raw: %s", lake.root, ", ".join(f"{t}={n}" for t, n in counts.items()))
 

@@ -93,36 +93,55 @@ def read_text_csv(path: str | os.PathLike[str]) -> pd.DataFrame:
     return pd.read_csv(path, dtype=str, keep_default_na=False)
 
 
-def _table(text: str) -> tuple[str, Path]:
+def table_argument(text: str) -> tuple[str, Path]:
+    """A command line's ``NAME=PATH.csv``: a table's name and its file."""
     name, sep, path = text.partition("=")
     if not sep or not name or not path:
         raise argparse.ArgumentTypeError(f"a table is NAME=PATH.csv, got {text!r}")
     return name, Path(path)
 
 
+def landing_parser(description: str, first: dt.date | None, last: dt.date | None,
+                   every: str = "the table's") -> argparse.ArgumentParser:
+    """The command line every landing shares: ``--from`` and ``--to`` (the days of the daily tables;
+    ``every``: whose first and last days a missing bound means) and ``--lake-root``; the landing
+    adds its own options before parsing."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawTextHelpFormatter)
+    bound = "%(default)s" if first else f"{every} first"
+    parser.add_argument("--from", dest="first", type=dt.date.fromisoformat, metavar="YYYY-MM-DD", default=first,
+                        help=f"the first day of the daily tables to land (default: {bound})")
+    bound = "%(default)s" if last else f"{every} last"
+    parser.add_argument("--to", dest="last", type=dt.date.fromisoformat, metavar="YYYY-MM-DD", default=last,
+                        help=f"the last day of the daily tables to land (default: {bound})")
+    parser.add_argument("--lake-root", default=None, help=f"lake root folder (default: ${ROOT_ENV})")
+    return parser
+
+
+def local_lake(parser: argparse.ArgumentParser, root: str | None) -> Lake:
+    """The lake at ``root`` (default: ``$LAKE_ROOT``), which a landing writes as a local folder: a URI
+    is a usage error. Sets up the log lines every landing prints."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    lake = Lake.at(root)
+    if "://" in lake.root:
+        parser.error(f"landing writes to a local folder only, got {lake.root}")
+    return lake
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--daily", type=_table, action="append", default=[], metavar="NAME=PATH.csv",
+    parser = landing_parser(__doc__, None, None)
+    parser.add_argument("--daily", type=table_argument, action="append", default=[], metavar="NAME=PATH.csv",
                         help="a daily table and its CSV file (repeat for more)")
-    parser.add_argument("--reference", type=_table, action="append", default=[], metavar="NAME=PATH.csv",
+    parser.add_argument("--reference", type=table_argument, action="append", default=[], metavar="NAME=PATH.csv",
                         help="a reference table and its CSV file (repeat for more)")
     parser.add_argument("--date-column", action="append", default=None, metavar="COLUMN",
                         help="the daily tables' date column (or three, each given with --date-column: year,\n"
                              "month and day)")
-    parser.add_argument("--from", dest="first", type=dt.date.fromisoformat, metavar="YYYY-MM-DD", default=None,
-                        help="the first day of the daily tables to land (default: the table's first)")
-    parser.add_argument("--to", dest="last", type=dt.date.fromisoformat, metavar="YYYY-MM-DD", default=None,
-                        help="the last day of the daily tables to land (default: the table's last)")
-    parser.add_argument("--lake-root", default=None, help=f"lake root folder (default: ${ROOT_ENV})")
     args = parser.parse_args(argv)
     if args.daily and not args.date_column:
         parser.error("a --daily table is split by its day: give --date-column")
     if not args.daily and not args.reference:
         parser.error("nothing to land: give --daily NAME=PATH.csv and/or --reference NAME=PATH.csv")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    lake = Lake.at(args.lake_root)
-    if "://" in lake.root:
-        parser.error(f"landing writes to a local folder only, got {lake.root}")
+    lake = local_lake(parser, args.lake_root)
     for (name, path), columns in [*((t, args.date_column) for t in args.daily), *((t, None) for t in args.reference)]:
         if not path.exists():
             parser.error(f"{name}: no file {path}")

@@ -20,7 +20,6 @@ when the lake's disk lacks twice that.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import logging
 import shutil
@@ -31,8 +30,8 @@ import pandas as pd
 
 from jobs.config import load_config
 from jobs.datasets.land_flights import FIRST_DAY, LAST_DAY, read_source, split_by_day
-from jobs.datasets.landing import write_csv_atomic
-from jobs.lake.layout import ROOT_ENV, Lake
+from jobs.datasets.landing import landing_parser, local_lake, write_csv_atomic
+from jobs.lake.layout import Lake
 
 log = logging.getLogger("jobs.datasets.multiplied_flights")
 
@@ -108,20 +107,12 @@ def scale_raw(lake: Lake, factor: float, first: dt.date = FIRST_DAY, last: dt.da
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = landing_parser(__doc__, FIRST_DAY, LAST_DAY)
     parser.add_argument("--factor", type=float, required=True, help="flights per real flight (10, 0.5, 2.5, ...)")
-    parser.add_argument("--from", dest="first", type=dt.date.fromisoformat, default=FIRST_DAY, metavar="YYYY-MM-DD",
-                        help="the first day to land (default: %(default)s)")
-    parser.add_argument("--to", dest="last", type=dt.date.fromisoformat, default=LAST_DAY, metavar="YYYY-MM-DD",
-                        help="the last day to land (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=13,
                         help="seeds the tail shuffles and the fractional sample (default: %(default)s)")
-    parser.add_argument("--lake-root", default=None, help=f"lake root folder (default: ${ROOT_ENV})")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    lake = Lake.at(args.lake_root)
-    if "://" in lake.root:
-        parser.error(f"the generator writes to a local folder only, got {lake.root}")
+    lake = local_lake(parser, args.lake_root)
     counts = scale_raw(lake, args.factor, args.first, args.last, args.seed)
     log.info("raw zone at %s/raw (%gx): %s", lake.root, args.factor, ", ".join(f"{t}={n}" for t, n in counts.items()))
 

@@ -33,7 +33,7 @@ from jobs.config.pipeline import PipelineConfig
 from jobs.config.pipelines import NAME, NAME_RULE, discover, find
 from jobs.config.training import TrainSpec
 from jobs.datasets.draft_text import DEMO_FILE, dataset_text, demo_text, report, tunables_text
-from jobs.datasets.landing import LandingError, days_of
+from jobs.datasets.landing import LandingError, days_of, table_argument
 from jobs.datasets.sample import (
     NUMERIC,
     SAMPLE_ROWS,
@@ -317,17 +317,10 @@ def write_pipeline(draft: Draft, folder: Path, force: bool = False) -> PipelineC
     return load_config(folder, profiles=(), overlays=())
 
 
-def _table(text: str) -> tuple[str, Path]:
-    name, sep, path = text.partition("=")
-    if not sep or not name or not path:
-        raise argparse.ArgumentTypeError(f"a table is NAME=PATH.csv, got {text!r}")
-    return name, Path(path)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--name", required=True, help="the pipeline's name (its folder, DAG ids and lake)")
-    parser.add_argument("--table", type=_table, action="append", required=True, metavar="NAME=PATH.csv",
+    parser.add_argument("--table", type=table_argument, action="append", required=True, metavar="NAME=PATH.csv",
                         help="a table and a CSV sample of it (repeat for more)")
     parser.add_argument("--date-column", required=True, help="the column of the day a daily table's row is about")
     parser.add_argument("--label", required=True, help="Spark SQL over the feature rows: 1, 0, or null (no label)")
