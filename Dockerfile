@@ -29,7 +29,9 @@ ARG PIP_FIND_LINKS
 ARG PIP_TRUSTED_HOST
 ARG PIP_CONSTRAINT
 ARG PIP_NO_INDEX
+# Each pipeline's packages.txt (what its landing needs) without their dependencies, as make install.
 RUN pip install --no-cache-dir -e '.[deploy]' \
+    && for packages in pipelines/*/packages.txt; do pip install --no-cache-dir --no-deps -r "$packages" || exit 1; done \
     && ln -s "$(python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')" /opt/spark
 # Spark's classes parsed once for every spark-submit of this image (jobs/runtime/class_archive.py;
 # SPARK_SUBMIT_OPTS in docker-compose.yml points at it): built here, against these very jars.

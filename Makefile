@@ -40,14 +40,17 @@ help:
 	@echo "                API, down and up (FAULTS=1 adds the container faults; SHOTS=docs refreshes the docs' screenshots)"
 	@echo "make clean      remove .pipeline/ (lake, MLflow store, Airflow DB)"
 
-# ISLP ships the second example's data (pipelines/bikeshare): installed without its dependencies (a
-# deep-learning stack of their own), as jobs/datasets/land_bikeshare.py only reads its CSV file.
-$(STAMP): pyproject.toml
+# A pipeline's packages.txt: what its landing needs beyond the project's dependencies, installed
+# without their own (pipelines/bikeshare/packages.txt: ISLP, whose CSV file the landing reads; its
+# dependencies are a deep-learning stack of their own).
+PIPELINE_PACKAGES := $(wildcard pipelines/*/packages.txt)
+$(STAMP): pyproject.toml $(PIPELINE_PACKAGES)
 	@echo "==> installing into $(VENV) (log: $(VENV)/install.log)"
 	$(PYTHON) -m venv $(VENV)
 	@$(VENV)/bin/pip install --upgrade pip > $(VENV)/install.log 2>&1 \
 	  && $(VENV)/bin/pip install -e '.[dev]' >> $(VENV)/install.log 2>&1 \
-	  && $(VENV)/bin/pip install --no-deps 'ISLP==0.6.0' >> $(VENV)/install.log 2>&1 \
+	  $(if $(PIPELINE_PACKAGES),&& $(VENV)/bin/pip install --no-deps $(addprefix -r ,$(PIPELINE_PACKAGES)) \
+	     >> $(VENV)/install.log 2>&1) \
 	  || { tail -n 40 $(VENV)/install.log; exit 1; }
 	@touch $@
 

@@ -241,9 +241,10 @@ def constraints(freeze: str) -> str:
 
 def build_wheelhouse(venv: Path = VENV, out: Path = WHEELHOUSE) -> Path:
     """The wheels of the image's install at the versions ``venv`` holds (out/constraints.txt names
-    them); rebuilt when pyproject.toml is newer."""
+    them) and each pipeline's packages.txt; rebuilt when one of those files is newer."""
     stamp = out / "constraints.txt"
-    if stamp.exists() and stamp.stat().st_mtime >= (REPO / "pyproject.toml").stat().st_mtime:
+    sources = [REPO / "pyproject.toml", *(REPO / "pipelines").glob("*/packages.txt")]
+    if stamp.exists() and all(stamp.stat().st_mtime >= source.stat().st_mtime for source in sources):
         return out
     pip = venv / "bin" / "pip"
     if not pip.exists():
@@ -256,6 +257,8 @@ def build_wheelhouse(venv: Path = VENV, out: Path = WHEELHOUSE) -> Path:
         capture_output=True)
     # The build's own build requirements (setuptools for the editable install): no index there.
     run([str(pip), "download", "-q", "--no-deps", "-d", str(out), "setuptools>=68", "wheel"], capture_output=True)
+    for packages in sorted((REPO / "pipelines").glob("*/packages.txt")):  # a pipeline's own, no dependencies
+        run([str(pip), "download", "-q", "--no-deps", "-d", str(out), "-r", str(packages)], capture_output=True)
     for own in out.glob("lakeflow_mlops-*.whl"):
         own.unlink()
     (out / "constraints.in").rename(stamp)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -121,6 +122,27 @@ def test_the_build_reads_only_the_wheelhouse_and_the_dockerfile_declares_what_it
     dockerfile = (REPO / "Dockerfile").read_text()
     for name in pairs:
         assert f"\nARG {name}\n" in dockerfile, f"the Dockerfile does not declare ARG {name}"
+
+
+def test_each_pipeline_s_packages_reach_the_venv_the_wheelhouse_and_the_image(tmp_path, monkeypatch):
+    """A pipeline's packages.txt (what its landing needs, installed without dependencies): make install
+    installs it, the wheelhouse downloads it, and the image installs it after copying pipelines/."""
+    found = sorted((REPO / "pipelines").glob("*/packages.txt"))
+    assert REPO / "pipelines" / "bikeshare" / "packages.txt" in found
+    commands = []
+    monkeypatch.setattr(compose_stack, "run", lambda command, **kw: commands.append(command) or
+                        type("Done", (), {"stdout": "islp==0.6.0\n"})())
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "pip").touch()
+    compose_stack.build_wheelhouse(venv, tmp_path / "wheels")
+    downloaded = [c for c in commands if c[1:2] == ["download"] and "-r" in c]
+    assert [c[c.index("-r") + 1] for c in downloaded] == [str(f) for f in found]
+    assert all("--no-deps" in c for c in downloaded)
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert dockerfile.index("COPY pipelines") < dockerfile.index('--no-deps -r "$packages"')
+    make = subprocess.run(["make", "-n", "-W", "pyproject.toml", "install"], cwd=REPO, capture_output=True, text=True)
+    assert all(f"-r pipelines/{f.parent.name}/packages.txt" in make.stdout for f in found), make.stdout
 
 
 # --- the secrets ------------------------------------------------------------------------------------

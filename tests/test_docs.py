@@ -16,6 +16,7 @@ README_MAX_LINES = 260
 # The folders whose every module the layout page lists, and the kinds of file that count as one.
 MODULE_ROOTS = ("jobs", "orchestration", "plugins", "dags", "pipelines")
 MODULE_SUFFIXES = {".py", ".sh", ".yaml", ".env"}
+MODULE_NAMES = {"packages.txt"}  # a pipeline's own packages
 # A layout row: a table line whose first cell is one path in backticks.
 ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|")
 
@@ -31,7 +32,8 @@ def tree_modules(root: Path) -> set[str]:
     found: set[str] = set()
     for top in MODULE_ROOTS:
         for path in sorted((root / top).rglob("*")):
-            if not path.is_file() or "__pycache__" in path.parts or path.suffix not in MODULE_SUFFIXES:
+            if not path.is_file() or "__pycache__" in path.parts or (path.suffix not in MODULE_SUFFIXES
+                                                                      and path.name not in MODULE_NAMES):
                 continue
             rel = path.relative_to(root).as_posix()
             found.add(rel.removesuffix("__init__.py") if path.name == "__init__.py" else rel)

@@ -34,7 +34,7 @@ KINDS = "weather_kinds"
 WEATHER_KINDS = ("clear", "cloudy/misty", "light rain/snow", "heavy rain/snow")
 DATE_COLUMN = "ride_date"
 PACKAGE = "ISLP"
-INSTALL = "pip install --no-deps 'ISLP==0.6.0' (make install does)"
+INSTALL = "pip install --no-deps -r pipelines/bikeshare/packages.txt (make install does)"
 
 
 def source_file() -> Path:

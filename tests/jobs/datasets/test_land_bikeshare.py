@@ -42,7 +42,7 @@ def test_a_missing_source_says_how_to_install_it(monkeypatch):
     from jobs.datasets import land_bikeshare
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(FileNotFoundError, match="pip install --no-deps 'ISLP"):
+    with pytest.raises(FileNotFoundError, match="pip install --no-deps -r pipelines/bikeshare/packages.txt"):
         land_bikeshare.source_file()
 
 
