@@ -93,11 +93,9 @@ def log_pyfunc(booster: Any, pre: Preprocessor, params: dict[str, Any], example:
     import pandas as pd
     from mlflow.models import infer_signature
 
-    from jobs.model.tabular import package_model_code
+    from jobs.model.tabular import package_model_code, signature_example
 
-    example = example[[*pre.categorical, *pre.numeric]].copy()
-    for col in pre.categorical:  # plain object columns: MLflow's schema types them as strings
-        example[col] = example[col].astype(object)
+    example = signature_example(example, [*pre.categorical, *pre.numeric], pre.categorical)
     with tempfile.TemporaryDirectory() as tmp:
         return mlflow.pyfunc.log_model(
             name="model", python_model=BoosterClassifier(),

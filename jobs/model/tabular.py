@@ -296,9 +296,7 @@ def log_pyfunc(
     import mlflow.pyfunc
     from mlflow.models import infer_signature
 
-    example = example[[*pre.categorical, *pre.numeric]].copy()
-    for col in pre.categorical:  # plain object columns: MLflow's schema types them as strings
-        example[col] = example[col].astype(object)
+    example = signature_example(example, [*pre.categorical, *pre.numeric], pre.categorical)
     with tempfile.TemporaryDirectory() as tmp:
         return mlflow.pyfunc.log_model(
             name="model",
@@ -333,6 +331,15 @@ def code_paths(builder: str, folder: Path) -> list[str]:
         locations = list(spec.submodule_search_locations or [])
         paths.append(locations[0] if locations else str(spec.origin))
     return paths
+
+
+def signature_example(rows: pd.DataFrame, inputs: list[str], categorical: list[str]) -> pd.DataFrame:
+    """The input example a logged model's signature is inferred from: the ``inputs`` in order, the
+    ``categorical`` ones as plain object columns (MLflow's schema then types them as strings)."""
+    example = rows[list(inputs)].copy()
+    for col in categorical:
+        example[col] = example[col].astype(object)
+    return example
 
 
 def package_model_code(folder: Path) -> str:

@@ -79,11 +79,9 @@ def log_model(pre: Preprocessor, kind: str, params: dict[str, Any], example: Any
 
     from jobs.model.baseline import DESIGNS, BaselineClassifier, design_matrix, predict_design, save
     from jobs.model.calibration import apply_scale
-    from jobs.model.tabular import package_model_code
+    from jobs.model.tabular import package_model_code, signature_example
 
-    example = example[[*pre.categorical, *pre.numeric]].copy()
-    for col in pre.categorical:  # plain object columns: MLflow's schema types them as strings
-        example[col] = example[col].astype(object)
+    example = signature_example(example, [*pre.categorical, *pre.numeric], pre.categorical)
     with tempfile.TemporaryDirectory() as tmp:
         return mlflow.pyfunc.log_model(
             name="model", python_model=BaselineClassifier(), artifacts=save(pre, kind, params, Path(tmp), calibration),

@@ -74,6 +74,7 @@ def blend_candidate(spark: SparkSession, config: PipelineConfig, candidate_run_i
 
     from jobs.metrics import evaluate
     from jobs.model.blend import log_pyfunc
+    from jobs.model.tabular import signature_example
     from jobs.selection.bar import FAMILY, read_rows
     from jobs.selection.identity import identity_of
     from jobs.selection.sweep import MODEL_URI_TAG, finish_candidate
@@ -105,9 +106,7 @@ def blend_candidate(spark: SparkSession, config: PipelineConfig, candidate_run_i
                            **{f"member_{member}": run.info.run_id for member, run in members.items()},
                            **code_version()})
         holdout = read_rows(spark, dirs["holdout"], spec.inputs, spec.label)
-        example = holdout[spec.inputs].head(5).copy()
-        for column in spec.categorical:  # plain object columns: MLflow's schema types them as strings
-            example[column] = example[column].astype(object)
+        example = signature_example(holdout.head(5), spec.inputs, spec.categorical)
         info = log_pyfunc({member: run.data.tags[MODEL_URI_TAG] for member, run in members.items()}, example)
         # the logged model, as the promotion and scoring load it
         metrics = evaluate(holdout[spec.label], mlflow.pyfunc.load_model(info.model_uri).predict(holdout[spec.inputs]))
