@@ -286,16 +286,18 @@ class ConfigPatch:
             changes[name] = value
         return dataclasses.replace(config, **changes)
 
-    def write(self, folder: Path, **sections) -> Path:
-        """``folder/pipeline.yaml``: the bundled pipeline with ``sections`` changed setting by
-        setting (in nested sections too); a job reads it with ``--config`` or ``PIPELINE_CONFIG``."""
+    def write(self, folder: Path, *, name: str = "pipeline", base: Path | None = None, **sections) -> Path:
+        """``folder/<name>.yaml``: the pipeline ``base`` (default: the bundled flights) with
+        ``sections`` changed setting by setting (in nested sections too); a job reads it with
+        ``--config`` or ``PIPELINE_CONFIG``, a deployment serves it as ``name`` from ``PIPELINES_DIR``."""
         from jobs.config import DEFAULT_CONFIG, load_config, write_overlay
 
+        base = base or DEFAULT_CONFIG
         train = sections.get("train")
         if isinstance(train, dict) and "train_days" in train:  # a window of that length, as --train-days asks
-            reach = load_config(DEFAULT_CONFIG, profiles=(), overlays=()).train.with_overrides(**train).max_train_days
+            reach = load_config(base, profiles=(), overlays=()).train.with_overrides(**train).max_train_days
             sections = {**sections, "train": {**train, "max_train_days": reach}}
-        return write_overlay(Path(folder) / "pipeline.yaml", sections, base=DEFAULT_CONFIG)
+        return write_overlay(Path(folder) / f"{name}.yaml", sections, base=base)
 
 
 @pytest.fixture(scope="session")
