@@ -23,7 +23,7 @@ from tests.deployed.scenario import (
     RunningStack,
     prepare_lake,
     stack_env,
-    write_config,
+    write_pipelines,
 )
 from tests.stack import Stack
 
@@ -65,8 +65,9 @@ def running(lake, features_zone, config_patch, tmp_path_factory) -> Iterator[Run
     test stops it."""
     home = tmp_path_factory.mktemp("stack")
     own = prepare_lake(lake, features_zone, home / "lake" / "flights")
+    pipelines = write_pipelines(config_patch, home / "pipelines")
     env = {
-        **stack_env(own, write_config(config_patch, home / "config"), home),
+        **stack_env(own, pipelines / "flights.yaml", home, pipelines),
         # a failed try is retried after 5 s, not a minute: the fault cases wait for retries
         "PIPELINE_RETRY_DELAY_SECONDS": "5",
     }

@@ -15,6 +15,11 @@ The first champion is trained through the REST API with a person's approval
 config promotes every retraining (``promotion_margin: -1``), so what scores each day is known in
 advance, and judges decay day by day (``window_days: 1``).
 
+The stack serves two pipelines (``PIPELINES_DIR``: :func:`write_pipelines`): the flights of this
+scenario, whose DAGs every module drives, and the bundled bikeshare pipeline on the same short
+window under a model of its own (``BIKES_MODEL``), its lake ``$LAKE_ROOT/bikeshare`` empty and its
+DAGs paused until ``test_two_pipelines.py`` runs a night of each at the same time.
+
 Not a test module.
 """
 
@@ -32,6 +37,9 @@ from tests.stack import Stack, running_stack
 
 DAGS = ["flights_ingest", "flights_score", "flights_train"]
 MODEL = "stack_model"
+BIKES = "bikeshare"  # the second pipeline the stack serves (pipelines/bikeshare)
+BIKES_DAGS = [f"{BIKES}_{stage}" for stage in ("ingest", "score", "train")]
+BIKES_MODEL = "stack_bikes"  # its registered model and MLflow experiment
 TRAIN_DATE = dt.date(2013, 1, 7)  # the first champion: trains on 01-01..01-05, evaluates on 01-06..01-07
 TRAIN_DAYS, HOLDOUT_DAYS = 5, 2
 DAYS = [dt.date(2013, 1, 8), dt.date(2013, 1, 9), dt.date(2013, 1, 10)]  # backfilled
@@ -65,14 +73,15 @@ def prepare_lake(lake, features_zone, root: Path):
     return own
 
 
-def stack_config(config_patch, folder: Path, model: str, train: dict[str, Any] | None = None,
-                 **sections: Any) -> Path:
-    """A stack's pipeline.yaml: the first champion's short window (``TRAIN_DAYS`` + ``HOLDOUT_DAYS``),
-    two epochs on one rank, one candidate, no baselines, registered as ``model``; ``train`` and
-    ``sections`` changed on top (:meth:`tests.conftest.ConfigPatch.write`). GX's cross-check is
-    tested on its own; on a stack it only adds time."""
+def stack_config(config_patch, folder: Path, model: str, train: dict[str, Any] | None = None, *,
+                 name: str = "pipeline", base: Path | None = None, **sections: Any) -> Path:
+    """A stack's ``<name>.yaml`` for the pipeline ``base`` (default: the bundled flights): the
+    first champion's short window (``TRAIN_DAYS`` + ``HOLDOUT_DAYS``), two epochs on one rank, one
+    candidate, no baselines, registered as ``model``; ``train`` and ``sections`` changed on top
+    (:meth:`tests.conftest.ConfigPatch.write`). GX's cross-check is tested on its own; on a stack
+    it only adds time."""
     return config_patch.write(
-        folder,
+        folder, name=name, base=base,
         train={"train_days": TRAIN_DAYS, "validation_days": 0, "holdout_days": HOLDOUT_DAYS, "epochs": 2,
                "num_processes": 1, "model_name": model, **(train or {})},
         baselines=[], validation={"great_expectations": False},
@@ -83,24 +92,42 @@ def stack_config(config_patch, folder: Path, model: str, train: dict[str, Any] |
     )
 
 
-def stack_env(lake, config: Path, home: Path) -> dict[str, str]:
+def stack_env(lake, config: Path, home: Path, pipelines: Path | None = None) -> dict[str, str]:
     """What a stack's processes (and this one, calling the jobs' own functions) are pointed with:
     its lakes' root (``lake``'s folder is named after its pipeline), its config, its MLflow
     artifacts under ``home``; and no wait for raw data, so that a
-    scheduled ingest run of a day without any (yesterday's) skips at once, whatever the hour."""
-    return {"PIPELINE_RAW_WAIT_HOURS": "0", "LAKE_ROOT": str(Path(lake.root).parent),
-            "PIPELINE_CONFIG": str(config), "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts")}
+    scheduled ingest run of a day without any (yesterday's) skips at once, whatever the hour.
+    With ``pipelines`` (:func:`write_pipelines`) the stack serves every pipeline of that folder;
+    ``config`` stays the one this process's calls of the jobs' functions read."""
+    env = {"PIPELINE_RAW_WAIT_HOURS": "0", "LAKE_ROOT": str(Path(lake.root).parent),
+           "PIPELINE_CONFIG": str(config), "PIPELINE_MLFLOW_ARTIFACTS": str(home / "mlartifacts")}
+    if pipelines is not None:
+        env["PIPELINES_DIR"] = str(pipelines)
+    return env
+
+
+def write_pipelines(config_patch, folder: Path) -> Path:
+    """``folder`` as a deployment's pipelines: ``flights.yaml``, the scenario's
+    (:func:`write_config`), and ``bikeshare.yaml``, the bundled bikeshare pipeline on the same
+    short window (:func:`stack_config`) as ``BIKES_MODEL``, its experiment of that name too, every
+    retraining promoted as the flights' are."""
+    from jobs.config.files import PIPELINES
+
+    write_config(config_patch, folder)
+    stack_config(config_patch, folder, BIKES_MODEL, train={"experiment": BIKES_MODEL, "promotion_margin": -1.0},
+                 name=BIKES, base=PIPELINES / BIKES)
+    return folder
 
 
 def write_config(config_patch, folder: Path) -> Path:
-    """The scenario's pipeline.yaml (:func:`stack_config`): every retraining is promoted.
+    """The scenario's ``flights.yaml`` (:func:`stack_config`): every retraining is promoted.
 
     Decay is judged on each day alone, on log loss: a 2-epoch model of 5 days ranks flights barely
     better than chance (holdout ROC AUC about 0.55), so turned outcomes hardly move its ROC AUC,
     but its probabilities (about 0.2 where most flights are now late) are badly wrong: log loss
     about 1.0 against 0.55 on its holdout, while a normal day stays within a few hundredths. The
     margin is far from both; calibration (ECE) is left out of the rule here."""
-    return stack_config(config_patch, folder, MODEL, train={"promotion_margin": -1.0},
+    return stack_config(config_patch, folder, MODEL, train={"promotion_margin": -1.0}, name="flights",
                         monitoring={"decay": {"window_days": 1, "metric": "log_loss", "margin": 0.25,
                                               "max_ece": 1.0}})
 
