@@ -302,6 +302,19 @@ class AirflowServer:
         """Every run of ``dag_id``, oldest logical date first."""
         return self._every(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", {"order_by": "logical_date"})
 
+    def asset_events(self) -> list[dict[str, Any]]:
+        """Every Asset event, oldest first, each with the runs it created (``created_dagruns``)."""
+        return self._every("/api/v2/assets/events", "asset_events", {"order_by": "timestamp"})
+
+    def triggering_events(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        """The Asset events a run of ``dag_id`` consumed (none for a run not started by an Asset)."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}/upstreamAssetEvents"
+        return self.request("GET", path)["asset_events"]
+
+    def queued_events(self, dag_id: str) -> list[dict[str, Any]]:
+        """The Asset events queued for ``dag_id`` that no run of it has taken yet (a paused DAG's)."""
+        return self.request("GET", f"/api/v2/dags/{dag_id}/assets/queuedEvents")["queued_events"]
+
     def task_instances(self, dag_id: str, states: Iterable[str] = ()) -> list[dict[str, Any]]:
         """Every task instance of every run of ``dag_id`` (only those in ``states``, when given)."""
         query = {"state": list(states)} if states else {}
