@@ -3,8 +3,9 @@
 Its modules run in the scenario's order whatever their names: ``test_stack.py`` (the parts answer,
 the first champion trained through the REST API with a person's approval, the UI in Chromium),
 then ``test_backfill.py`` (backfills, decay and drift retrainings, the Model health page, secrets),
-then ``test_faults.py`` (parts of the platform killed under a running pipeline); the test that stops
-the stack and looks for leftover processes runs last.
+then ``test_two_pipelines.py`` (a night of the flights and one of the bikeshare pipeline at the
+same time), then ``test_faults.py`` (parts of the platform killed under a running pipeline); the
+test that stops the stack and looks for leftover processes runs last.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tests.deployed.scenario import (
 )
 from tests.stack import Stack
 
-ORDER = ["test_stack.py", "test_backfill.py", "test_faults.py"]
+ORDER = ["test_stack.py", "test_backfill.py", "test_two_pipelines.py", "test_faults.py"]
 LAST = "test_stopping_the_stack_leaves_no_process"
 
 
