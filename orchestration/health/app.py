@@ -103,7 +103,14 @@ def create_app(lake_root: str | None = None) -> FastAPI:
 
     app = FastAPI(title="Model health", docs_url=None, redoc_url=None, openapi_url=None,
                   dependencies=[Depends(requires_access_dag("GET"))])
-    days_query = Query(None, ge=1, description="only the last N days up to the latest monitored day")
+    def last_days(days: str | None = Query(None, description="only the last N days up to the latest monitored "
+                                                             "day (empty: every day, as the page's form sends it)")
+                  ) -> int | None:
+        if not days:
+            return None
+        if not days.isdigit() or int(days) < 1:
+            raise HTTPException(422, f"days: a whole number of days, at least 1 (or empty: every day), got {days!r}")
+        return int(days)
 
     def pipeline_lake(pipeline: Any) -> Lake:
         return Lake.at(pipeline.lake_root(Lake.at(lake_root).root))
@@ -122,11 +129,13 @@ def create_app(lake_root: str | None = None) -> FastAPI:
         return {"pipeline": pipeline.name, "pipelines": names, **found}
 
     @app.get("/", response_class=HTMLResponse)
-    def page(pipeline: str | None = None, model: str | None = None, days: int | None = days_query) -> HTMLResponse:
+    def page(pipeline: str | None = None, model: str | None = None,
+             days: int | None = Depends(last_days)) -> HTMLResponse:
         return HTMLResponse(render(view(pipeline, model, days), model=model or None, days=days))
 
     @app.get("/api/health")
-    def health(pipeline: str | None = None, model: str | None = None, days: int | None = days_query) -> JSONResponse:
+    def health(pipeline: str | None = None, model: str | None = None,
+               days: int | None = Depends(last_days)) -> JSONResponse:
         return JSONResponse(view(pipeline, model, days))
 
     @app.get("/api/days/{day}")

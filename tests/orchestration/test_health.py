@@ -246,6 +246,9 @@ def test_with_the_ui_s_cookie_or_a_bearer_token_the_page_and_its_json_answer(air
     # the page opens on a pipeline with monitored days; one that has not run yet shows that it has none
     empty = client.get("/model-health/?pipeline=bikeshare&days=30", headers=headers)
     assert empty.status_code == 200 and "trigger bikeshare_score" in empty.text
+    # the form's "every day" sends days empty: every day, not a refused integer
+    everything = client.get("/model-health/?pipeline=&model=&days=", headers=headers)
+    assert everything.status_code == 200 and "champion v4" in everything.text
 
 
 def test_the_plugin_registers_the_app_and_the_navigation_entry(airflow_api):
