@@ -32,7 +32,7 @@ URL_PREFIX = "/model-health"
 log = logging.getLogger(__name__)
 
 
-def served(name: str | None, monitored: Callable[[Any], bool] = lambda pipeline: True) -> tuple[Any, list[str]]:
+def served(name: str | None, monitored: Callable[[Any], bool]) -> tuple[Any, list[str]]:
     """The pipeline the page shows (``name``, else the first served that ``monitored`` says has
     monitored days, else the first served) and every served pipeline's name; an unknown name is a
     404 naming the served ones."""
@@ -42,8 +42,10 @@ def served(name: str | None, monitored: Callable[[Any], bool] = lambda pipeline:
 
     pipelines = discover()
     names = [p.name for p in pipelines]
-    default = next((p for p in pipelines if monitored(p)), None) or (pipelines[0] if pipelines else None)
-    chosen = [p for p in pipelines if p.name == name] if name else [default] if default else []
+    if name:
+        chosen = [p for p in pipelines if p.name == name]
+    else:  # the lakes are looked at only when no pipeline is named
+        chosen = [next((p for p in pipelines if monitored(p)), pipelines[0])] if pipelines else []
     if not chosen:
         raise HTTPException(404, f"no pipeline {name!r}: this deployment serves {', '.join(names) or 'none'}")
     return chosen[0], names
