@@ -101,16 +101,15 @@ def table_argument(text: str) -> tuple[str, Path]:
     return name, Path(path)
 
 
-def landing_parser(description: str, first: dt.date | None, last: dt.date | None,
-                   every: str = "the table's") -> argparse.ArgumentParser:
+def landing_parser(description: str, first: dt.date | None, last: dt.date | None) -> argparse.ArgumentParser:
     """The command line every landing shares: ``--from`` and ``--to`` (the days of the daily tables;
-    ``every``: whose first and last days a missing bound means) and ``--lake-root``; the landing
-    adds its own options before parsing."""
+    None: each table's own first or last day) and ``--lake-root``; the landing adds its own options
+    before parsing."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawTextHelpFormatter)
-    bound = "%(default)s" if first else f"{every} first"
+    bound = "%(default)s" if first else "the table's first"
     parser.add_argument("--from", dest="first", type=dt.date.fromisoformat, metavar="YYYY-MM-DD", default=first,
                         help=f"the first day of the daily tables to land (default: {bound})")
-    bound = "%(default)s" if last else f"{every} last"
+    bound = "%(default)s" if last else "the table's last"
     parser.add_argument("--to", dest="last", type=dt.date.fromisoformat, metavar="YYYY-MM-DD", default=last,
                         help=f"the last day of the daily tables to land (default: {bound})")
     parser.add_argument("--lake-root", default=None, help=f"lake root folder (default: ${ROOT_ENV})")

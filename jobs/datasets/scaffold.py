@@ -298,13 +298,13 @@ def write_pipeline(draft: Draft, folder: Path, force: bool = False) -> PipelineC
         (staging / DATASET_FILE).write_text(dataset_text(draft))
         (staging / TUNABLES_FILE).write_text(tunables_text(draft))
         try:
-            load_config(staging, profiles=(), overlays=())
+            drafted = load_config(staging, profiles=(), overlays=())
         except ConfigError as err:
             raise ScaffoldError(f"the draft does not load, a fault of the scaffold: {err}") from None
         folder.mkdir(exist_ok=True)
         for file in (DATASET_FILE, TUNABLES_FILE):
             os.replace(staging / file, folder / file)
-        demo = demo_text(draft, load_config(folder, profiles=(), overlays=()))
+        demo = demo_text(draft, drafted)
         (folder / DEMO_FILE).unlink(missing_ok=True)
         if demo is not None:
             (folder / DEMO_FILE).write_text(demo)
