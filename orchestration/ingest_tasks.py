@@ -12,7 +12,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from jobs.config.pipelines import Pipeline
 from orchestration.assets import pipeline_assets
 from orchestration.decisions import RUN_DATE, env_amount, missing_feature_days
-from orchestration.pipelines import config_of, dag_ids, lake_of
+from orchestration.pipelines import calendar_of, config_of, dag_ids, lake_of
 
 RAW_WAIT_ENV = "PIPELINE_RAW_WAIT_HOURS"  # overrides wait_for_raw's wait_hours where the task runs
 
@@ -76,7 +76,7 @@ def publish_features(pipeline: Pipeline) -> Any:
 
         lake = lake_of(pipeline)
         span = days_ending(dt.date.fromisoformat(run_date), int(days))
-        window = config_of(pipeline).feed_calendar.open_days(span)  # a closed day has no partition to publish
+        window = calendar_of(pipeline, span[-1]).open_days(span)  # a closed day has no partition to publish
         if not window:
             raise AirflowSkipException(f"{span[0]}..{span[-1]} holds no open day of the feed (feed_calendar): "
                                        "no features to publish, nothing to score")

@@ -14,7 +14,9 @@ from airflow.sdk.exceptions import AirflowFailException
 from jobs.config.pipelines import Pipeline
 
 if TYPE_CHECKING:
-    from jobs.config import PipelineConfig
+    import datetime as dt
+
+    from jobs.config import FeedCalendar, PipelineConfig
     from jobs.lake.layout import Lake
 
 NAME_ENV = "PIPELINE_NAME"  # a job's pipeline, for its messages
@@ -38,6 +40,14 @@ def config_of(pipeline: Pipeline) -> PipelineConfig:
         message = str(err) if str(err).startswith(f"pipeline {pipeline.name!r}") else \
             f"pipeline {pipeline.name!r}: {err}"
         raise AirflowFailException(f"{message} (not retried: fix the pipeline's files)") from err
+
+
+def calendar_of(pipeline: Pipeline, last: dt.date | None = None) -> FeedCalendar:
+    """The pipeline's ``feed_calendar``, its empty days up to ``last`` closed when it has
+    ``empty_days`` (the raw partitions landed without rows, as every job sees them)."""
+    from jobs.config import with_empty_days
+
+    return with_empty_days(config_of(pipeline), lake_of(pipeline), last).feed_calendar
 
 
 def job_env(pipeline: Pipeline) -> dict[str, str]:

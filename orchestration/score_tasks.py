@@ -14,7 +14,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from jobs.config.pipelines import Pipeline
 from orchestration.assets import asset_events, asset_extras, pipeline_assets
 from orchestration.decisions import decay_event, drift_event, ingest_hint, missing_feature_days
-from orchestration.pipelines import config_of, dag_ids, lake_of
+from orchestration.pipelines import calendar_of, config_of, dag_ids, lake_of
 
 if TYPE_CHECKING:
     from jobs.config import FeedCalendar
@@ -79,7 +79,8 @@ def plan_scoring(pipeline: Pipeline) -> Any:
         run_date = (params or {}).get("run_date")
         fresh = [] if run_date else _unplanned_features(lake, inlet_events, triggering_asset_events, features)
         planned = scoring_days(run_date, fresh, asset_extras(triggering_asset_events, champion))
-        days, closed = open_scoring_days(planned, config_of(pipeline).feed_calendar)
+        last = max((dt.date.fromisoformat(item["day"]) for item in planned), default=None)
+        days, closed = open_scoring_days(planned, calendar_of(pipeline, last))
         if closed:
             print(f"not scoring {', '.join(closed)}: closed for the feed (feed_calendar), no rows to score")
         if planned and not days:

@@ -14,7 +14,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from jobs.config.pipelines import Pipeline
 from orchestration.assets import asset_extras, pipeline_assets
 from orchestration.decisions import ingest_hint, missing_feature_days, training_plan
-from orchestration.pipelines import config_of, dag_ids, lake_of
+from orchestration.pipelines import calendar_of, config_of, dag_ids, lake_of
 
 
 def plan_training(pipeline: Pipeline) -> Any:
@@ -46,7 +46,8 @@ def plan_training(pipeline: Pipeline) -> Any:
                               asset_extras(triggering_asset_events, decay), champion.version if champion else None)
         window = cfg.with_overrides(**{k: params[k] for k in WINDOW_OVERRIDES if params.get(k)}).window_days
         # the window's days are open days of the feed (feed_calendar): a closed day is no gap
-        days = config.feed_calendar.open_days_ending(dt.date.fromisoformat(found["run_date"]), window)
+        run_date = dt.date.fromisoformat(found["run_date"])
+        days = calendar_of(pipeline, run_date).open_days_ending(run_date, window)
         span = (days[-1] - days[0]).days + 1
         print(f"started by {found['started_by']}; window {days[0]}..{days[-1]} ({window} days"
               + (f" with rows, {span - window} closed day(s) passed over)" if span > window else ")"))

@@ -39,6 +39,7 @@ from jobs.config.cli import (
     param_schema,
     parse_bool,
     parse_job_args,
+    with_empty_days,
 )
 from jobs.config.dataset import (
     CalendarSpec,
@@ -76,5 +77,5 @@ __all__ = [
     "add_overrides", "apply_overrides", "artifact_root", "dag_id", "check_arrow_memory_pool", "check_mmap_threshold",
     "days_ending", "environment", "import_object", "job_parser", "load_config", "override_json", "param_schema",
     "pipeline_name",
-    "parse_bool", "parse_job_args", "resolved", "tracking_uri", "write_overlay",
+    "parse_bool", "parse_job_args", "resolved", "tracking_uri", "with_empty_days", "write_overlay",
 ]

@@ -153,6 +153,19 @@ def apply_overrides(config: PipelineConfig, overrides: Mapping[str, Any]) -> Pip
         raise ConfigError(describe(err, {}, "--overrides", "invalid run-time override", ("train",))) from None
 
 
+def with_empty_days(config: PipelineConfig, lake: Lake, last: dt.date | None = None) -> PipelineConfig:
+    """``config`` whose ``feed_calendar`` also closes the feed's empty days up to ``last`` (the raw
+    partitions landed without rows, :func:`jobs.lake.raw.empty_partitions`) when it has
+    ``empty_days``; ``config`` itself otherwise."""
+    calendar = config.feed_calendar
+    if not calendar.empty_days:
+        return config
+    from jobs.lake.raw import empty_partitions
+
+    empty = empty_partitions(lake, config.validation.feed, last)
+    return dataclasses.replace(config, feed_calendar=calendar.with_closed(empty)) if empty else config
+
+
 def _date(text: str) -> dt.date:
     try:
         return dt.date.fromisoformat(text)
@@ -232,6 +245,7 @@ def parse_job_args(parser: argparse.ArgumentParser, argv: list[str] | None = Non
     config.tracking.apply()  # every job's MLflow calls fail within seconds when the server is gone
     config = apply_overrides(config, overrides)
     lake = Lake.at(ns.pop("lake_root"))
+    config = with_empty_days(config, lake, ns["run_date"])
     if "days" in ns:
         days_arg = ns.pop("days")
         if days_arg == TRAINING_WINDOW:

@@ -57,11 +57,27 @@ FEED_DAYS = ("every", "weekdays")
 class FeedCalendar:
     """``feed_calendar``: the days the feed has rows. A closed day is neither a missing partition
     nor a day to wait for: validation, features, scoring and the monitor pass over it, a training
-    window counts only open days, and the history features count it as a gap."""
+    window, the history features' windows and the label delay count only open days.
+
+    With ``empty_days``, a day whose raw partition of the feed landed without rows is an empty day,
+    closed like the others once it has landed (:meth:`with_closed`, from the raw zone: see
+    :func:`jobs.config.cli.feed_calendar`); a day whose partition has not landed is still late."""
 
     days: Literal[FEED_DAYS] = setting("every", "every: rows every calendar day; weekdays: Monday to "  # type: ignore[valid-type]
                                                 "Friday only")
     closed: tuple[dt.date, ...] = setting((), "days the feed has no rows by design (holidays, shutdowns), YYYY-MM-DD")
+    empty_days: bool = setting(False, "true: a landed raw partition of the feed without rows is an empty day, passed "
+                                      "over like a closed one (a partition not landed is still waited for)")
+
+    @property
+    def every_day(self) -> bool:
+        """Whether every calendar day is open (the default calendar, before any empty day is known)."""
+        return self.days == "every" and not self.closed
+
+    def with_closed(self, days: Iterable[dt.date]) -> FeedCalendar:
+        """This calendar with ``days`` closed too (the empty days found in the raw zone)."""
+        more = set(days) - set(self.closed)
+        return dataclasses.replace(self, closed=tuple(sorted({*self.closed, *more}))) if more else self
 
     def is_open(self, day: dt.date) -> bool:
         """Whether the feed has rows on ``day``."""
@@ -86,6 +102,22 @@ class FeedCalendar:
                 found.append(day)
             day -= dt.timedelta(days=1)
         return found[::-1]
+
+    def shifted(self, day: dt.date, count: int) -> dt.date:
+        """The open day ``count`` open days after ``day`` (before it when negative; ``day`` itself
+        when 0): with ``monitoring.label_delay_days = L``, day D's outcomes land with the ingest of
+        ``shifted(D, L)``, the L-th open day after D."""
+        step = dt.timedelta(days=1 if count > 0 else -1)
+        for _ in range(abs(count)):
+            day += step
+            while not self.is_open(day):
+                day += step
+        return day
+
+    def ordinals(self, first: dt.date, last: dt.date) -> dict[dt.date, int]:
+        """Each open day from ``first`` to ``last`` numbered in open days (consecutive open days
+        differ by one): the day number of the history features' windows."""
+        return {day: n for n, day in enumerate(self.open_between(first, last))}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -84,7 +84,8 @@ def dataset_text(draft: Draft) -> str:
                   *_yaml({name: spec}, 2, flow=False)]
     if "feed_calendar" in data:
         lines += ["", *_comment("The days the feed has rows (every: each calendar day; weekdays: Monday to Friday); "
-                                "closed: days it has none by design"), *_yaml({"feed_calendar": data["feed_calendar"]})]
+                                "closed: days it has none by design; empty_days: a day landed without rows is passed "
+                                "over"), *_yaml({"feed_calendar": data["feed_calendar"]})]
     validation = data["validation"]
     lines += ["", *_comment(VALIDATION), "validation:", *_comment("the daily table whose rows become feature rows", 2),
               *_yaml({"feed": validation["feed"]}, 2), "  rules:"]

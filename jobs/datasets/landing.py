@@ -2,8 +2,10 @@
 at ``raw/<table>/date=YYYY-MM-DD/<table>.csv``, split by its date column (or its year, month and
 day columns); a reference table as one CSV at ``raw/<table>/<table>.csv``.
 
-Values are copied as the text the source holds. Each file is written to a temporary name and
-renamed into place, so a reader never sees half a file, and landing the same rows again writes
+A day between the table's first and last landed that has no rows in the source lands as a file
+with the header only: an empty day (which a feed whose calendar has ``empty_days`` passes over),
+not a missing partition. Values are copied as the text the source holds. Each file is written to a
+temporary name and renamed into place, so a reader never sees half a file, and landing the same rows again writes
 the same bytes. Plain Python (pandas), not a Spark job: it stands in for the system that feeds the
 lake, on a local lake folder.
 
@@ -20,7 +22,7 @@ import datetime as dt
 import logging
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -70,6 +72,15 @@ def days_of(frame: pd.DataFrame, date_columns: Sequence[str], table: str = "the 
     return found.dt.date
 
 
+def days_between(days: Iterable[dt.date | None]) -> list[dt.date]:
+    """The days after the first of ``days`` and before the last that are not among them."""
+    found = {day for day in days if day is not None}
+    if not found:
+        return []
+    first, last = min(found), max(found)
+    return [day for n in range((last - first).days) if (day := first + dt.timedelta(days=n)) not in found]
+
+
 def land_frame(frame: pd.DataFrame, table: str, lake: Lake, date_columns: Sequence[str] | None = None,
                first: dt.date | None = None, last: dt.date | None = None) -> dict[dt.date | None, int]:
     """Land ``frame`` as ``table``: split by day when ``date_columns`` are given (the days in
@@ -84,8 +95,14 @@ def land_frame(frame: pd.DataFrame, table: str, lake: Lake, date_columns: Sequen
         if (first is None or day >= first) and (last is None or day <= last):
             write_csv_atomic(rows, Path(lake.raw_file(table, day)))
             counts[day] = len(rows)
-    log.info("landed %s: %d rows in %d daily partitions", table, sum(counts.values()), len(counts))
-    return counts
+    gaps = days_between(counts)
+    for day in gaps:  # the source has no rows that day: a file with the header only says so
+        write_csv_atomic(frame.iloc[0:0], Path(lake.raw_file(table, day)))
+        counts[day] = 0
+    log.info("landed %s: %d rows in %d daily partitions%s", table, sum(counts.values()), len(counts),
+             f" ({len(gaps)} without rows: {', '.join(map(str, gaps[:5]))}{' ...' if len(gaps) > 5 else ''})"
+             if gaps else "")
+    return dict(sorted(counts.items()))
 
 
 def read_text_csv(path: str | os.PathLike[str]) -> pd.DataFrame:

@@ -232,7 +232,8 @@ def _batch_size(draft: Draft) -> None:
 
 def _feed_days(draft: Draft) -> None:
     """The feed's days in the sample; a feed without weekend rows over two weeks or more is drafted
-    as open on weekdays; days without rows among the open ones are noted, not closed."""
+    as open on weekdays; days without rows among the open ones make it a calendar of empty days
+    (``empty_days``: the landing lands them without rows), and are noted."""
     text = draft.samples[draft.feed].text
     try:
         days = sorted(set(days_of(text.dropna(subset=[draft.date_column]), [draft.date_column], draft.feed)))
@@ -248,9 +249,11 @@ def _feed_days(draft: Draft) -> None:
     open_days = {days[0] + dt.timedelta(days=n) for n in range(span)}
     gaps = sorted(d for d in open_days - set(days) if calendar == "every" or d.weekday() < 5)
     if gaps:
+        draft.dataset.setdefault("feed_calendar", {})["empty_days"] = True
         draft.notes.append(f"{draft.feed} has no rows on {', '.join(map(str, gaps[:10]))}"
-                           f"{' ...' if len(gaps) > 10 else ''}: the validate job fails on a day without its raw "
-                           "partition; list days the feed is closed by design under feed_calendar.closed")
+                           f"{' ...' if len(gaps) > 10 else ''}: feed_calendar.empty_days is true (the landing writes "
+                           "such a day as a file with its header only, and the jobs pass over it; a day not landed "
+                           "is still late); days closed by design can also be listed under feed_calendar.closed")
 
 
 def _notes(draft: Draft, reference: list[str], joins: list[dict[str, Any]]) -> None:

@@ -69,7 +69,9 @@ def batch_checks(
         def check(name: str, ok: bool, observed: Any, detail: str, part: str = part) -> None:
             checks.append(Check(table.name, part, name, bool(ok), observed, "" if ok else detail))
 
-        check("partition_not_empty", rows > 0, rows, "the partition has no rows")
+        check("partition_not_empty", rows > 0, rows, "the partition has no rows" + (
+            " (a feed with days without rows: set feed_calendar.empty_days: true and such a day is passed over)"
+            if table.name == config.validation.feed and not config.feed_calendar.empty_days else ""))
         if s.get("runaway_records"):
             check("quotes_closed", False, s["runaway_records"],
                   f"record {s['first_runaway_record']} is malformed and runs over several lines: a quote "

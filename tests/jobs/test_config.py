@@ -53,6 +53,39 @@ def test_a_feed_calendar_says_which_days_are_open_and_counts_a_window_in_open_da
         weekdays.open_days_ending(dt.date(2013, 1, 6), 0)
 
 
+def test_a_calendar_counts_the_label_delay_and_the_history_s_day_numbers_in_open_days():
+    every, weekdays = FeedCalendar(), FeedCalendar(days="weekdays", closed=(dt.date(2013, 1, 1),))
+    friday, monday = dt.date(2013, 1, 4), dt.date(2013, 1, 7)
+    assert every.every_day and not weekdays.every_day
+    assert every.shifted(friday, 1) == dt.date(2013, 1, 5) and every.shifted(friday, -3) == dt.date(2013, 1, 1)
+    assert weekdays.shifted(friday, 1) == monday and weekdays.shifted(monday, -1) == friday  # over the weekend
+    assert weekdays.shifted(dt.date(2013, 1, 2), -1) == dt.date(2012, 12, 31)  # and over New Year's Day
+    assert weekdays.shifted(friday, 0) == friday
+    assert weekdays.ordinals(dt.date(2012, 12, 31), monday) == {
+        dt.date(2012, 12, 31): 0, dt.date(2013, 1, 2): 1, dt.date(2013, 1, 3): 2, friday: 3, monday: 4}
+    assert len(every.ordinals(dt.date(2013, 1, 1), monday)) == 7
+    empty = weekdays.with_closed([dt.date(2013, 1, 3), dt.date(2013, 1, 1)])
+    assert empty.closed == (dt.date(2013, 1, 1), dt.date(2013, 1, 3)) and not empty.is_open(dt.date(2013, 1, 3))
+    assert weekdays.with_closed([dt.date(2013, 1, 1)]) is weekdays
+
+
+def test_a_feed_of_empty_days_closes_the_days_landed_without_rows_and_waits_for_the_others(tmp_path):
+    path = write_overlay(tmp_path / "empty.yaml", {"feed_calendar": {"empty_days": True}})
+    lake = Lake(str(tmp_path / "lake"))
+    for day, text in ((2, "year,month\n"), (3, "year,month\n2013,1\n"), (5, ""), (9, "year,month\n")):
+        file = Path(lake.raw_file("flights", dt.date(2013, 1, day)))
+        file.parent.mkdir(parents=True)
+        file.write_text(text)
+    run = ["--config", str(path), "--lake-root", lake.root]
+    args = parse_job_args(job_parser(None, window=True), ["--run-date", "2013-01-07", "--days", "7", *run], WindowArgs)
+    # the days landed without rows up to the run date are closed; 01-04, 01-06 not landed: still expected
+    assert args.config.feed_calendar.closed == (dt.date(2013, 1, 2), dt.date(2013, 1, 5))
+    assert args.window == [dt.date(2013, 1, d) for d in (1, 3, 4, 6, 7)]
+    plain = parse_job_args(job_parser(None, window=True), ["--run-date", "2013-01-07", "--lake-root", lake.root],
+                           WindowArgs)
+    assert plain.config.feed_calendar == FeedCalendar()  # without empty_days the raw zone is not read
+
+
 def test_a_job_s_window_holds_only_open_days_and_a_closed_one_has_nothing_to_do(tmp_path, caplog):
     import logging
 

@@ -1,6 +1,7 @@
 """A feed's calendar (``feed_calendar``) followed through the stages on the real example data of the
-session lake (2013-01-01..10), landed as a weekday-only feed closed on New Year's Day: the validate
-and features jobs pass over the closed days and succeed, a window of closed days only has nothing
+session lake (2013-01-01..10), landed as a weekday-only feed closed on New Year's Day whose
+2013-01-08 landed without rows (an empty day, ``empty_days``): the validate and features jobs pass
+over the closed and empty days and succeed, a window of closed days only has nothing
 to do, and a training window with closed days inside it counts open days and finds every one's
 features. The flights' own calendar (every day) is tested by every other test of the stages."""
 
@@ -17,9 +18,10 @@ from jobs.lake.files import MissingPartitionError
 from jobs.lake.layout import Lake
 
 FIRST, LAST = dt.date(2013, 1, 1), dt.date(2013, 1, 10)  # a Tuesday (closed: New Year's Day) to a Thursday
-CALENDAR = {"days": "weekdays", "closed": ["2013-01-01"]}
-OPEN = [dt.date(2013, 1, d) for d in (2, 3, 4, 7, 8, 9, 10)]
+CALENDAR = {"days": "weekdays", "closed": ["2013-01-01"], "empty_days": True}
+OPEN = [dt.date(2013, 1, d) for d in (2, 3, 4, 7, 9, 10)]
 CLOSED = [dt.date(2013, 1, d) for d in (1, 5, 6)]
+EMPTY = dt.date(2013, 1, 8)
 DAILY = ("flights", "weather")
 
 
@@ -38,6 +40,8 @@ def weekday_feed(lake, config_patch, tmp_path_factory):
     for table in DAILY:
         for day in CLOSED:
             shutil.rmtree(own.raw_partition(table, day))
+    feed = Path(own.raw_file("flights", EMPTY))
+    feed.write_text(feed.read_text().split("\n", 1)[0] + "\n")  # the header only: no flights that day
     settings = config_patch.write(root, feed_calendar=CALENDAR, validation={"great_expectations": False})
     return own, settings
 
@@ -93,20 +97,21 @@ def test_a_window_of_closed_days_only_succeeds_with_nothing_to_do(ingested, capl
 
 @pytest.mark.slow
 def test_a_training_window_counts_open_days_and_finds_their_features(spark, ingested, config, config_patch):
-    from jobs.config import load_config
+    from jobs.config import load_config, with_empty_days
     from jobs.training.data import feature_dirs, training_window
 
     own, settings = ingested
-    calendar = load_config(settings, profiles=(), overlays=()).feed_calendar
-    train = config_patch.replace(config, train={"train_days": 4, "validation_days": 1, "holdout_days": 2}).train
+    calendar = with_empty_days(load_config(settings, profiles=(), overlays=()), own, LAST).feed_calendar
+    assert calendar.closed == (FIRST, EMPTY)  # the empty day, found in the raw zone
+    train = config_patch.replace(config, train={"train_days": 3, "validation_days": 1, "holdout_days": 2}).train
     window = training_window(LAST, train, OPEN, calendar)
-    assert window == (OPEN[:4], OPEN[4:5], OPEN[5:])  # 7 open days over 9 calendar days
+    assert window == (OPEN[:3], OPEN[3:4], OPEN[4:])  # 6 open days over 9 calendar days
     for days in window:  # what the train and baselines jobs check before Spark reads a day
         assert feature_dirs(spark, own, days)
     sunday = training_window(dt.date(2013, 1, 6), train, OPEN, calendar)
     assert sunday[2] == [dt.date(2013, 1, 3), dt.date(2013, 1, 4)]  # the holdout ends with the Friday
-    assert sunday[0] == [dt.date(2012, 12, d) for d in (26, 27, 28, 31)]  # over a weekend and New Year's Day
+    assert sunday[0] == [dt.date(2012, 12, d) for d in (27, 28, 31)]  # over a weekend and New Year's Day
     # an expanding window goes back over closed days, never stopping at one as at a gap
     expanding = config_patch.replace(config, train={"train_days": 2, "validation_days": 1, "holdout_days": 1,
                                                     "max_train_days": 5}).train
-    assert training_window(LAST, expanding, OPEN, calendar)[0] == OPEN[:5]
+    assert training_window(LAST, expanding, OPEN, calendar)[0] == OPEN[:4]

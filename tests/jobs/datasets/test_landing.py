@@ -22,7 +22,10 @@ def readings() -> pd.DataFrame:
 def test_a_daily_table_lands_one_csv_per_day_of_its_date_column(tmp_path):
     lake = Lake(str(tmp_path))
     counts = land_frame(readings(), "readings", lake, ["observed_on"], last=dt.date(2015, 9, 25))
-    assert counts == {dt.date(2015, 9, 23): 2, dt.date(2015, 9, 25): 1}  # a day without rows has no partition
+    assert counts == {dt.date(2015, 9, 23): 2, dt.date(2015, 9, 24): 0, dt.date(2015, 9, 25): 1}
+    # a day between without rows lands as its header: an empty day, not a missing partition
+    assert Path(lake.raw_file("readings", dt.date(2015, 9, 24))).read_text() == "station,observed_on,value\n"
+    assert not Path(lake.raw_partition("readings", dt.date(2015, 9, 26))).exists()  # after --to: not landed
     first = Path(lake.raw_file("readings", dt.date(2015, 9, 23)))
     assert first.read_text() == "station,observed_on,value\na,2015-09-23,1.5\nb,2015-09-23,NA\n"  # the text as it was
     before = first.stat().st_mtime_ns, first.read_bytes()

@@ -131,6 +131,12 @@ def test_nan_is_allowed_where_seen_and_a_feed_without_weekends_opens_on_weekdays
     draft = draft_pipeline("trades", {"trades": sample}, "day_of", "up")
     assert draft.dataset["tables"]["trades"]["allow_non_finite"] == ["price"]
     assert draft.dataset["feed_calendar"] == {"days": "weekdays"} and len(draft.days) == 15
+    quiet = "".join(line + "\n" for line in rows.splitlines() if not line.startswith("2015-06-03"))
+    sample = read_sample("trades", _csv(tmp_path, "quiet", "day_of,price,up\n" + quiet))
+    gaps = draft_pipeline("trades", {"trades": sample}, "day_of", "up")
+    # a weekday without rows: the landing lands it without rows, and the calendar passes over it
+    assert gaps.dataset["feed_calendar"] == {"days": "weekdays", "empty_days": True}
+    assert any("2015-06-03" in note and "empty_days is true" in note for note in gaps.notes)
 
 
 def _run(tmp_path: Path, *args: str) -> None:
