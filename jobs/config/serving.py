@@ -73,7 +73,8 @@ class DecaySpec:
 class MonitoringSpec:
     """The ``monitoring`` section: the monitor of served days, challengers, decay."""
 
-    label_delay_days: int = setting(0, "day D's outcomes land with day D + this many days' ingest", ge=0)
+    label_delay_days: int = setting(0, "day D's outcomes land with the ingest of this many open days of "
+                                         "the feed after D", ge=0)
     challengers: int = setting(2, "recent versions that are not champion, scored in shadow beside it", ge=0)
     bootstrap: int = setting(200, "resamples of a day's rows for each metric's 95% interval", ge=1)
     seed: int = setting(13, "of the bootstrap: a re-run writes the same intervals")

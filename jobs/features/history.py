@@ -3,11 +3,14 @@
 History: for a row of day D and each configured key (``features.history.keys``, e.g. the route),
 the label's rate and the number of labelled rows over trailing windows of days
 (``features.history.windows``) that end with day ``D - 1 - monitoring.label_delay_days``: only
-outcomes that have landed before D's predictions are made. Rates are smoothed towards the rate of
-all rows of the same window (``prior_rows`` pseudo-rows at that rate), so a key seen once or never
-gets the prior and a key seen often its own rate. A window with no outcomes at all (the lake's
-first days) gives ``default_prior``; ``hist_days_<w>d`` says how many of the window's days had
-outcomes, so a missing day is counted, not filled with zeros, and the first days are flagged.
+outcomes that have landed before D's predictions are made. A feed whose calendar closes days
+(``feed_calendar``) counts the windows and the delay in its open days, so a window of N days holds
+N days that can have rows, and an outcome that lands after a weekend is not read before it has.
+Rates are smoothed towards the rate of all rows of the same window (``prior_rows`` pseudo-rows at
+that rate), so a key seen once or never gets the prior and a key seen often its own rate. A window
+with no outcomes at all (the lake's first days) gives ``default_prior``; ``hist_days_<w>d`` says
+how many of the window's days had outcomes, so a missing day is counted, not filled with zeros, and
+the first days are flagged.
 
 Computed in Spark with window functions over (key, day number) whose frame ends before the day,
 in one query whatever the number of days built: the rows of the days before the window are read
@@ -26,7 +29,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
-from jobs.lake.layout import PARTITION
+from jobs.config import FeedCalendar
+from jobs.lake.layout import PARTITION, partition_value
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -34,21 +38,26 @@ if TYPE_CHECKING:
     from jobs.config import CalendarSpec, FeatureSpec
 
 
-def history_days(spec: FeatureSpec, days: list[dt.date], label_delay_days: int) -> list[dt.date]:
+def history_days(spec: FeatureSpec, days: list[dt.date], label_delay_days: int,
+                 calendar: FeedCalendar | None = None) -> list[dt.date]:
     """The days before each of ``days`` whose outcomes its history reads, that are not among
-    ``days`` themselves (none without history)."""
+    ``days`` themselves (none without history): the open days of ``calendar`` (default: every
+    day) the windows reach, less the ``label_delay_days`` newest, whose outcomes have not landed."""
     if spec.history is None:
         return []
     reach = spec.history.reach(label_delay_days)
-    wanted = {day - dt.timedelta(days=k) for day in days for k in range(1 + label_delay_days, reach + 1)}
+    calendar = calendar or FeedCalendar()
+    wanted = {earlier for day in days
+              for earlier in calendar.open_days_ending(day - dt.timedelta(days=1), reach)[: reach - label_delay_days]}
     return sorted(wanted - set(days))
 
 
 def add_history(rows: DataFrame, spec: FeatureSpec, label_delay_days: int,
-                built_days: list[dt.date] | None = None) -> DataFrame:
+                built_days: list[dt.date] | None = None, calendar: FeedCalendar | None = None) -> DataFrame:
     """``rows`` (the builder's, over the days built and the days before them) with the history
     columns of :class:`HistorySpec`, each from the outcomes of earlier days only; only the rows of
-    ``built_days`` when given (the earlier days' rows are read for their outcomes)."""
+    ``built_days`` when given (the earlier days' rows are read for their outcomes). With a
+    ``calendar`` that closes days, the windows and the delay count its open days."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -63,15 +72,17 @@ def add_history(rows: DataFrame, spec: FeatureSpec, label_delay_days: int,
     if local_mode(rows.sparkSession):
         rows = rows.localCheckpoint()
     label, delay = spec.label, label_delay_days
+    numbers = day_numbers(rows, calendar)
 
     def trailing(w: int, keys: list[str]) -> Any:
         # the w days ending label_delay_days before the day before: outcomes landed by the day's predictions
         return Window.partitionBy(*keys).orderBy("_day").rangeBetween(-(w + delay), -(1 + delay))
 
     def counts(frame: DataFrame, keys: list[str]) -> DataFrame:
-        return (frame.groupBy(*keys, PARTITION)
-                .agg(F.count(label).alias("_n"), F.sum(label).alias("_pos"))
-                .withColumn("_day", F.unix_date(F.col(PARTITION))))
+        found = frame.groupBy(*keys, PARTITION).agg(F.count(label).alias("_n"), F.sum(label).alias("_pos"))
+        if numbers is None:
+            return found.withColumn("_day", F.unix_date(F.col(PARTITION)))
+        return found.join(F.broadcast(numbers), PARTITION)
 
     # Over all rows, per day: a range join of the (few) days, not a window without a partition,
     # which Spark warns about on every run.
@@ -112,6 +123,17 @@ def add_history(rows: DataFrame, spec: FeatureSpec, label_delay_days: int,
             derived[f"hist_{key}_{w}d_log_rows"] = F.log1p(n).cast("double")
     derived = {name: derived.get(name, F.col(name).cast("double")) for name in history.columns()}
     return out.select(*rows.columns, *[expr.alias(name) for name, expr in derived.items()])
+
+
+def day_numbers(rows: DataFrame, calendar: FeedCalendar | None) -> DataFrame | None:
+    """(``date``, ``_day``): the open days of ``calendar`` over the span of ``rows`` numbered in open
+    days, the history windows' day number; None when every day is open (the day number is then the
+    date's own, with no join)."""
+    if calendar is None or calendar.every_day:
+        return None
+    present = sorted(partition_value(r[0]) for r in rows.select(PARTITION).distinct().collect())
+    numbers = calendar.ordinals(present[0], present[-1]) if present else {}
+    return rows.sparkSession.createDataFrame(list(numbers.items()), f"{PARTITION} date, _day int")
 
 
 def calendar_rows(spec: CalendarSpec, days: list[dt.date]) -> list[tuple]:

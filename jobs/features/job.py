@@ -43,7 +43,7 @@ def read_inputs(
     snapshot newer than the one found) whose last validation failed is an error, not a missing or
     older partition; an earlier day that is missing or failed is a gap in the history, counted."""
 
-    earlier = history_days(config.features, days, config.monitoring.label_delay_days)
+    earlier = history_days(config.features, days, config.monitoring.label_delay_days, config.feed_calendar)
     tables = {}
     for name, spec in config.tables.items():
         path = lake.validated(name)
@@ -99,7 +99,7 @@ def build_features(
         raise ValueError(f"feature builder {spec.builder or 'of features.joins/expressions'} did not produce "
                          f"columns {missing}")
     if spec.history is not None:
-        features = add_history(features, spec, config.monitoring.label_delay_days, days)
+        features = add_history(features, spec, config.monitoring.label_delay_days, days, config.feed_calendar)
     if days is not None:
         features = features.where(F.col(PARTITION).isin(list(days)))
     if spec.calendar is not None:

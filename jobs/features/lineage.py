@@ -60,7 +60,8 @@ def inputs(config: PipelineConfig, day: dt.date) -> dict[str, list[dt.date]]:
 
     wanted = {name: [day] for name, spec in config.tables.items() if spec.daily}
     feed = config.validation.feed
-    wanted[feed] = [*history_days(config.features, [day], config.monitoring.label_delay_days), day]
+    wanted[feed] = [*history_days(config.features, [day], config.monitoring.label_delay_days,
+                                 config.feed_calendar), day]
     return wanted
 
 

@@ -37,7 +37,7 @@ import math
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from jobs.config import PipelineConfig, WindowArgs, dag_id, job_parser, parse_job_args, pipeline_name
+from jobs.config import FeedCalendar, PipelineConfig, WindowArgs, dag_id, job_parser, parse_job_args, pipeline_name
 from jobs.errors import DataError
 from jobs.lake.files import path_exists
 from jobs.lake.storage import read_json, write_text
@@ -61,9 +61,12 @@ class NeverScoredError(DataError, LookupError):
     """The day to monitor has no predictions: it must be scored first."""
 
 
-def monitored_days(run_date: dt.date, label_delay_days: int) -> list[dt.date]:
-    """The days a run for ``run_date`` writes: the day whose outcomes just landed, then the run date."""
-    return list(dict.fromkeys([run_date - dt.timedelta(days=label_delay_days), run_date]))
+def monitored_days(run_date: dt.date, label_delay_days: int, calendar: FeedCalendar | None = None) -> list[dt.date]:
+    """The days a run for ``run_date`` writes: the day whose outcomes just landed (``label_delay_days``
+    open days of ``calendar`` before; default: every day open), then the run date."""
+    landed = (calendar.shifted(run_date, -label_delay_days) if calendar is not None
+              else run_date - dt.timedelta(days=label_delay_days))
+    return list(dict.fromkeys([landed, run_date]))
 
 
 def day_step(day: dt.date) -> int:
@@ -343,9 +346,9 @@ def main(argv: list[str] | None = None) -> None:
     from jobs.monitoring.challengers import HISTORY_FACTOR, monitoring_records
 
     # a closed day of the feed (feed_calendar) was never scored: nothing to judge, no warning
-    days = {day: outcomes_in(landed, day, delay)
-            for day in dict.fromkeys(day for run_date in args.window for day in monitored_days(run_date, delay))
-            if config.feed_calendar.is_open(day)}
+    calendar = config.feed_calendar
+    judged = dict.fromkeys(day for run_date in args.window for day in monitored_days(run_date, delay, calendar))
+    days = {day: outcomes_in(landed, day, delay, calendar) for day in judged if calendar.is_open(day)}
     with phase("monitor join"):  # one query for the window's days, not one a day
         joined = {source.zone: joined_rows(spark, lake, source, scored, config.features,
                                                   config.evaluation.segments)

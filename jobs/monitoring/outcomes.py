@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import SparkSession
 
-    from jobs.config import FeatureSpec
+    from jobs.config import FeatureSpec, FeedCalendar
     from jobs.lake.layout import Lake
 
 PROBABILITY = "probability"
@@ -52,9 +52,13 @@ def prediction_sources(lake: Lake) -> list[PredictionSource]:
             *[PredictionSource("challenger", lake.shadow_predictions(v)) for v in versions]]
 
 
-def outcomes_in(features_days: set[dt.date], day: dt.date, label_delay_days: int) -> bool:
-    """Whether day ``day``'s outcomes have landed: day ``day + label_delay_days`` has features."""
-    return day + dt.timedelta(days=label_delay_days) in features_days
+def outcomes_in(features_days: set[dt.date], day: dt.date, label_delay_days: int,
+                calendar: FeedCalendar | None = None) -> bool:
+    """Whether day ``day``'s outcomes have landed: day ``day + label_delay_days`` has features (the
+    delay counted in open days of ``calendar``; default: every day)."""
+    if calendar is None:
+        return day + dt.timedelta(days=label_delay_days) in features_days
+    return calendar.shifted(day, label_delay_days) in features_days
 
 
 def joined_rows(spark: SparkSession, lake: Lake, source: PredictionSource, days: dict[dt.date, bool],

@@ -241,13 +241,14 @@ def served_predictions(spark: Any, lake: Any, config: Any, features: DataFrame, 
     from jobs.scoring.shift import day_shifts, logit_bins, reference_days, with_shifts
 
     spec, label, delay = config.score.recent_shift, config.features.label, config.monitoring.label_delay_days
+    calendar = config.feed_calendar
     one_day = days[0] if len(days) == 1 else None  # several: each row's run date is its partition's
     wanted: list[dt.date] = []
     if spec.days:
         landed = features_days(spark, lake) if landed is None else landed
-        wanted = sorted({d for day in days for d in reference_days(day, spec, delay, landed)})
+        wanted = sorted({d for day in days for d in reference_days(day, spec, delay, landed, calendar)})
     if not wanted:  # off, or the first days of a lake: nothing has landed, nothing is shifted (each day says why)
-        shifts = day_shifts({}, days, spec, delay, landed) if spec.days else {}
+        shifts = day_shifts({}, days, spec, delay, landed, calendar) if spec.days else {}
         yield with_shifts(score_features(scoring_tasks(features, config.score.rows_per_task), config.features, model,
                                          load_uri, batch_size, one_day, use_gpu, preprocessor), shifts), shifts
         return
@@ -265,7 +266,7 @@ def served_predictions(spark: Any, lake: Any, config: Any, features: DataFrame, 
             return F.col(PARTITION).cast(DateType()).isin(chosen)
 
         bins = logit_bins(scored.where(of(wanted)), label)
-        shifts = day_shifts(bins, days, spec, delay, landed)
+        shifts = day_shifts(bins, days, spec, delay, landed, calendar)
         predictions = scored.where(of(days)).drop(label)
         if one_day is not None:  # the run date as one literal, as a day scored on its own has it
             predictions = predictions.withColumn("run_date", F.lit(one_day))

@@ -31,21 +31,30 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from jobs.config import ShiftSpec
+    from jobs.config import FeedCalendar, ShiftSpec
 
 BIN_WIDTH = 0.01  # logit units: a bin's rows share its centre (an error of at most 0.005 in a logit)
 EDGE = 1e-7  # probabilities are clipped to [EDGE, 1 - EDGE] before their logit
 LIMIT = 10.0  # a shift is solved within [-LIMIT, LIMIT]
 
 
-def reference_days(day: dt.date, spec: ShiftSpec, label_delay_days: int, features_days: set[dt.date]) -> list[dt.date]:
+def reference_days(day: dt.date, spec: ShiftSpec, label_delay_days: int, features_days: set[dt.date],
+                   calendar: FeedCalendar | None = None) -> list[dt.date]:
     """The days whose outcomes ``day``'s shift matches: up to ``spec.days`` days ending with
-    ``day - 1 - label_delay_days`` that have features and whose outcomes have landed, oldest first."""
+    ``day - 1 - label_delay_days`` that have features and whose outcomes have landed, oldest first
+    (open days of ``calendar``, which count the delay too; default: every day)."""
+    from jobs.config import FeedCalendar
     from jobs.monitoring.outcomes import outcomes_in
 
-    last = day - dt.timedelta(days=1 + label_delay_days)
-    found = [last - dt.timedelta(days=k) for k in range(spec.days)]
-    return sorted(d for d in found if d in features_days and outcomes_in(features_days, d, label_delay_days))
+    calendar = calendar or FeedCalendar()
+    found = calendar.open_days_ending(last_landed(day, label_delay_days, calendar), spec.days)
+    return [d for d in found if d in features_days and outcomes_in(features_days, d, label_delay_days, calendar)]
+
+
+def last_landed(day: dt.date, label_delay_days: int, calendar: FeedCalendar) -> dt.date:
+    """The last day whose outcomes have landed before ``day`` is scored: ``day - 1 - L`` in the
+    open days of ``calendar``."""
+    return calendar.shifted(day, -(1 + label_delay_days))
 
 
 def logit_of(probability: Column) -> Column:
@@ -108,14 +117,18 @@ def solve_shift(bins: list[tuple[float, float, float]]) -> float:
 
 
 def day_shifts(bins: dict[dt.date, list[tuple[float, int, int]]], days: list[dt.date], spec: ShiftSpec,
-               label_delay_days: int, features_days: set[dt.date]) -> dict[dt.date, dict[str, Any]]:
+               label_delay_days: int, features_days: set[dt.date],
+               calendar: FeedCalendar | None = None) -> dict[dt.date, dict[str, Any]]:
     """Each of ``days``' shift: ``{"logit_shift", "days", "rows", "realized_rate", "predicted_rate"}``
     from the reference days' bins (``bins``, per day; the rates weighted as the match weighs the
     days), or a ``logit_shift`` of 0 with the ``reason``
     where fewer than ``spec.min_rows`` labelled rows have landed (the first days of a lake)."""
+    from jobs.config import FeedCalendar
+
+    calendar = calendar or FeedCalendar()
     found = {}
     for day in days:
-        reference = reference_days(day, spec, label_delay_days, features_days)
+        reference = reference_days(day, spec, label_delay_days, features_days, calendar)
         rows = sum(n for d in reference for _, n, _ in bins.get(d, []))
         entry: dict[str, Any] = {"days": [d.isoformat() for d in reference], "rows": rows,
                                  "half_life_days": spec.half_life_days, "strength": spec.strength}
@@ -123,7 +136,7 @@ def day_shifts(bins: dict[dt.date, list[tuple[float, int, int]]], days: list[dt.
             entry.update(logit_shift=0.0, reason=f"{rows} labelled rows landed in the {spec.days} days before "
                                                  f"(at least {spec.min_rows} needed): not shifted")
         else:
-            pooled = weighted(bins, reference, day - dt.timedelta(days=1 + label_delay_days), spec.half_life_days)
+            pooled = weighted(bins, reference, last_landed(day, label_delay_days, calendar), spec.half_life_days)
             weight = sum(n for _, n, _ in pooled)
             delta = solve_shift(pooled)
             entry.update(realized_rate=round(sum(k for _, _, k in pooled) / weight, 6),

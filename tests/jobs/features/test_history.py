@@ -119,6 +119,33 @@ def test_first_days_get_the_prior_and_gaps_are_counted(spark, lake, config):
         assert (unseen[f"hist_tailnum_{w}d_log_rows"] == 0).all()
 
 
+@pytest.mark.slow
+def test_a_weekday_feed_counts_the_windows_and_the_label_delay_in_open_days(spark, lake, config, config_patch):
+    """A weekday feed closed on New Year's Day, outcomes a day late: Friday's outcomes land with
+    Monday's ingest, so Monday's 1-day window is Thursday and its 7-day one the two open days before
+    Friday the lake has (Wednesday, Thursday), read in open days. Counted in calendar days instead,
+    Monday's 1-day window would be a Saturday without rows and its 7-day one would read Friday's
+    outcomes before they landed."""
+    from pyspark.sql import functions as F
+
+    from jobs.features.history import history_days
+
+    monday, friday = dt.date(2013, 1, 7), dt.date(2013, 1, 4)
+    weekdays = config_patch.replace(config, monitoring={"label_delay_days": 1},
+                                    feed_calendar={"days": "weekdays", "closed": ["2013-01-01"]})
+    calendar_days = config_patch.replace(config, monitoring={"label_delay_days": 1})
+    read = history_days(weekdays.features, [monday], 1, weekdays.feed_calendar)
+    assert friday not in read and read[-2:] == [dt.date(2013, 1, 2), dt.date(2013, 1, 3)]
+    assert len(read) == weekdays.features.history.windows[-1]  # its longest window, in open days
+    tables = read_inputs(spark, lake, config, _days(dt.date(2013, 1, 2), monday))  # Friday's outcomes in them
+    open_days = F.dayofweek("date").between(2, 6) & (F.col("date") != dt.date(2013, 1, 1))
+    tables["flights"] = tables["flights"].where(open_days)  # no rows on the weekend nor on New Year's Day
+    counted = {name: _day(build_features(tables, cfg, [monday]), cfg)[["hist_days_1d", "hist_days_7d"]]
+               for name, cfg in (("open", weekdays), ("calendar", calendar_days))}
+    assert (counted["open"]["hist_days_1d"] == 1).all() and (counted["open"]["hist_days_7d"] == 2).all()
+    assert (counted["calendar"]["hist_days_1d"] == 0).all() and (counted["calendar"]["hist_days_7d"] == 3).all()
+
+
 def test_calendar_counts_days_to_and_since_holidays(config):
     from jobs.features.history import calendar_rows
 

@@ -45,6 +45,24 @@ def test_a_days_reference_days_end_before_its_outcomes_could_land(delay):
         assert D - dt.timedelta(days=1 + delay) not in reference_days(D, spec, delay, lake - {D - dt.timedelta(days=1)})
 
 
+def test_a_weekday_feed_counts_the_reference_days_and_the_label_delay_in_open_days():
+    """Monday 2013-03-11 with a delay of one open day: Friday's outcomes land with Monday's ingest,
+    so the last day read is Thursday, and the reference days are open days before it, the weekend
+    passed over; every calendar day has features here, so only the calendar leaves them out."""
+    from jobs.config import FeedCalendar
+    from jobs.monitoring.job import monitored_days
+    from jobs.monitoring.outcomes import outcomes_in
+
+    weekdays, monday = FeedCalendar(days="weekdays"), dt.date(2013, 3, 11)
+    lake = {monday - dt.timedelta(days=k) for k in range(0, 30)}
+    assert reference_days(monday, ShiftSpec(days=3), 1, lake, weekdays) == [dt.date(2013, 3, d) for d in (5, 6, 7)]
+    assert reference_days(monday, ShiftSpec(days=3), 1, lake) == [dt.date(2013, 3, d) for d in (7, 8, 9)]
+    friday = dt.date(2013, 3, 8)
+    assert outcomes_in({monday}, friday, 1, weekdays) and not outcomes_in({monday}, friday, 1)
+    assert monitored_days(monday, 1, weekdays) == [friday, monday]  # its outcomes just landed
+    assert monitored_days(monday, 1) == [dt.date(2013, 3, 10), monday]
+
+
 def test_a_day_without_enough_landed_rows_is_not_shifted_and_says_why():
     spec = ShiftSpec(days=2, strength=0.5, min_rows=100)
     lake = {D - dt.timedelta(days=k) for k in range(0, 3)}
