@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 
 from jobs.config import ConfigError
-from jobs.config.runtime import PIPELINE_NAME_ENV
+from jobs.config.env import PIPELINE_NAME_ENV
 from jobs.errors import DATA_ERROR_EXIT, ERROR_FILE_ENV, USAGE_EXIT, DataError, data_problem, disk_full, headline
 from jobs.runtime.session import release_session
 from jobs.timings import timed_job

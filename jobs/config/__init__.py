@@ -52,9 +52,7 @@ from jobs.config.dataset import (
     TableSpec,
     ValidationSpec,
 )
-from jobs.config.files import DEFAULT_CONFIG, ConfigError, load_config, resolved, write_overlay
-from jobs.config.pipeline import PipelineConfig
-from jobs.config.runtime import (
+from jobs.config.env import (
     artifact_root,
     dag_id,
     days_ending,
@@ -63,6 +61,8 @@ from jobs.config.runtime import (
     pipeline_name,
     tracking_uri,
 )
+from jobs.config.files import DEFAULT_CONFIG, ConfigError, load_config, resolved, write_overlay
+from jobs.config.pipeline import PipelineConfig
 from jobs.config.serving import TRACKING_ENV, DecaySpec, DriftSpec, MonitoringSpec, ScoreSpec, ShiftSpec, TrackingSpec
 from jobs.config.training import BaselineSpec, EvaluationSpec, SweepSpec, TrainSpec
 

@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
+from jobs.config.env import days_ending
 from jobs.config.files import ConfigError, describe, load_config
 from jobs.config.pipeline import PipelineConfig
-from jobs.config.runtime import days_ending
 from jobs.config.training import TrainSpec
 from jobs.lake.layout import ROOT_ENV, Lake
 

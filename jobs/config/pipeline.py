@@ -9,7 +9,7 @@ from pydantic import field_validator, model_validator
 
 from jobs.config.base import section, setting
 from jobs.config.dataset import FeatureSpec, FeedCalendar, TableSpec, ValidationSpec
-from jobs.config.runtime import import_object
+from jobs.config.env import import_object
 from jobs.config.serving import MonitoringSpec, ScoreSpec, TrackingSpec
 from jobs.config.training import DEFAULT_BASELINES, BaselineSpec, EvaluationSpec, SweepSpec, TrainSpec
 from jobs.lake.layout import PARTITION as RESERVED_COLUMN

@@ -23,7 +23,7 @@ import datetime as dt
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from jobs.config.runtime import dag_id
+from jobs.config.env import dag_id
 from jobs.errors import DataError
 from jobs.lake import storage
 from jobs.lake.layout import partition_day
