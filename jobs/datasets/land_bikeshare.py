@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from jobs.datasets.landing import land_frame, landing_parser, local_lake
+from jobs.datasets.landing import check_span, land_frame, landing_parser, local_lake
 from jobs.lake.layout import Lake
 
 log = logging.getLogger("jobs.datasets.land_bikeshare")
@@ -66,8 +66,7 @@ def weather_kinds() -> pd.DataFrame:
 def land(lake: Lake, first: dt.date = FIRST_DAY, last: dt.date = LAST_DAY) -> int:
     """Land the hourly rentals of the days in [first, last] and the weather situations; returns
     the rental rows landed."""
-    if first > last:
-        raise ValueError(f"--from {first} is after --to {last}")
+    check_span(first, last)
     land_frame(weather_kinds(), KINDS, lake)
     return sum(land_frame(read_source(), TABLE, lake, [DATE_COLUMN], first, last).values())
 

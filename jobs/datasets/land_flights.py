@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from jobs.config import load_config
-from jobs.datasets.landing import days_of, land_frame, landing_parser, local_lake
+from jobs.datasets.landing import check_span, days_of, land_frame, landing_parser, local_lake
 from jobs.lake.layout import Lake
 
 log = logging.getLogger("jobs.datasets.land_flights")
@@ -61,8 +61,7 @@ def split_by_day(frame: pd.DataFrame, first: dt.date, last: dt.date) -> dict[dt.
 
 def land(lake: Lake, first: dt.date = FIRST_DAY, last: dt.date = LAST_DAY) -> dict[str, int]:
     """Land every table of the example data for the days in [first, last]; returns rows per table."""
-    if first > last:
-        raise ValueError(f"--from {first} is after --to {last}")
+    check_span(first, last)
     config = load_config()
     counts = {}
     for table, spec in config.tables.items():

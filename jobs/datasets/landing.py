@@ -49,6 +49,12 @@ def write_csv_atomic(frame: pd.DataFrame, path: Path) -> None:
         raise
 
 
+def check_span(first: dt.date | None, last: dt.date | None) -> None:
+    """Refuse a span of days to land whose first day (``--from``) is after its last (``--to``)."""
+    if first is not None and last is not None and first > last:
+        raise LandingError(f"--from {first} is after --to {last}")
+
+
 def days_of(frame: pd.DataFrame, date_columns: Sequence[str], table: str = "the table") -> pd.Series:
     """Each row's day: from one column holding a date (or a timestamp: its day), or from three
     columns holding the year, month and day."""
@@ -157,6 +163,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("a --daily table is split by its day: give --date-column")
     if not args.daily and not args.reference:
         parser.error("nothing to land: give --daily NAME=PATH.csv and/or --reference NAME=PATH.csv")
+    try:
+        check_span(args.first, args.last)
+    except LandingError as err:
+        parser.error(str(err))
     lake = local_lake(parser, args.lake_root)
     for (name, path), columns in [*((t, args.date_column) for t in args.daily), *((t, None) for t in args.reference)]:
         if not path.exists():
@@ -165,6 +175,7 @@ def main(argv: list[str] | None = None) -> None:
             land_frame(read_text_csv(path), name, lake, columns, args.first, args.last)
         except LandingError as err:
             parser.error(str(err))
+
 
 if __name__ == "__main__":
     main()

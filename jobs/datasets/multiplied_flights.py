@@ -30,7 +30,7 @@ import pandas as pd
 
 from jobs.config import load_config
 from jobs.datasets.land_flights import FIRST_DAY, LAST_DAY, read_source, split_by_day
-from jobs.datasets.landing import landing_parser, local_lake, write_csv_atomic
+from jobs.datasets.landing import check_span, landing_parser, local_lake, write_csv_atomic
 from jobs.lake.layout import Lake
 
 log = logging.getLogger("jobs.datasets.multiplied_flights")
@@ -82,8 +82,7 @@ def scale_raw(lake: Lake, factor: float, first: dt.date = FIRST_DAY, last: dt.da
               seed: int = 13) -> dict[str, int]:
     """Land every table for [first, last] with each day's flights multiplied ``factor`` times;
     returns rows per table."""
-    if first > last:
-        raise ValueError(f"--from {first} is after --to {last}")
+    check_span(first, last)
     days = (last - first).days + 1
     needed = int(2 * factor * YEAR_CSV_BYTES * days / 365)
     target = Path(lake.root)

@@ -65,3 +65,17 @@ def test_the_command_lands_daily_and_reference_tables(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--daily", f"readings={source}", "--lake-root", str(tmp_path / "lake")])
     assert "give --date-column" in capsys.readouterr().err
+
+
+def test_a_span_that_ends_before_it_starts_is_refused_before_anything_lands(tmp_path, capsys):
+    from jobs.datasets.land_bikeshare import land
+
+    source = tmp_path / "readings.csv"
+    readings().to_csv(source, index=False)
+    with pytest.raises(SystemExit):
+        main(["--daily", f"readings={source}", "--date-column", "observed_on", "--from", "2015-09-25",
+              "--to", "2015-09-23", "--lake-root", str(tmp_path / "lake")])
+    assert "--from 2015-09-25 is after --to 2015-09-23" in capsys.readouterr().err
+    with pytest.raises(LandingError, match="--from 2011-02-01 is after --to 2011-01-31"):
+        land(Lake(str(tmp_path / "lake")), dt.date(2011, 2, 1), dt.date(2011, 1, 31))
+    assert not (tmp_path / "lake").exists()
