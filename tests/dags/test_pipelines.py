@@ -165,3 +165,24 @@ def test_the_bundled_pipelines_are_served_by_default(monkeypatch):
     monkeypatch.delenv("PIPELINE_CONFIG", raising=False)
     assert [(p.name, p.error) for p in discover()] == [(p.name, "") for p in discover(str(PIPELINES))]
     assert "flights" in [p.name for p in discover()]
+
+
+def test_a_task_sees_the_feed_s_empty_days_in_its_own_pipeline_s_raw_zone(tmp_path, monkeypatch):
+    """The tasks that consult the calendar (publish_features, plan_scoring, the training plan) see
+    the days landed without rows as closed, as the jobs do, in the pipeline's own lake."""
+    import datetime as dt
+
+    from jobs.config.pipelines import discover
+    from orchestration.pipelines import calendar_of, lake_of
+
+    monkeypatch.setenv("LAKE_ROOT", str(tmp_path / "lakes"))
+    _deployment(tmp_path, "quiet", feed_calendar={"empty_days": True}, **_own_model("quiet"))
+    (pipeline,) = discover(str(tmp_path))
+    lake = lake_of(pipeline)
+    for day, text in ((2, "year,month\n"), (3, "year,month\n2013,1\n"), (6, "year,month\n")):
+        file = Path(lake.raw_file("flights", dt.date(2013, 1, day)))
+        file.parent.mkdir(parents=True)
+        file.write_text(text)
+    assert calendar_of(pipeline, dt.date(2013, 1, 5)).closed == (dt.date(2013, 1, 2),)
+    assert calendar_of(pipeline).open_between(dt.date(2013, 1, 1), dt.date(2013, 1, 7)) == [
+        dt.date(2013, 1, d) for d in (1, 3, 4, 5, 7)]
