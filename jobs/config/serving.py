@@ -25,7 +25,11 @@ class DriftSpec:
                                  "drifted: a feature's move must also be this unlikely as sampling noise", gt=0, le=1)
     min_expected_rows: float = setting(5, "bins expecting fewer of a day's rows are pooled before they are compared",
                                        ge=0)
-    min_rows: int = setting(100, "a day with fewer rows is not judged (status too_few_rows)", ge=1)
+    min_rows: int = setting(100, "a day with fewer rows is judged with the days before it (pool_days), or not "
+                                 "at all (status too_few_rows)", ge=1)
+    pool_days: int = setting(7, "a day of fewer than min_rows rows is judged on its rows and those of the days "
+                                "before it scored by the same model, up to this many days in all (1: not pooled)",
+                             ge=1)
     plot: bool = setting(True, "a plot beside each day's drift report")
 
     def ignores(self, column: str) -> bool:

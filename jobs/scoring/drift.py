@@ -11,8 +11,11 @@ stability index ``PSI = sum((a - e) * ln(a / e))`` over the bins (0: the same; >
 > 0.2 a large one), the share of rows with categories the model does not know against the
 baseline's share, and the PSI of the predictions. A day *drifts* when a monitored feature's PSI,
 an increase of the unknown share or (when it has a threshold) the predictions' PSI passes its
-threshold (``score.drift``). A day with fewer rows than ``score.drift.min_rows`` is not judged:
-its bins are noise (one row fills one bin, PSI ~ 8), so its report has status ``too_few_rows``,
+threshold (``score.drift``). A day with fewer rows than ``score.drift.min_rows`` is not judged on
+its own: its bins are noise (one row fills one bin, PSI ~ 8). It is judged pooled with the days
+before it that the same model scored (their counts are in their reports), up to
+``score.drift.pool_days`` days in all, once they hold ``min_rows`` rows (:func:`with_pooled`), so
+that a small feed's drift is judged at all; short of that its report has status ``too_few_rows``,
 not drift, and starts no retraining.
 """
 
@@ -226,7 +229,38 @@ def measure_days(
     inputs = {partition_value(k): v for k, v in bucket_counts_by(features, edges, vocab, key).items()}
     outputs = {partition_value(k): v for k, v in bucket_counts_by(predictions, prediction_edges, {}, key).items()}
     empty = _empty_counts(edges, vocab) | _empty_counts(prediction_edges, {})
-    return {day: judge(baseline, {**empty, **inputs.get(day, {}), **outputs.get(day, {})}, spec) for day in days}
+    found = {}
+    for day in days:
+        counts = {**empty, **inputs.get(day, {}), **outputs.get(day, {})}
+        report = judge(baseline, counts, spec)
+        if report["status"] == "too_few_rows":  # kept: a later day pools them
+            report["counts"] = counts
+        found[day] = report
+    return found
+
+
+def with_pooled(baseline: dict[str, Any], report: dict[str, Any], earlier: list[tuple[str, dict[str, Any]]],
+                spec: DriftSpec) -> dict[str, Any]:
+    """A day's ``report`` of too few rows judged again on its counts and those of ``earlier``
+    (``(day, report)`` of the days before it that the same model scored, newest first; a report
+    without counts, or of another model, ends the pool): the days taken newest first until they
+    hold ``spec.min_rows`` rows, ``spec.pool_days`` days in all. The report keeps the day's own
+    ``rows`` and ``counts``, and says what was pooled (``pooled``: the days, the rows)."""
+    own = report["counts"]
+    total, days = {column: list(values) for column, values in own.items()}, []
+    for day, other in earlier[: max(spec.pool_days - 1, 0)]:
+        if sum(total[PREDICTION]) >= spec.min_rows:
+            break
+        if "counts" not in other or other.get("model_run_id") != report.get("model_run_id"):
+            break
+        for column, values in other["counts"].items():
+            total[column] = [a + b for a, b in zip(total[column], values, strict=True)]
+        days.append(day)
+    if not days:
+        return report
+    judged = judge(baseline, total, spec)
+    return {**report, **judged, "rows": report["rows"], "counts": own,
+            "pooled": {"days": sorted(days), "rows": sum(total[PREDICTION])}}
 
 
 def pooled(expected: list[float], counts: list[int], min_expected: float) -> tuple[list[float], list[int]]:
@@ -328,9 +362,13 @@ def headline(report: dict[str, Any], top: int = 3) -> str:
     predictions' PSI."""
     monitored = sorted(((c, e["psi"]) for c, e in report["features"].items() if e["monitored"]), key=lambda x: -x[1])
     verdict = "DRIFTED (" + "; ".join(report["reasons"]) + ")" if report["drifted"] else "none over the thresholds"
+    pooled = report.get("pooled")
     if report.get("status") == "too_few_rows":
-        verdict = (f"too few rows to judge drift ({report['rows']} < score.drift.min_rows "
+        rows = f"{pooled['rows']} with {len(pooled['days'])} day(s) before" if pooled else report["rows"]
+        verdict = (f"too few rows to judge drift ({rows} < score.drift.min_rows "
                    f"{report['thresholds']['min_rows']}); not drift")
+    elif pooled:
+        verdict += f" (pooled with {len(pooled['days'])} day(s) before: {pooled['rows']} rows)"
     highest = ", ".join(f"{c} {v:.3f}" for c, v in monitored[:top]) or "no monitored features"
     return f"{verdict}; highest monitored PSI: {highest}; predictions PSI {report['prediction']['psi']:.3f}"
 

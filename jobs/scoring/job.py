@@ -168,6 +168,17 @@ def score_days(spark: SparkSession, lake: Lake, config: PipelineConfig, days: li
     return summaries
 
 
+def earlier_reports(lake: Lake, day: dt.date, count: int) -> list[tuple[str, dict[str, Any]]]:
+    """(day, drift report) of the ``count`` newest days before ``day`` that have one, newest first."""
+    from jobs.lake.layout import partition_day
+    from jobs.lake.storage import entries, read_json
+
+    before = sorted((found for name, folder in entries(lake.reports("drift"))
+                     if folder and (found := partition_day(name)) is not None and found < day), reverse=True)
+    reports = [(other.isoformat(), read_json(lake.report("drift", other, DRIFT_REPORT))) for other in before[:count]]
+    return [(other, report) for other, report in reports if report is not None]
+
+
 def report_drift(
     spark: SparkSession, lake: Lake, days: list[dt.date], model: ModelRef, features: DataFrame,
     predictions: DataFrame, spec: DriftSpec,
@@ -178,7 +189,7 @@ def report_drift(
     Returns each day's headline (drifted, reasons); nothing without a baseline."""
     import io
 
-    from jobs.scoring.drift import drift_figure, headline, load_baseline, measure_days
+    from jobs.scoring.drift import drift_figure, headline, load_baseline, measure_days, with_pooled
 
     baseline = load_baseline(model.run_id)
     if baseline is None:
@@ -186,9 +197,11 @@ def report_drift(
                     model.version, model.run_id)
         return {}
     done = {}
-    for day, measured in measure_days(baseline, features, predictions, spec, days).items():
+    for day, measured in sorted(measure_days(baseline, features, predictions, spec, days).items()):
         report = {"run_date": day.isoformat(), "model_name": model.name, "model_version": model.version,
                   "model_run_id": model.run_id, **measured}
+        if report["status"] == "too_few_rows" and spec.pool_days > 1:  # the days before: written first
+            report = with_pooled(baseline, report, earlier_reports(lake, day, spec.pool_days - 1), spec)
         path = lake.report("drift", day, DRIFT_REPORT)
         write_text(path, json.dumps(report, indent=2))
         if spec.plot:

@@ -97,3 +97,62 @@ def test_a_day_of_few_rows_pools_the_bins_it_cannot_tell_apart(baseline):
     station = judged(baseline, day, DriftSpec())["features"]["station"]
     assert station["bins"] < len(baseline[2]["categorical"]["station"]["shares"])
     assert 0 <= station["chance"] <= 1
+
+
+def _small_report(baseline_of, day: pd.DataFrame, run_id: str = "run-1") -> dict:
+    """A day's drift report as the score job writes it for a day of too few rows: with its counts."""
+    frame, pre, baseline = baseline_of
+    edges = {c: b["edges"] for c, b in baseline["numeric"].items()}
+    counts = local_bucket_counts(day, edges, pre.vocab)
+    predictions = np.random.default_rng(len(day)).beta(2, 6, len(day))
+    counts[PREDICTION] = np.bincount(np.searchsorted(baseline[PREDICTION]["edges"], predictions, side="right"),
+                                     minlength=len(baseline[PREDICTION]["edges"]) + 2).tolist()
+    return {"model_run_id": run_id, **judge(baseline, counts, DriftSpec()), "counts": counts}
+
+
+def test_a_small_feed_s_day_is_pooledpooled_with_the_days_before_it(baseline):
+    """Days of 24 rows are too few alone; pooled newest first until 100 rows (five days), a shift
+    of every day's temperature is drifted and days drawn from the window are stable. The pool stops
+    at a day of another model, and at ``pool_days``, saying how many rows it reached."""
+    from jobs.scoring.drift import headline, with_pooled
+
+    frame, _, model = baseline
+    rng = np.random.default_rng(11)
+
+    def days(shift: float) -> list[dict]:
+        drawn = [frame.iloc[rng.choice(len(frame), 24, replace=False)] for _ in range(5)]
+        return [_small_report(baseline, day.assign(temp=day["temp"] + shift)) for day in drawn]
+
+    spec = DriftSpec()
+    for shift, status in ((15.0, "drifted"), (0.0, "stable")):
+        today, *before = days(shift)
+        assert today["status"] == "too_few_rows"
+        earlier = [(f"2011-03-0{9 - n}", report) for n, report in enumerate(before)]
+        pooled = with_pooled(model, today, earlier, spec)
+        assert pooled["status"] == status, pooled["reasons"]
+        assert pooled["pooled"] == {"days": ["2011-03-06", "2011-03-07", "2011-03-08", "2011-03-09"], "rows": 120}
+        assert pooled["rows"] == 24 and pooled["counts"] == today["counts"]  # its own, for the days after it
+        assert "(pooled with 4 day(s) before: 120 rows)" in headline(pooled)
+    today, *before = days(15.0)
+    other = [("2011-03-09", before[0]), ("2011-03-08", {**before[1], "model_run_id": "run-0"}), *
+             [(f"2011-03-0{7 - n}", r) for n, r in enumerate(before[2:])]]
+    short = with_pooled(model, today, other, spec)  # another model's day ends the pool
+    assert short["status"] == "too_few_rows" and short["pooled"] == {"days": ["2011-03-09"], "rows": 48}
+    assert "too few rows to judge drift (48 with 1 day(s) before < score.drift.min_rows 100)" in headline(short)
+    assert with_pooled(model, today, other, DriftSpec(pool_days=1)) == today  # not pooled
+
+
+def test_the_reports_a_day_pools_are_the_newest_before_it_in_the_lake(tmp_path):
+    import datetime as dt
+
+    from jobs.lake.layout import DRIFT_REPORT, Lake
+    from jobs.lake.storage import write_json
+    from jobs.scoring.job import earlier_reports
+
+    lake = Lake(str(tmp_path))
+    for day in (1, 2, 4, 5, 8):  # 03-03, 03-06 and 03-07 never scored
+        write_json(lake.report("drift", dt.date(2011, 3, day), DRIFT_REPORT), {"day": day})
+    found = earlier_reports(lake, dt.date(2011, 3, 8), 3)
+    assert found == [("2011-03-05", {"day": 5}), ("2011-03-04", {"day": 4}), ("2011-03-02", {"day": 2})]
+    assert earlier_reports(lake, dt.date(2011, 3, 1), 3) == [] and earlier_reports(Lake(str(tmp_path / "x")),
+                                                                                   dt.date(2011, 3, 8), 3) == []
