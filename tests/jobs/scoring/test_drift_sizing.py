@@ -49,14 +49,19 @@ def baseline():
     return frame, pre, with_predictions(local_feature_bins(frame, pre, 10), predictions, 10)
 
 
-def judged(baseline_of, day: pd.DataFrame, spec: DriftSpec) -> dict:
-    frame, pre, baseline = baseline_of
+def day_counts(baseline_of, day: pd.DataFrame) -> dict[str, list[int]]:
+    """A day's rows per bin of the baseline, with predictions drawn as the window's were."""
+    _, pre, baseline = baseline_of
     edges = {c: b["edges"] for c, b in baseline["numeric"].items()}
     counts = local_bucket_counts(day, edges, pre.vocab)
     predictions = np.random.default_rng(len(day)).beta(2, 6, len(day))
     counts[PREDICTION] = np.bincount(np.searchsorted(baseline[PREDICTION]["edges"], predictions, side="right"),
                                      minlength=len(baseline[PREDICTION]["edges"]) + 2).tolist()
-    return judge(baseline, counts, spec)
+    return counts
+
+
+def judged(baseline_of, day: pd.DataFrame, spec: DriftSpec) -> dict:
+    return judge(baseline_of[2], day_counts(baseline_of, day), spec)
 
 
 def flagged_share(baseline_of, rows: int, spec: DriftSpec, seed: int = 3) -> float:
@@ -101,13 +106,8 @@ def test_a_day_of_few_rows_pools_the_bins_it_cannot_tell_apart(baseline):
 
 def _small_report(baseline_of, day: pd.DataFrame, run_id: str = "run-1") -> dict:
     """A day's drift report as the score job writes it for a day of too few rows: with its counts."""
-    frame, pre, baseline = baseline_of
-    edges = {c: b["edges"] for c, b in baseline["numeric"].items()}
-    counts = local_bucket_counts(day, edges, pre.vocab)
-    predictions = np.random.default_rng(len(day)).beta(2, 6, len(day))
-    counts[PREDICTION] = np.bincount(np.searchsorted(baseline[PREDICTION]["edges"], predictions, side="right"),
-                                     minlength=len(baseline[PREDICTION]["edges"]) + 2).tolist()
-    return {"model_run_id": run_id, **judge(baseline, counts, DriftSpec()), "counts": counts}
+    counts = day_counts(baseline_of, day)
+    return {"model_run_id": run_id, **judge(baseline_of[2], counts, DriftSpec()), "counts": counts}
 
 
 def test_a_small_feed_s_day_is_pooledpooled_with_the_days_before_it(baseline):
