@@ -32,25 +32,18 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.lake.layout import Lake, partition_day, partition_name
+from tests.deployed.nights import each_asset_started_its_own, each_registry_its_own, run_night
 from tests.deployed.scenario import BIKES, BIKES_DAGS, BIKES_MODEL, DAGS, DAYS, MODEL, TRAIN_DATE, locks, staging
 
 pytestmark = pytest.mark.e2e
 
 FLIGHTS_DAY = DAYS[-1] + dt.timedelta(days=1)  # the day after the backfills': never ingested
 BIKES_FIRST, BIKES_DAY = dt.date(2011, 1, 1), dt.date(2011, 1, 12)  # the window; its last day trained up to, scored
-NIGHT_TIMEOUT = 1200  # both nights on a shared 2-core machine, with room; a failed try ends the wait at once
-PIPELINES = ("flights", BIKES)
 
 
 def bikes_lake(stack_lake: Lake) -> Lake:
     """The bikeshare pipeline's lake: ``$LAKE_ROOT/bikeshare``, beside the flights'."""
     return Lake(str(Path(stack_lake.root).parent / BIKES))
-
-
-def pipeline_of(name: str) -> str:
-    """The pipeline a DAG id or an Asset's name belongs to (its prefix)."""
-    (found,) = [p for p in PIPELINES if name.startswith(f"{p}_")]
-    return found
 
 
 def unpause_all(airflow) -> None:
@@ -67,43 +60,6 @@ def unpause_all(airflow) -> None:
                 and not any(airflow.queued_events(dag_id) for dag_id in dag_ids))
 
     airflow.settle(dag_ids, at_rest, timeout=600)
-
-
-def run_night(airflow, flights_day: dt.date | None, bikes_day: dt.date | None,
-              bikes_days: int) -> dict[str, list[dict[str, Any]]]:
-    """A night of each pipeline, started at once through the REST API (``None``: that pipeline sits
-    it out): ``flights_ingest`` for ``flights_day``; ``bikeshare_ingest`` over the ``bikes_days``
-    days ending ``bikes_day``, then ``bikeshare_train`` up to it once the ingest has succeeded.
-    Waits until every run has finished and each night's scoring has run (the flights' on its
-    features, the bikeshare's on its new champion); returns the night's runs by DAG."""
-    dag_ids = DAGS + BIKES_DAGS
-    before = {dag_id: {r["dag_run_id"] for r in airflow.dag_runs(dag_id)} for dag_id in dag_ids}
-
-    def new(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
-        return {dag_id: [r for r in found if r["dag_run_id"] not in before[dag_id]] for dag_id, found in runs.items()}
-
-    if bikes_day:
-        ingest = airflow.trigger(f"{BIKES}_ingest", {"run_date": bikes_day.isoformat(),
-                                                     "days": bikes_days})["dag_run_id"]
-    if flights_day:
-        airflow.trigger("flights_ingest", {"run_date": flights_day.isoformat()})
-    if bikes_day:
-        def ingested(runs: dict[str, list[dict[str, Any]]]) -> bool:
-            return any(r["dag_run_id"] == ingest for r in runs[f"{BIKES}_ingest"])
-
-        airflow.settle([f"{BIKES}_ingest"], ingested, timeout=NIGHT_TIMEOUT)
-        airflow.trigger(f"{BIKES}_train", {"run_date": bikes_day.isoformat()})
-
-    def scored(runs: dict[str, list[dict[str, Any]]]) -> bool:
-        night = new(runs)
-        flights = not flights_day or any(r["run_type"] == "asset_triggered" for r in night["flights_score"])
-        bikes = not bikes_day or any(
-            event["name"] == f"{BIKES}_champion_model"
-            for r in night[f"{BIKES}_score"]
-            for event in airflow.triggering_events(f"{BIKES}_score", r["dag_run_id"]))
-        return flights and bikes
-
-    return new(airflow.settle(dag_ids, scored, timeout=NIGHT_TIMEOUT))
 
 
 def test_a_night_of_each_pipeline_at_once_keeps_each_to_its_own(stack, stack_lake, training):
@@ -141,49 +97,20 @@ def test_a_night_of_each_pipeline_at_once_keeps_each_to_its_own(stack, stack_lak
     assert kinds["flights_score"] == ["asset_triggered"] and kinds["flights_train"] == [], kinds
     assert set(kinds[f"{BIKES}_score"]) == {"asset_triggered"}, kinds
 
-    _each_asset_started_its_own(airflow, runs, seen)
+    each_asset_started_its_own(airflow, runs, seen)
     _each_registry_its_own(client, champion, versions)
     _each_lake_its_own(stack_lake, bikes, kept, champion, earlier)
 
 
-def _each_asset_started_its_own(airflow, runs: dict[str, list[dict[str, Any]]], seen: set[int]) -> None:
-    """Every event of the night came from its pipeline's DAG and created only that pipeline's runs;
-    every run an Asset started consumed only that pipeline's events."""
-    events = [event for event in airflow.asset_events() if event["id"] not in seen]
-    assert {event["name"] for event in events} >= {"flights_features", f"{BIKES}_features",
-                                                   f"{BIKES}_champion_model"}, events
-    for event in events:
-        pipeline = pipeline_of(event["name"])
-        assert pipeline_of(event["source_dag_id"]) == pipeline, event
-        assert {pipeline_of(run["dag_id"]) for run in event["created_dagruns"]} <= {pipeline}, event
-    for dag_id, found in runs.items():
-        for run in found:
-            if run["run_type"] != "asset_triggered":
-                continue
-            consumed = airflow.triggering_events(dag_id, run["dag_run_id"])
-            assert consumed and {pipeline_of(e["name"]) for e in consumed} == {pipeline_of(dag_id)}, (run, consumed)
-
-
 def _each_registry_its_own(client, champion: str, versions: list[str]) -> None:
-    """Each pipeline's experiments (training's and monitoring's) hold only its own runs, its model
-    only versions of its own runs: the flights' days are of 2013, the bikeshare's of 2011."""
+    """Each pipeline's experiments and model hold only its own runs (:func:`nights.each_registry_its_own`:
+    the flights' days are of 2013, the bikeshare's of 2011); the flights model kept its versions
+    and its champion, the bikeshare model has its first version, its champion."""
     from jobs.config import load_config
-    from jobs.monitoring.job import EXPERIMENT_SUFFIX, MONITORING_OF
     from jobs.selection.gate import current_champion
 
-    for model, experiment, year in ((MODEL, load_config().train.experiment, "2013-"),
-                                    (BIKES_MODEL, BIKES_MODEL, "2011-")):
-        training = client.get_experiment_by_name(experiment)
-        ids = [training.experiment_id, client.get_experiment_by_name(experiment + EXPERIMENT_SUFFIX).experiment_id]
-        found = client.search_runs(ids, max_results=1000)
-        dated = [run.data.tags["run_date"] for run in found if "run_date" in run.data.tags]
-        assert dated and all(day.startswith(year) for day in dated), (experiment, sorted(set(dated)))
-        monitored = [run.data.tags[MONITORING_OF] for run in found if MONITORING_OF in run.data.tags]
-        assert monitored and all(of.startswith(f"{model}/") for of in monitored), (experiment, monitored)
-        for version in client.search_model_versions(f"name = '{model}'"):
-            assert client.get_run(version.run_id).info.experiment_id == training.experiment_id, (model, version)
-            assert version.tags["run_date"].startswith(year), (model, version.tags)
-    # the flights model as it was; the bikeshare model's first version, its champion
+    each_registry_its_own(client, [(MODEL, load_config().train.experiment, "2013-"),
+                                   (BIKES_MODEL, BIKES_MODEL, "2011-")])
     assert sorted(str(v.version) for v in client.search_model_versions(f"name = '{MODEL}'")) == versions
     assert str(current_champion(client, MODEL).version) == champion
     assert [str(v.version) for v in client.search_model_versions(f"name = '{BIKES_MODEL}'")] == ["1"]
