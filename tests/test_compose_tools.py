@@ -1,7 +1,8 @@
 """The compose stack's tools, without an engine: which base images the stack needs and how the
 stand-ins are built (``scripts/base_images.py``), the wheelhouse the image installs from
-(``scripts/compose_stack.py``), the services' health checks (``scripts/healthcheck.py``) and the
-smoke's override (``scripts/compose_smoke.py``). ``make compose-smoke`` runs them for real."""
+(``scripts/compose_stack.py``), the services' health checks (``scripts/healthcheck.py``), the
+smoke's override (``scripts/compose_smoke.py``) and the first landing of every pipeline's example
+data (``scripts/land_examples.sh``). ``make compose-smoke`` runs them for real."""
 
 from __future__ import annotations
 
@@ -228,6 +229,21 @@ def test_the_smoke_points_the_job_services_at_its_config_and_leaves_init_alone()
     assert {s["environment"]["PIPELINE_CONFIG"] for s in services.values()} == {compose_smoke.CONFIG_IN_LAKE}
     assert compose_smoke.merged({"a": {"b": 1, "c": 2}, "d": [1]}, {"a": {"b": 3}, "d": []}) == \
         {"a": {"b": 3, "c": 2}, "d": []}
+
+
+def test_init_lands_every_pipeline_with_a_landing_once(tmp_path):
+    """``scripts/land_examples.sh`` (airflow-init's): a lake with a raw zone is left alone; a pipeline
+    folder whose demo.env names its landing is landed."""
+    folders = sorted(p.parent.name for p in (REPO / "pipelines").glob("*/demo.env"))
+    assert {"flights", "bikeshare"} <= set(folders)
+    for name in folders:
+        (tmp_path / name / "raw").mkdir(parents=True)
+    done = subprocess.run(["bash", str(REPO / "scripts/land_examples.sh")], capture_output=True, text=True,
+                          env={**os.environ, "LAKE_ROOT": str(tmp_path)}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("left as it is") == len(folders), done.stdout
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    assert "scripts/land_examples.sh" in " ".join(compose["services"]["airflow-init"]["command"])
 
 
 def test_a_component_hung_past_the_limit_is_ended_so_that_the_engine_restarts_it():
