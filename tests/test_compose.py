@@ -51,6 +51,8 @@ LOCAL_ONLY = {
 DEPLOYMENT_ONLY = {
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "PostgreSQL here; locally Airflow's SQLite under AIRFLOW_HOME",
     "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": "tasks reach the API server by its service name",
+    "AIRFLOW__CORE__PARALLELISM": "the task slots, sized to the scheduler container's memory; locally tests/stack.py "
+                                  "sizes them to the machine's cores",
     "AIRFLOW__CORE__FERNET_KEY": "a secret from .env; locally one airflow.cfg serves every process",
     "AIRFLOW__API_AUTH__JWT_SECRET": "a secret from .env; locally one airflow.cfg serves every process",
     "AIRFLOW__API__SECRET_KEY": "a secret from .env; locally one airflow.cfg serves every process",
