@@ -36,8 +36,10 @@ help:
 	@echo "                each champion serving from its day (40 min or more): tests/load/"
 	@echo "make compose-up   the docker-compose stack: the engine (installed and started if need be, as root), base"
 	@echo "                images without a registry, the image, up --wait (docs/deployment.md); compose-down stops it"
-	@echo "make compose-smoke  by hand: the compose stack from nothing through a training and a night over the REST"
-	@echo "                API, down and up (FAULTS=1 adds the container faults; SHOTS=docs refreshes the docs' screenshots)"
+	@echo "make compose-smoke  by hand: the compose stack from nothing through a training, a night, a night of both"
+	@echo "                pipelines at once over the REST API, down and up (pytest -m compose; FAULTS=1 adds the container"
+	@echo "                faults, NIGHTS=1 times a night of each alone and both at once; SHOTS=docs refreshes the docs'"
+	@echo "                screenshots)"
 	@echo "make clean      remove .pipeline/ (lake, MLflow store, Airflow DB)"
 
 # A pipeline's packages.txt: what its landing needs beyond the project's dependencies, installed
@@ -173,13 +175,16 @@ compose-up: install
 compose-down:
 	$(VENV)/bin/python scripts/compose_stack.py down
 
-# By hand, not in CI: the compose stack from nothing, end to end (scripts/compose_smoke.py; its own
-# compose project, so the volumes of compose-up's stack are left alone; it stops what compose-up runs
-# first, for the ports). FAULTS=1 adds the container faults.
+# By hand, not in CI: the compose stack from nothing, end to end (tests/deployed/test_compose_smoke.py, the
+# `compose` marker: the suite skips it; its own compose project, so the volumes of compose-up's stack are
+# left alone; it stops what compose-up runs first, for the ports). FAULTS=1 adds the container faults
+# (or FAULTS=scheduler,postgres,worker, some of them), NIGHTS=1 times a night of each pipeline alone and
+# both at once. Its steps and times: .pipeline/compose/smoke.json.
 compose-smoke: install system-packages
 	-$(VENV)/bin/python scripts/compose_stack.py down
-	$(VENV)/bin/python scripts/compose_smoke.py $(if $(FAULTS),--faults) $(if $(WRITE_ENV),--write-env) \
-	  $(if $(SHOTS),--shots $(SHOTS))
+	$(VENV)/bin/pytest -m compose -s -p no:logging tests/deployed/test_compose_smoke.py \
+	  $(if $(FAULTS),--compose-faults $(if $(filter 1,$(FAULTS)),all,$(FAULTS))) $(if $(NIGHTS),--compose-nights) \
+	  $(if $(WRITE_ENV),--compose-write-env) $(if $(SHOTS),--compose-shots $(SHOTS))
 
 clean:
 	rm -rf .pipeline

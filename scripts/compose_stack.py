@@ -1,6 +1,6 @@
 """The compose stack on this machine: the engine, the base images, the image, ``up`` and ``down``.
 
-Usage (``make compose-up``, ``make compose-down``; ``scripts/compose_smoke.py`` uses the same steps)::
+Usage (``make compose-up``, ``make compose-down``; ``make compose-smoke``'s test uses the same steps)::
 
     python scripts/compose_stack.py up        [--project NAME]   engine, base images, wheelhouse, build, up --wait
     python scripts/compose_stack.py down      [--project NAME]   stop and remove the containers; the volumes stay

@@ -3,7 +3,8 @@ a lake with a few days of the real example data landed in it, and the config pat
 
 GPU tests carry the ``gpu`` marker: skipped where torch sees no CUDA device, and failed instead
 with ``PIPELINE_REQUIRE_GPU=1`` (what ``scripts/gpu_verify.sh`` sets), so a GPU run cannot pass by
-skipping.
+skipping. The compose stack's tests carry the ``compose`` marker: skipped unless ``-m`` selects
+them (``make compose-smoke``).
 
 The environment comes from ``scripts/env.sh`` (the same file ``make demo`` uses), evaluated with
 a temporary PIPELINE_HOME before anything imports Airflow, MLflow or Spark.
@@ -70,6 +71,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--retrain-every", type=int, default=0,
                      help="tests/load/: a retraining trigger every this many backfilled days, alternately decay "
                           "and drift (make backfill-retrain); 0: none, every day scored by the first champion")
+    compose = parser.getgroup("compose", "the compose stack (make compose-smoke: pytest -m compose)")
+    compose.addoption("--compose-write-env", action="store_true",
+                      help="no .env: write one with fresh random secrets without asking (WRITE_ENV=1)")
+    compose.addoption("--compose-faults", default="", metavar="all|NAMES",
+                      help="also crash containers: all, or some of scheduler,postgres,worker (FAULTS=1: all)")
+    compose.addoption("--compose-nights", action="store_true",
+                      help="also time a night of each pipeline alone and both at once (NIGHTS=1)")
+    compose.addoption("--compose-shots", default="", metavar="FOLDER",
+                      help="where the screenshots go (default .pipeline/compose/screenshots; SHOTS=docs refreshes "
+                           "the documentation's)")
+    compose.addoption("--compose-keep", action="store_true", help="leave the stack up at the end")
+    compose.addoption("--compose-reuse", action="store_true",
+                      help="keep the volumes of an earlier run (with -k, one step on a stack left up)")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -134,10 +148,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=rank)
 
 
+def compose_selected(markexpr: str) -> bool:
+    """Whether ``-m`` asks for the ``compose`` tests by name: the expression selects a test marked
+    ``compose`` alone and no test without a marker (``-m "not e2e"`` selects both: not by name)."""
+    import re
+
+    words = re.findall(r"\(|\)|[^\s()]+", markexpr)
+    if not words:
+        return False
+
+    def selects(markers: set[str]) -> bool:
+        text = " ".join(w if w in ("and", "or", "not", "(", ")") else str(w in markers) for w in words)
+        try:
+            return bool(eval(text, {"__builtins__": {}}))  # noqa: S307 (only True, False, and/or/not, parentheses)
+        except SyntaxError:
+            return False
+
+    return selects({"compose"}) and not selects(set())
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A ``gpu`` test without a GPU: skipped, or with PIPELINE_REQUIRE_GPU=1 failed, before its
-    fixtures start anything."""
+    """A ``compose`` test not asked for with ``-m compose``: skipped (it builds and runs the compose
+    stack: by hand only). A ``gpu`` test without a GPU: skipped, or with PIPELINE_REQUIRE_GPU=1
+    failed. Both before their fixtures start anything."""
+    if item.get_closest_marker("compose") is not None and not compose_selected(item.config.option.markexpr or ""):
+        pytest.skip("the compose stack, by hand: make compose-smoke (pytest -m compose)")
     if item.get_closest_marker("gpu") is None or cuda_devices():
         return
     if REQUIRE_GPU:

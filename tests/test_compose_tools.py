@@ -1,8 +1,9 @@
 """The compose stack's tools, without an engine: which base images the stack needs and how the
 stand-ins are built (``scripts/base_images.py``), the wheelhouse the image installs from
 (``scripts/compose_stack.py``), the services' health checks (``scripts/healthcheck.py``), the
-smoke's override (``scripts/compose_smoke.py``) and the first landing of every pipeline's example
-data (``scripts/land_examples.sh``). ``make compose-smoke`` runs them for real."""
+smoke's override and pipelines (``tests/deployed/compose_smoke.py``), the first landing of every
+pipeline's example data (``scripts/land_examples.sh``) and how the ``compose`` marker is selected.
+``make compose-smoke`` runs them for real."""
 
 from __future__ import annotations
 
@@ -33,7 +34,6 @@ def _load(name: str):
 base_images = _load("base_images")
 healthcheck = _load("healthcheck")
 compose_stack = _load("compose_stack")
-compose_smoke = _load("compose_smoke")
 
 
 # --- base images ---------------------------------------------------------------------------------
@@ -222,13 +222,29 @@ def test_a_dead_service_is_unhealthy_with_its_reason(capsys):
 # --- the smoke --------------------------------------------------------------------------------------
 
 
-def test_the_smoke_points_the_job_services_at_its_config_and_leaves_init_alone():
+def test_the_smoke_points_the_job_services_at_its_pipelines_and_leaves_init_alone():
+    from tests.deployed import compose_smoke
+
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     services = compose_smoke.override()["services"]
     assert set(services) <= set(compose["services"]) and "airflow-init" not in services
-    assert {s["environment"]["PIPELINE_CONFIG"] for s in services.values()} == {compose_smoke.CONFIG_IN_LAKE}
+    assert {s["environment"]["PIPELINES_DIR"] for s in services.values()} == {compose_smoke.PIPELINES_IN_LAKE}
     assert compose_smoke.merged({"a": {"b": 1, "c": 2}, "d": [1]}, {"a": {"b": 3}, "d": []}) == \
         {"a": {"b": 3, "c": 2}, "d": []}
+
+
+def test_the_smoke_serves_both_bundled_pipelines_each_under_a_model_of_its_own():
+    """Its deployment's files load against the bundled pipelines and name the image's copies."""
+    from jobs.config import load_config
+    from jobs.config.files import PIPELINES
+    from tests.deployed import compose_smoke
+
+    models = set()
+    for name, changes in (("flights", compose_smoke.SMOKE_CONFIG), ("bikeshare", compose_smoke.BIKES_CONFIG)):
+        text = yaml.safe_load(compose_smoke.pipeline_file(name, changes))
+        assert text["pipeline"] == f"/opt/pipeline/pipelines/{name}"
+        models.add(load_config(PIPELINES / name, profiles=(), overlays=(), changes=changes).train.model_name)
+    assert models == {compose_smoke.MODEL, compose_smoke.BIKES_MODEL}
 
 
 def test_init_lands_every_pipeline_with_a_landing_once(tmp_path):
@@ -244,6 +260,15 @@ def test_init_lands_every_pipeline_with_a_landing_once(tmp_path):
     assert done.stdout.count("left as it is") == len(folders), done.stdout
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     assert "scripts/land_examples.sh" in " ".join(compose["services"]["airflow-init"]["command"])
+
+
+@pytest.mark.parametrize(("markexpr", "selected"), [
+    ("compose", True), ("compose or gpu", True), ("(compose)", True), ("", False), ("not compose", False),
+    ("not e2e and not slow", False), ("not (compose)", False)])
+def test_compose_tests_run_only_when_m_names_the_marker(markexpr, selected):
+    from tests.conftest import compose_selected
+
+    assert compose_selected(markexpr) is selected
 
 
 def test_a_component_hung_past_the_limit_is_ended_so_that_the_engine_restarts_it():

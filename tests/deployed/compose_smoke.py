@@ -1,34 +1,17 @@
-"""The compose stack for real, end to end (``make compose-smoke``; by hand, not in ``make test``).
+"""The compose stack as ``test_compose_smoke.py`` drives it: its own compose project and override,
+the pipelines it serves, each step timed into a report, and the checks and faults as methods.
 
-``python scripts/compose_smoke.py --help`` lists its options.
+The stack runs the bundled flights and bikeshare pipelines with small changes (``SMOKE_CONFIG``,
+``BIKES_CONFIG``: a 5-day window, two epochs, one candidate, no baselines), served from the lake
+volume as a deployment's files (``$PIPELINES_DIR``, through a compose override), so that a training
+takes minutes on two cores. The compose calls go through ``scripts/compose_stack.py``.
 
-On this machine, from nothing (its own compose project, whose volumes it removes first):
-
-1. the engine and compose (installed and started if need be: ``scripts/compose_stack.py``), the
-   base images without a registry, the image, ``up -d --wait``: each timed;
-2. every container runs as a user that is not root, every published port is on 127.0.0.1;
-3. the example data is in the lake volume (``airflow-init`` lands it); through Airflow's REST API
-   with the admin password of ``.env``: the DAGs unpaused, an ingest of the first week, a first
-   training (its ``champion_model`` Asset then re-scores its last day), and a night: the ingest
-   of the next day, whose ``features`` Asset starts the scoring and the monitor of that day;
-4. the predictions and the monitor's record of the night are in the lake; MLflow serves the
-   champion (its artifacts downloaded through the server); the Airflow UI and the Model health
-   page in headless Chromium, as screenshots (``--shots``);
-5. ``down`` and ``up`` again: the lake, the MLflow runs, the registry and Airflow's runs are all
-   still there (named volumes);
-6. with ``--faults``: the scheduler killed in a run (compose restarts it and the run finishes),
-   PostgreSQL killed (the stack recovers, nothing lost), the Spark worker killed during training
-   (the retry resumes from its checkpoint).
-
-The stack runs a small config (``SMOKE_CONFIG``: a 5-day window, two epochs, one candidate, no
-baselines) from the lake volume through a compose override, so that a training takes minutes on
-two cores. It prints each step with its time and writes them to ``.pipeline/compose/smoke.json``;
-``--keep`` leaves the stack up at the end (``python scripts/compose_stack.py down --project ...``).
+Not a test module.
 """
 
 from __future__ import annotations
 
-import argparse
+import base64
 import contextlib
 import datetime as dt
 import json
@@ -41,8 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
 import compose_stack  # noqa: E402
@@ -52,12 +34,11 @@ PROJECT = "lakeflow-smoke"
 AIRFLOW = "http://127.0.0.1:8080"
 MLFLOW = "http://127.0.0.1:5000"
 DAGS = ["flights_ingest", "flights_score", "flights_train"]
+BIKES_DAGS = ["bikeshare_ingest", "bikeshare_score", "bikeshare_train"]
 MODEL = "smoke_model"
-TRAIN_DATE = dt.date(2013, 1, 7)  # trains on 01-01..01-05, evaluates on 01-06..01-07
-NIGHT = dt.date(2013, 1, 8)  # the night after: ingest, then scoring and monitoring of that day
-FAULT_NIGHT = dt.date(2013, 1, 9)
-CONFIG_IN_LAKE = "/data/smoke/pipeline.yaml"
-PIPELINE_IN_IMAGE = "/opt/pipeline/pipelines/flights"  # the Dockerfile's copy of pipelines/
+BIKES_MODEL = "smoke_bikes"  # the bikeshare's registered model and MLflow experiment
+PIPELINES_IN_LAKE = "/data/smoke/pipelines"  # the deployment's files: $PIPELINES_DIR of the job services
+PIPELINES_IN_IMAGE = "/opt/pipeline/pipelines"  # the Dockerfile's copy of pipelines/
 # What the smoke changes in the flights pipeline (as tests/deployed/scenario.py's stack_config does).
 SMOKE_CONFIG = {
     "train": {"train_days": 5, "validation_days": 0, "holdout_days": 2, "epochs": 2, "num_processes": 2,
@@ -67,11 +48,22 @@ SMOKE_CONFIG = {
     "evaluation": {"threshold": 0.5},
     "sweep": {"size": 1, "families": ["mlp"]},
 }
-# The services that run the jobs' code (the config must be in the lake before they read it:
-# airflow-init lands the data with the default one).
+# ... and in the bikeshare pipeline: the same short window, a model and experiment of its own, every
+# retraining promoted (tests/deployed/scenario.py's write_pipelines).
+BIKES_CONFIG = {
+    "train": {"train_days": 5, "max_train_days": 5, "validation_days": 0, "holdout_days": 2, "epochs": 2,
+              "num_processes": 1, "model_name": BIKES_MODEL, "experiment": BIKES_MODEL, "promotion_margin": -1.0},
+    "baselines": [],
+    "validation": {"great_expectations": False},
+    "evaluation": {"threshold": 0.5, "segments": []},
+    "sweep": {"size": 1, "families": ["mlp"], "blend": [], "learning_rate": [], "width": [], "depth": [],
+              "epochs": []},
+}
+# The services that run the jobs' code.
 CONFIGURED = ["airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
               "spark-master", "spark-worker"]
 STATE = compose_stack.STATE
+REPORT = STATE / "smoke.json"
 
 
 def merged(base: dict, patch: dict) -> dict:
@@ -83,14 +75,37 @@ def merged(base: dict, patch: dict) -> dict:
 
 
 def override(services: list[str] = CONFIGURED) -> dict:
-    """The compose override of the smoke: its config for the services that run the jobs, and no
+    """The compose override of the smoke: its pipelines for the services that run the jobs, and no
     wait for raw data (a scheduled ingest of today, which has none, skips at once)."""
-    env = {"PIPELINE_CONFIG": CONFIG_IN_LAKE, "PIPELINE_RAW_WAIT_HOURS": "0"}
+    env = {"PIPELINES_DIR": PIPELINES_IN_LAKE, "PIPELINE_RAW_WAIT_HOURS": "0"}
     return {"services": {name: {"environment": env} for name in services}}
 
 
+def pipeline_file(name: str, changes: dict, patch: dict | None = None) -> str:
+    """A deployment's file for the bundled pipeline ``name``: the image's folder named, ``changes``
+    (and ``patch``) listed; checked against this checkout's copy of the pipeline first."""
+    import yaml
+
+    from jobs.config import load_config
+    from jobs.config.files import PIPELINES
+
+    changes = merged(changes, patch or {})
+    load_config(PIPELINES / name, profiles=(), overlays=(), changes=changes)
+    return yaml.safe_dump({"pipeline": f"{PIPELINES_IN_IMAGE}/{name}", **changes}, sort_keys=False)
+
+
+def env_file() -> dict[str, str]:
+    values = {}
+    for line in (REPO / ".env").read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            name, value = line.split("=", 1)
+            values[name.strip()] = value.strip()
+    return values
+
+
 class Smoke:
-    """The steps, each timed into ``report``; compose calls go to this project with the override."""
+    """The stack of one compose project: its steps, each timed into ``report`` (written to
+    ``REPORT`` after every step); compose calls go to this project with the override."""
 
     def __init__(self, project: str, shots: Path) -> None:
         self.project, self.shots = project, shots
@@ -99,17 +114,28 @@ class Smoke:
         self.override = STATE / "smoke.override.yml"
         self.override.write_text(json.dumps(override(), indent=2))  # JSON is YAML
         self.airflow: Any = None
+        self.failed = ""  # the step that failed: the later tests build on the earlier ones
 
     # --- plumbing ---
 
     def step(self, name: str, action: Callable[[], Any]) -> Any:
+        """Run ``action`` as the step ``name``: timed, printed, recorded; a failure is remembered."""
         say(name)
         started = time.monotonic()
-        result = action()
-        took = round(time.monotonic() - started, 1)
-        self.report["steps"][name] = took
-        print(f"    {name}: {took:.0f} s", flush=True)
+        try:
+            result = action()
+        except BaseException:
+            self.failed = self.failed or name
+            raise
+        finally:
+            took = round(time.monotonic() - started, 1)
+            self.report["steps"][name] = took
+            print(f"    {name}: {took:.0f} s", flush=True)
+            self.write()
         return result
+
+    def write(self) -> None:
+        REPORT.write_text(json.dumps(self.report, indent=2, default=str))
 
     def compose(self, *args: str, **kwargs) -> Any:
         return compose(self.project, "-f", str(REPO / "docker-compose.yml"), "-f", str(self.override),
@@ -129,6 +155,20 @@ class Smoke:
 
     def container(self, service: str) -> str:
         return self.compose("ps", "-q", service, capture_output=True).stdout.strip()
+
+    def write_pipelines(self, flights_patch: dict | None = None) -> None:
+        """The deployment's files in the lake volume (before ``up``: a one-off container of the
+        image), so that the DAG processor's first parse finds both pipelines."""
+        files = {"flights.yaml": pipeline_file("flights", SMOKE_CONFIG, flights_patch),
+                 "bikeshare.yaml": pipeline_file("bikeshare", BIKES_CONFIG)}
+        script = f"mkdir -p {PIPELINES_IN_LAKE} && cd {PIPELINES_IN_LAKE}"
+        for name, text in files.items():  # base64: no quoting of the YAML in the shell
+            script += f" && echo {base64.b64encode(text.encode()).decode()} | base64 -d > {name}"
+        if self.container("airflow-scheduler"):
+            self.exec("airflow-scheduler", script)
+        else:
+            self.compose("run", "--rm", "--no-deps", "-T", "--entrypoint", "bash", "airflow-init", "-c", script,
+                         capture_output=True)
 
     def login(self) -> None:
         from tests.airflow_server import AirflowServer
@@ -165,12 +205,13 @@ class Smoke:
         def done(runs: dict[str, list[dict[str, Any]]]) -> bool:
             return any(r["dag_run_id"] == run_id and r["state"] == "success" for r in runs[dag_id])
 
-        runs = self.airflow.settle(DAGS, done, timeout=timeout)
+        runs = self.airflow.settle(DAGS + BIKES_DAGS, done, timeout=timeout)
         [run] = [r for r in runs[dag_id] if r["dag_run_id"] == run_id]
         return run
 
-    def lake_has(self, path: str) -> bool:
-        return self.exec("airflow-scheduler", f"test -e /data/lake/flights/{path} && echo yes || true").strip() == "yes"
+    def lake_has(self, path: str, pipeline: str = "flights") -> bool:
+        found = self.exec("airflow-scheduler", f"test -e /data/lake/{pipeline}/{path} && echo yes || true")
+        return found.strip() == "yes"
 
     def inventory(self) -> dict[str, Any]:
         """What must survive a down and up: lake files, MLflow runs and versions, Airflow's runs."""
@@ -180,10 +221,11 @@ class Smoke:
         client = mlflow.MlflowClient(MLFLOW)
         experiments = client.search_experiments()
         runs = len(client.search_runs([e.experiment_id for e in experiments], max_results=1000))
-        versions = len(client.search_model_versions(f"name = '{MODEL}'"))
-        champion = client.get_model_version_by_alias(MODEL, "champion").version
-        airflow_runs = {dag_id: len(self.airflow.dag_runs(dag_id)) for dag_id in DAGS}
-        return {"lake_files": lake, "mlflow_runs": runs, "model_versions": versions, "champion": champion,
+        versions = {model: len(client.search_model_versions(f"name = '{model}'")) for model in (MODEL, BIKES_MODEL)}
+        champions = {model: client.get_model_version_by_alias(model, "champion").version
+                     for model in (MODEL, BIKES_MODEL)}
+        airflow_runs = {dag_id: len(self.airflow.dag_runs(dag_id)) for dag_id in DAGS + BIKES_DAGS}
+        return {"lake_files": lake, "mlflow_runs": runs, "model_versions": versions, "champions": champions,
                 "airflow_runs": airflow_runs}
 
     def mlflow_serves_the_champion(self) -> dict[str, Any]:
@@ -200,9 +242,9 @@ class Smoke:
         return {"version": version.version, "run_id": version.run_id, "files": files}
 
     def screenshots(self) -> list[str]:
-        """The Airflow UI (the DAGs, the training run) and the Model health page, in headless Chromium."""
-        os.environ.setdefault("PIPELINE_TEST_HOME", str(STATE))
+        """The Airflow UI (both pipelines' DAGs) and the Model health page, in headless Chromium."""
         from selenium.webdriver.common.by import By
+        from selenium.webdriver.support.select import Select
 
         from tests.browser import Page, chromium
 
@@ -211,13 +253,18 @@ class Smoke:
             page = Page(browser, folder=Path(work) / "shots", prefix="compose-")
             page.log_in(self.airflow)
             browser.get(f"{AIRFLOW}/dags")
-            for dag_id in DAGS:
+            for dag_id in DAGS + BIKES_DAGS:
                 page.text(dag_id)
             shots = {"compose-airflow.png": page.shot("airflow")}
             browser.get(f"{AIRFLOW}/plugin/model-health")
             frame = page.wait.until(lambda d: d.find_element(By.TAG_NAME, "iframe"))
             browser.switch_to.frame(frame)
             page.text("Model health")
+            # two pipelines served: the first (bikeshare) is shown; pick the flights as a person does
+            picker = Select(page.wait.until(lambda d: d.find_element(By.NAME, "pipeline")))
+            picker.select_by_visible_text("flights")
+            browser.find_element(By.XPATH, "//button[@type='submit']").click()
+            page.wait.until(lambda d: "pipeline=flights" in d.execute_script("return window.location.search"))
             page.text(MODEL)
             browser.switch_to.default_content()
             shots["compose-model-health.png"] = page.shot("model-health")
@@ -251,9 +298,9 @@ class Smoke:
         time.sleep(3)
         return container
 
-    def fault_scheduler(self) -> dict[str, Any]:
+    def fault_scheduler(self, day: dt.date) -> dict[str, Any]:
         """The scheduler killed while a night's ingest runs: compose restarts it, the run finishes."""
-        run_id = self.airflow.trigger("flights_ingest", {"run_date": FAULT_NIGHT.isoformat()})["dag_run_id"]
+        run_id = self.airflow.trigger("flights_ingest", {"run_date": day.isoformat()})["dag_run_id"]
         self.wait_running("flights_ingest", run_id, "validate_raw")
         container = self.crash("airflow-scheduler")
         back = self.restarted("airflow-scheduler", container)
@@ -262,8 +309,7 @@ class Smoke:
             return any(r["dag_run_id"] == run_id and r["state"] == "success" for r in runs["flights_ingest"])
 
         self.airflow.settle(DAGS, done, timeout=900)
-        return {"back_after_s": round(back, 1), "run": run_id,
-                "scored": self.lake_has(f"predictions/date={FAULT_NIGHT}")}
+        return {"back_after_s": round(back, 1), "run": run_id, "scored": self.lake_has(f"predictions/date={day}")}
 
     def restart_counts(self) -> dict[str, int]:
         return {c["Config"]["Labels"]["com.docker.compose.service"]: c["RestartCount"]
@@ -301,16 +347,20 @@ class Smoke:
         return {"back_after_s": round(back, 1), "scheduling_again_after_s": round(90 + scheduling, 1),
                 "restarted": restarted, "inventory": after}
 
-    def fault_spark_worker(self) -> dict[str, Any]:
+    def fault_spark_worker(self, day: dt.date) -> dict[str, Any]:
         """The Spark worker crashes while the model trains (the sweep's candidate: its ranks are the
         worker's Python processes): the task's retry resumes from the checkpoint of the last epoch
         the first try finished."""
-        day = NIGHT.isoformat()  # a window of its own
         # The ranks on the cluster (a barrier stage on the worker's two cores): with the config's
         # local_mode they run in the driver's process, in the scheduler's container, and a worker
         # that crashes takes no rank with it.
-        on_cluster = smoke_config({"train": {"local_mode": False}})
-        self.exec("airflow-scheduler", f"cat > {CONFIG_IN_LAKE}", stdin=on_cluster)
+        self.write_pipelines({"train": {"local_mode": False}})
+        try:
+            return self._worker_crash_in_training(day.isoformat())
+        finally:
+            self.write_pipelines()
+
+    def _worker_crash_in_training(self, day: str) -> dict[str, Any]:
         # Enough epochs that the crash falls between two of them (an epoch of 5 days takes a second or two).
         run_id = self.airflow.trigger("flights_train", {"run_date": day, "sweep_epochs": [150]})["dag_run_id"]
         self.wait_running("flights_train", run_id, "train_candidate", timeout=900)
@@ -325,17 +375,16 @@ class Smoke:
         container = self.crash("spark-worker")
         back = self.restarted("spark-worker", container)
 
-        def done(runs: dict[str, list[dict[str, Any]]]) -> bool:
+        def done() -> bool:
             return any(r["dag_run_id"] == run_id and r["state"] in ("success", "failed")
-                       for r in runs["flights_train"])
+                       for r in self.airflow.dag_runs("flights_train"))
 
         # Not settle(): it fails at the first failed try, and the crash fails one on purpose.
         deadline = time.monotonic() + 1500
-        while not done({"flights_train": self.airflow.dag_runs("flights_train")}):
+        while not done():
             if time.monotonic() > deadline:
                 raise StackError(f"the training did not end within 1500 s:\n{self.airflow.describe('flights_train')}")
             time.sleep(5)
-        self.exec("airflow-scheduler", f"cat > {CONFIG_IN_LAKE}", stdin=smoke_config())
         [ti] = [ti for ti in self.airflow.task_instances("flights_train")
                 if ti["dag_run_id"] == run_id and ti["task_id"] == "train_candidate"]
         log = self.airflow.task_log("flights_train", run_id, "train_candidate", ti["try_number"], lines=2000,
@@ -345,122 +394,3 @@ class Smoke:
             raise StackError(f"the candidate's retry did not resume: {ti['state']}, try {ti['try_number']}")
         return {"back_after_s": round(back, 1), "checkpoints_at_crash": checkpoints, "state": ti["state"],
                 "tries": ti["try_number"], "resumed": resumed[:3]}
-
-
-FAULTS = {
-    "scheduler": ("fault: the scheduler crashes in a run", "fault_scheduler"),
-    "postgres": ("fault: PostgreSQL crashes", "fault_postgres"),
-    "worker": ("fault: the Spark worker crashes in training", "fault_spark_worker"),
-}
-
-
-def faults(smoke: Smoke, report: dict[str, Any], which: list[str] | None = None) -> None:
-    for name in which or list(FAULTS):
-        title, method = FAULTS[name]
-        report[method] = smoke.step(title, getattr(smoke, method))
-        print(f"    {json.dumps(report[method], default=str)}", flush=True)
-
-
-def env_file() -> dict[str, str]:
-    values = {}
-    for line in (REPO / ".env").read_text().splitlines():
-        if "=" in line and not line.lstrip().startswith("#"):
-            name, value = line.split("=", 1)
-            values[name.strip()] = value.strip()
-    return values
-
-
-def smoke_config(patch: dict | None = None) -> str:
-    """A deployment's file: the image's flights pipeline named, SMOKE_CONFIG (and ``patch``) the changes."""
-    import yaml
-
-    return yaml.safe_dump({"pipeline": PIPELINE_IN_IMAGE, **merged(SMOKE_CONFIG, patch or {})}, sort_keys=False)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--project", default=PROJECT,
-                        help="the compose project the smoke runs as (default: %(default)s)")
-    parser.add_argument("--faults", action="store_true", help="also kill the scheduler, PostgreSQL, the Spark worker")
-    parser.add_argument("--keep", action="store_true", help="leave the stack up at the end")
-    parser.add_argument("--reuse", action="store_true", help="keep the project's volumes from an earlier run")
-    parser.add_argument("--shots", default=str(STATE / "screenshots"),
-                        help="where the screenshots go (default: .pipeline/compose/screenshots; docs/ to refresh the "
-                             "documentation's)")
-    parser.add_argument("--write-env", action="store_true",
-                        help="no .env: write one with fresh random secrets without asking")
-    parser.add_argument("--faults-only", action="store_true",
-                        help="only the faults, on the stack an earlier run left up (with --keep)")
-    parser.add_argument("--fault", action="append", choices=list(FAULTS), help="only this fault (repeatable)")
-    args = parser.parse_args(argv)
-    try:
-        print(f"==> {compose_stack.ensure_env(True if args.write_env else None)}", flush=True)
-    except compose_stack.StackError as exc:
-        sys.exit(f"compose_smoke: {exc}")
-
-    smoke = Smoke(args.project, Path(args.shots))
-    report = smoke.report
-    out = STATE / "smoke.json"
-    try:
-        report["engine"] = smoke.step("engine", compose_stack.ensure_engine)
-        report["compose"] = smoke.step("compose", lambda: " ".join(compose_stack.compose_cli()) + ": "
-                                       + compose_stack.compose_version())
-        print(f"    {report['compose']}")
-        if args.faults_only:
-            smoke.step("build (base images, wheelhouse, image)", lambda: compose_stack.build(args.project))
-            smoke.step("up -d --wait", smoke.up)
-            smoke.login()
-            faults(smoke, report, args.fault)
-            report["result"] = "passed"
-            return
-        if not args.reuse:
-            smoke.step("down --volumes (a fresh start)", lambda: smoke.compose("down", "--volumes", "--remove-orphans"))
-        smoke.step("build (base images, wheelhouse, image)", lambda: compose_stack.build(args.project))
-        smoke.step("up -d --wait", smoke.up)
-        report["containers"] = smoke.step("non-root, loopback, limits", smoke.hardened)
-        if not smoke.lake_has("raw/flights/date=2013-01-01/flights.csv"):
-            raise StackError("airflow-init did not land the example data in the lake volume")
-        smoke.exec("airflow-scheduler", f"mkdir -p $(dirname {CONFIG_IN_LAKE}) && cat > {CONFIG_IN_LAKE}",
-                   stdin=smoke_config())
-        smoke.step("log in with .env's password", smoke.login)
-        for dag_id in DAGS:
-            smoke.airflow.wait_for_dag(dag_id, timeout=300)
-            smoke.airflow.unpause(dag_id)
-        first = TRAIN_DATE - dt.timedelta(days=6)
-        smoke.step("ingest the first week", lambda: smoke.run_dag(
-            "flights_ingest", {"run_date": TRAIN_DATE.isoformat(), "days": (TRAIN_DATE - first).days + 1}))
-        smoke.step("first training (and its re-scoring)", lambda: smoke.run_dag(
-            "flights_train", {"run_date": TRAIN_DATE.isoformat()}, timeout=1500))
-        smoke.step("a night: ingest, then scoring and monitoring by the Asset", lambda: smoke.run_dag(
-            "flights_ingest", {"run_date": NIGHT.isoformat()}))
-        for path in (f"predictions/date={NIGHT}", f"monitoring/date={NIGHT}"):
-            if not smoke.lake_has(path):
-                raise StackError(f"the night left no {path} in the lake")
-        report["champion"] = smoke.step("MLflow serves the champion", smoke.mlflow_serves_the_champion)
-        report["screenshots"] = smoke.step("screenshots", smoke.screenshots)
-        before = smoke.step("inventory", smoke.inventory)
-        smoke.step("down", lambda: smoke.compose("down"))
-        smoke.step("up again", smoke.up)
-        smoke.login()
-        after = smoke.inventory()
-        report["persistence"] = {"before": before, "after": after}
-        if after != before:
-            raise StackError(f"down and up lost something: {before} -> {after}")
-        print(f"    all there after down and up: {after}")
-        if args.faults:
-            faults(smoke, report, args.fault)
-        report["result"] = "passed"
-    except Exception as exc:
-        report["result"] = f"failed: {exc}"
-        raise
-    finally:
-        out.write_text(json.dumps(report, indent=2, default=str))
-        print(f"==> {report.get('result')}; steps and times in {out}")
-        if not args.keep:
-            with_stack = compose_stack.engine_answers()
-            if with_stack:
-                smoke.compose("down")
-
-
-if __name__ == "__main__":
-    main()
