@@ -27,31 +27,39 @@ from benchmarks.common import pipeline_environment
 from tests import jit
 
 REPO = Path(__file__).resolve().parents[1]
-# One home per test process, even if this module were imported a second time under another name.
-# Under pytest-xdist (``make test`` runs two workers) each worker has its own, inside the home of
-# the process that started it: its own lake, MLflow store and Airflow database.
+# One home per test process. Under pytest-xdist (``make test`` runs two workers) each worker has its
+# own, inside the home of the process that started it: its own lake, MLflow store and Airflow
+# database. Imported a second time under another name (``from tests.conftest import ...``: pytest
+# imports this file as ``conftest``), it changes nothing: the environment the fixtures have set
+# since (a test's LAKE_ROOT, PIPELINE_CONFIG) stays, and no home is nested in the worker's.
+SET_UP_BY = "PIPELINE_TEST_PROCESS"  # the process that set the environment up
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+AGAIN = os.environ.get(SET_UP_BY) == str(os.getpid())
 RUN_HOME = Path(os.environ.get("PIPELINE_TEST_HOME") or tempfile.mkdtemp(prefix="pipeline-tests-"))
 SESSION_HOME = RUN_HOME
-if WORKER:
+if AGAIN and WORKER:
+    RUN_HOME = SESSION_HOME.parent
+elif WORKER:
     SESSION_HOME = RUN_HOME / WORKER
     SESSION_HOME.mkdir(parents=True, exist_ok=True)
 
 
 # Read before the environment is rebuilt (it drops PIPELINE_* settings), and kept for subprocesses.
 REQUIRE_GPU = os.environ.get("PIPELINE_REQUIRE_GPU", "") == "1"
-_environment = pipeline_environment(SESSION_HOME)  # from this process's environment: before clearing it
-os.environ.clear()
-os.environ.update(_environment)
-if REQUIRE_GPU:
-    os.environ["PIPELINE_REQUIRE_GPU"] = "1"
-os.environ["PIPELINE_TEST_HOME"] = str(SESSION_HOME)
-# The interpreter running the tests is the venv's: its bin (spark-submit, airflow) comes first.
-os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-# The JVMs the tests start compile with C1 only; this process's session keeps every tier (tests/jit.py).
-_submit_opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
-if jit.ONE_JOB not in _submit_opts.split():  # an xdist worker has it from the controller already
-    os.environ["SPARK_SUBMIT_OPTS"] = f"{_submit_opts} {jit.ONE_JOB}".strip()
+if not AGAIN:
+    _environment = pipeline_environment(SESSION_HOME)  # from this process's environment: before clearing it
+    os.environ.clear()
+    os.environ.update(_environment)
+    if REQUIRE_GPU:
+        os.environ["PIPELINE_REQUIRE_GPU"] = "1"
+    os.environ["PIPELINE_TEST_HOME"] = str(SESSION_HOME)
+    os.environ[SET_UP_BY] = str(os.getpid())
+    # The interpreter running the tests is the venv's: its bin (spark-submit, airflow) comes first.
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    # The JVMs the tests start compile with C1 only; this process's session keeps every tier (tests/jit.py).
+    _submit_opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    if jit.ONE_JOB not in _submit_opts.split():  # an xdist worker has it from the controller already
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{_submit_opts} {jit.ONE_JOB}".strip()
 
 # Days of real data the tests land: enough for a tiny training window and a scoring day.
 FIRST_DAY = dt.date(2013, 1, 1)

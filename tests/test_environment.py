@@ -107,3 +107,17 @@ def _bindable(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def test_the_conftest_imported_again_under_another_name_changes_nothing(monkeypatch):
+    """``from tests.conftest import ...`` runs the file again as another module: the environment a
+    fixture set since stays, and the worker's home is not nested in itself."""
+    import importlib
+    import sys
+
+    monkeypatch.setenv("LAKE_ROOT", "/a/fixture/s/lake")
+    home = os.environ["PIPELINE_TEST_HOME"]
+    monkeypatch.delitem(sys.modules, "tests.conftest", raising=False)
+    again = importlib.import_module("tests.conftest")
+    assert os.environ["LAKE_ROOT"] == "/a/fixture/s/lake" and os.environ["PIPELINE_TEST_HOME"] == home
+    assert again.SESSION_HOME == Path(home)
