@@ -64,8 +64,7 @@ class NeverScoredError(DataError, LookupError):
 def monitored_days(run_date: dt.date, label_delay_days: int, calendar: FeedCalendar | None = None) -> list[dt.date]:
     """The days a run for ``run_date`` writes: the day whose outcomes just landed (``label_delay_days``
     open days of ``calendar`` before; default: every day open), then the run date."""
-    landed = (calendar.shifted(run_date, -label_delay_days) if calendar is not None
-              else run_date - dt.timedelta(days=label_delay_days))
+    landed = (calendar or FeedCalendar()).shifted(run_date, -label_delay_days)
     return list(dict.fromkeys([landed, run_date]))
 
 

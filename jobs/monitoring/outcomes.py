@@ -56,9 +56,9 @@ def outcomes_in(features_days: set[dt.date], day: dt.date, label_delay_days: int
                 calendar: FeedCalendar | None = None) -> bool:
     """Whether day ``day``'s outcomes have landed: day ``day + label_delay_days`` has features (the
     delay counted in open days of ``calendar``; default: every day)."""
-    if calendar is None:
-        return day + dt.timedelta(days=label_delay_days) in features_days
-    return calendar.shifted(day, label_delay_days) in features_days
+    from jobs.config import FeedCalendar
+
+    return (calendar or FeedCalendar()).shifted(day, label_delay_days) in features_days
 
 
 def joined_rows(spark: SparkSession, lake: Lake, source: PredictionSource, days: dict[dt.date, bool],
