@@ -28,6 +28,7 @@ import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 import yaml
@@ -39,7 +40,7 @@ IMAGE = "lakeflow-mlops:latest"
 
 AIRFLOW_SERVICES = {"airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
                     "airflow-triggerer"}
-SPARK_SERVICES = {"spark-master", "spark-worker", "spark-worker-gpu"}
+SPARK_SERVICES = {"spark-master", "spark-worker", "spark-worker-gpu", "spark-connect"}
 
 # What scripts/env.sh exports that the compose services do not set, and why.
 LOCAL_ONLY = {
@@ -57,11 +58,13 @@ DEPLOYMENT_ONLY = {
     "AIRFLOW__API_AUTH__JWT_SECRET": "a secret from .env; locally one airflow.cfg serves every process",
     "AIRFLOW__API__SECRET_KEY": "a secret from .env; locally one airflow.cfg serves every process",
     "AIRFLOW_ADMIN_PASSWORD": "a secret from .env, the admin's login; locally the API server generates one",
+    "PIPELINE_SPARK_REMOTE": "the spark-connect service; locally a Connect server only with make airflow CONNECT=1",
 }
 # What a Spark service may set besides the pipeline's settings.
 SPARK_DEPLOYMENT_ONLY = {
     "SPARK_WORKER_OPTS": "the GPU worker's resources",
     "NVIDIA_DRIVER_CAPABILITIES": "what the NVIDIA runtime mounts into the GPU worker",
+    "SPARK_DRIVER_MEMORY": "the Connect server's heap, where its local executors run too",
 }
 # Settings whose value differs on purpose even though the local value does not depend on a path.
 DIFFERENT_VALUE = {"AIRFLOW_CONN_SPARK_DEFAULT": "local[2] locally, the standalone master here"}
@@ -277,6 +280,32 @@ def test_spark_cluster_is_started_with_spark_class_like_the_tests():
     for name in ("spark-worker", "spark-worker-gpu"):
         worker = services[name]["command"]
         assert "org.apache.spark.deploy.worker.Worker" in worker and "spark://spark-master:7077" in worker
+
+
+def test_nightly_jobs_share_the_spark_connect_service():
+    """The Airflow services give the jobs the spark-connect service's address; that service runs the
+    project's own server module on the port named, listening beyond loopback inside the compose
+    network only (nothing published), and the scheduler, whose tasks open sessions there, waits for
+    it to be healthy."""
+    from jobs.runtime.connect_server import SERVER_CLASS, command
+
+    services = _compose()["services"]
+    remote = urlparse(services["airflow-scheduler"]["environment"]["PIPELINE_SPARK_REMOTE"])
+    assert remote.scheme == "sc" and remote.hostname in services
+    server = services[remote.hostname]
+    argv = server["command"]
+    assert argv[:3] == ["python", "-m", "jobs.runtime.connect_server"]
+    options = dict(zip(argv[3::2], argv[4::2], strict=True))
+    assert options["--port"] == str(remote.port) and options["--host"] == "0.0.0.0"
+    assert "ports" not in server, "a Connect server has no login: never publish it"
+    assert "lake:/data" in server["volumes"]
+    assert services["airflow-scheduler"]["depends_on"]["spark-connect"] == {"condition": "service_healthy"}
+    assert services["airflow-scheduler"]["depends_on"]["airflow-init"] == {
+        "condition": "service_completed_successfully"}
+    # What the module starts with those options: spark-submit of the server class, bound as asked.
+    line = command(int(options["--port"]), options["--master"], options["--host"])
+    assert SERVER_CLASS in line and f"spark.connect.grpc.binding.address={options['--host']}" in line
+    assert f"spark.connect.grpc.binding.port={remote.port}" in line
 
 
 def test_dockerfile_copies_what_the_services_use():

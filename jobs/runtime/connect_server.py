@@ -4,8 +4,11 @@
 stopped (Ctrl-C, SIGTERM). Then give the Airflow workers ``PIPELINE_SPARK_REMOTE=sc://127.0.0.1:<port>``:
 each task still spark-submits its job, and the job's session is a Spark Connect session on this server
 (:func:`jobs.runtime.session.get_spark`), so no task pays for a new driver and a cold JVM. The server
-listens on loopback only. Its Python workers (scoring's ``predict_batch_udf``) run with this
-environment's Python, so start it from the same environment as the workers (``source scripts/env.sh``).
+listens on loopback unless ``--host`` says otherwise (the compose stack's ``spark-connect`` service
+listens on its container's network, which only the stack's services reach): a Connect server has no
+login, and whoever reaches its port runs code as its user. Its Python workers (scoring's
+``predict_batch_udf``) run with this environment's Python, so start it from the same environment as
+the workers (``source scripts/env.sh``).
 """
 
 from __future__ import annotations
@@ -22,24 +25,26 @@ from jobs.runtime.session import DRIVER_CONF
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
-def command(port: int, master: str) -> list[str]:
-    """The spark-submit command line of a server on ``port`` (loopback) with ``master``."""
+def command(port: int, master: str, host: str = "127.0.0.1") -> list[str]:
+    """The spark-submit command line of a server on ``host:port`` with ``master``."""
     return ["spark-submit", "--class", SERVER_CLASS, "--name", "pipeline Spark Connect server", "--master", master,
-            "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+            "--conf", f"spark.connect.grpc.binding.address={host}",
             "--conf", f"spark.connect.grpc.binding.port={port}",
             "--conf", "spark.ui.showConsoleProgress=false",
             *[arg for key, value in DRIVER_CONF.items() for arg in ("--conf", f"{key}={value}")]]
 
 
-def wait_ready(port: int, process: subprocess.Popen, timeout: float = 120.0, log: Path | None = None) -> None:
-    """Return once the server accepts connections; fail if it exits or ``timeout`` passes."""
+def wait_ready(port: int, process: subprocess.Popen, timeout: float = 120.0, log: Path | None = None,
+               host: str = "127.0.0.1") -> None:
+    """Return once the server on ``host`` accepts connections; fail if it exits or ``timeout`` passes."""
+    host = "127.0.0.1" if host == "0.0.0.0" else host
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"the Spark Connect server exited with code {process.returncode}"
                                + (f": see {log}" if log else ""))
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
+            with socket.create_connection((host, port), timeout=1):
                 return
         except OSError:
             time.sleep(0.5)
@@ -74,13 +79,17 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--port", type=int, default=15002,
                         help="the loopback port the server listens on (default: %(default)s)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="the address the server listens on (default: %(default)s, loopback; 0.0.0.0: every "
+                             "interface, only where no one else reaches them, as in a container's network)")
     parser.add_argument("--master", default="local[2]",
                         help="the Spark master the server's session runs on (default: %(default)s)")
     args = parser.parse_args(argv)
-    process = subprocess.Popen(command(args.port, args.master))
+    process = subprocess.Popen(command(args.port, args.master, args.host))
     try:
-        wait_ready(args.port, process)
-        print(f"Spark Connect server ready: export PIPELINE_SPARK_REMOTE=sc://127.0.0.1:{args.port}", flush=True)
+        wait_ready(args.port, process, host=args.host)
+        where = "127.0.0.1" if args.host == "0.0.0.0" else args.host
+        print(f"Spark Connect server ready: export PIPELINE_SPARK_REMOTE=sc://{where}:{args.port}", flush=True)
         process.wait()
     finally:
         stop(process)

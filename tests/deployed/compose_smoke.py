@@ -12,6 +12,7 @@ Not a test module.
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import datetime as dt
 import json
@@ -33,6 +34,9 @@ from compose_stack import StackError, compose, say  # noqa: E402
 PROJECT = "lakeflow-smoke"
 AIRFLOW = "http://127.0.0.1:8080"
 MLFLOW = "http://127.0.0.1:5000"
+SPARK_MASTER = "http://127.0.0.1:8081"
+# The jobs whose sessions are on the spark-connect service (their applications' names start with them).
+NIGHTLY_JOBS = ("validate", "features", "score", "monitor")
 DAGS = ["flights_ingest", "flights_score", "flights_train"]
 BIKES_DAGS = ["bikeshare_ingest", "bikeshare_score", "bikeshare_train"]
 MODEL = "smoke_model"
@@ -61,7 +65,7 @@ BIKES_CONFIG = {
 }
 # The services that run the jobs' code.
 CONFIGURED = ["airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
-              "spark-master", "spark-worker"]
+              "spark-master", "spark-worker", "spark-connect"]
 STATE = compose_stack.STATE
 REPORT = STATE / "smoke.json"
 
@@ -227,6 +231,26 @@ class Smoke:
         airflow_runs = {dag_id: len(self.airflow.dag_runs(dag_id)) for dag_id in DAGS + BIKES_DAGS}
         return {"lake_files": lake, "mlflow_runs": runs, "model_versions": versions, "champions": champions,
                 "airflow_runs": airflow_runs}
+
+    def cluster_applications(self) -> list[str]:
+        """The names of the applications the Spark master runs and has run (its UI's JSON)."""
+        import urllib.request
+
+        with urllib.request.urlopen(f"{SPARK_MASTER}/json/", timeout=30) as answer:
+            state = json.load(answer)
+        return [app["name"] for key in ("activeapps", "completedapps") for app in state.get(key, [])]
+
+    def nightly_jobs_on_the_connect_server(self) -> dict[str, int]:
+        """No nightly job ran as an application of its own on the cluster: each opened its session on
+        the spark-connect service. Training did (its driver and ranks), which shows the master's
+        record is there to look at."""
+        names = self.cluster_applications()
+        own = [name for name in names if name.split("-")[0] in NIGHTLY_JOBS]
+        if own:
+            raise StackError(f"nightly jobs ran as applications of their own, not on the Connect server: {own}")
+        if not any(name.startswith("train-") for name in names):
+            raise StackError(f"the Spark master lists no training application: {names}")
+        return dict(collections.Counter(name.split("-")[0] for name in names))
 
     def mlflow_serves_the_champion(self) -> dict[str, Any]:
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")

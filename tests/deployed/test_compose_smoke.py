@@ -16,7 +16,9 @@ and the pipelines of ``compose_smoke.py`` (the bundled flights and bikeshare, ea
    the ingest of the next day, whose ``features`` Asset starts the scoring and the monitor of that
    day; MLflow serves the champion (its artifacts downloaded through the server);
 3. a night of each pipeline at once (``nights.run_night``): every run succeeded, each pipeline's
-   Assets started only its own DAGs, each MLflow experiment and model holds only its own runs;
+   Assets started only its own DAGs, each MLflow experiment and model holds only its own runs, and
+   the nightly jobs of both ran on the one ``spark-connect`` server (the Spark master ran none of
+   them as an application of its own, only the trainings);
 4. the Airflow UI and the Model health page in headless Chromium, as screenshots;
 5. ``down`` and ``up`` again: the lakes, the MLflow runs, the registry and Airflow's runs are all
    still there (named volumes);
@@ -177,6 +179,8 @@ def test_a_night_of_each_pipeline_at_once_keeps_each_to_its_own(smoke):
         assert smoke.lake_has(f"predictions/date={BIKES_DAY}", "bikeshare")
 
     smoke.step("each pipeline kept to its own", each_its_own)
+    smoke.report["cluster_applications"] = smoke.step("the nightly jobs on the Connect server",
+                                                      smoke.nightly_jobs_on_the_connect_server)
 
 
 def test_the_ui_shows_both_pipelines(smoke):
