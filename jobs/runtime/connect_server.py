@@ -25,13 +25,13 @@ from jobs.runtime.session import DRIVER_CONF
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
-def command(port: int, master: str, host: str = "127.0.0.1") -> list[str]:
-    """The spark-submit command line of a server on ``host:port`` with ``master``."""
+def command(port: int, master: str, host: str = "127.0.0.1", conf: dict[str, str] | None = None) -> list[str]:
+    """The spark-submit command line of a server on ``host:port`` with ``master`` and Spark settings ``conf``."""
     return ["spark-submit", "--class", SERVER_CLASS, "--name", "pipeline Spark Connect server", "--master", master,
             "--conf", f"spark.connect.grpc.binding.address={host}",
             "--conf", f"spark.connect.grpc.binding.port={port}",
             "--conf", "spark.ui.showConsoleProgress=false",
-            *[arg for key, value in DRIVER_CONF.items() for arg in ("--conf", f"{key}={value}")]]
+            *[arg for key, value in {**DRIVER_CONF, **(conf or {})}.items() for arg in ("--conf", f"{key}={value}")]]
 
 
 def wait_ready(port: int, process: subprocess.Popen, timeout: float = 120.0, log: Path | None = None,
@@ -84,8 +84,17 @@ def main(argv: list[str] | None = None) -> None:
                              "interface, only where no one else reaches them, as in a container's network)")
     parser.add_argument("--master", default="local[2]",
                         help="the Spark master the server's session runs on (default: %(default)s)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting of the server, as spark-submit's --conf (repeatable), e.g. "
+                             "spark.cores.max=2 on a cluster whose cores training needs too")
     args = parser.parse_args(argv)
-    process = subprocess.Popen(command(args.port, args.master, args.host))
+    conf = {}
+    for setting in args.conf:
+        key, sep, value = setting.partition("=")
+        if not sep or not key.startswith("spark."):
+            parser.error(f"--conf {setting!r}: give a Spark setting as spark.KEY=VALUE")
+        conf[key] = value
+    process = subprocess.Popen(command(args.port, args.master, args.host, conf))
     try:
         wait_ready(args.port, process, host=args.host)
         where = "127.0.0.1" if args.host == "0.0.0.0" else args.host
