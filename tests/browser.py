@@ -83,3 +83,21 @@ class Page:
         self.driver.find_element(By.NAME, "password").send_keys(password)
         self.driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
         self.wait.until(lambda d: "/auth/login" not in d.current_url)
+
+    def open_model_health(self, airflow_url: str, pipeline: str | None = None) -> None:
+        """Open the Model health page of the Airflow UI at ``airflow_url`` (logged in) and enter its
+        frame; with ``pipeline``, pick it in the page's pipeline picker as a person does (a stack
+        serving several pipelines shows the first one) and wait for its rows."""
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support.select import Select
+
+        self.driver.get(f"{airflow_url}/plugin/model-health")
+        frame = self.wait.until(lambda d: d.find_element(By.TAG_NAME, "iframe"))
+        self.driver.switch_to.frame(frame)
+        self.text("Model health")
+        if pipeline is None:
+            return
+        picker = Select(self.wait.until(lambda d: d.find_element(By.NAME, "pipeline")))
+        picker.select_by_visible_text(pipeline)
+        self.driver.find_element(By.XPATH, "//button[@type='submit']").click()
+        self.wait.until(lambda d: f"pipeline={pipeline}" in d.execute_script("return window.location.search"))

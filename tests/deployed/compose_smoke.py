@@ -267,9 +267,6 @@ class Smoke:
 
     def screenshots(self) -> list[str]:
         """The Airflow UI (both pipelines' DAGs) and the Model health page, in headless Chromium."""
-        from selenium.webdriver.common.by import By
-        from selenium.webdriver.support.select import Select
-
         from tests.browser import Page, chromium
 
         self.shots.mkdir(parents=True, exist_ok=True)
@@ -280,15 +277,7 @@ class Smoke:
             for dag_id in DAGS + BIKES_DAGS:
                 page.text(dag_id)
             shots = {"compose-airflow.png": page.shot("airflow")}
-            browser.get(f"{AIRFLOW}/plugin/model-health")
-            frame = page.wait.until(lambda d: d.find_element(By.TAG_NAME, "iframe"))
-            browser.switch_to.frame(frame)
-            page.text("Model health")
-            # two pipelines served: the first (bikeshare) is shown; pick the flights as a person does
-            picker = Select(page.wait.until(lambda d: d.find_element(By.NAME, "pipeline")))
-            picker.select_by_visible_text("flights")
-            browser.find_element(By.XPATH, "//button[@type='submit']").click()
-            page.wait.until(lambda d: "pipeline=flights" in d.execute_script("return window.location.search"))
+            page.open_model_health(AIRFLOW, "flights")  # two served: the first (bikeshare) is shown
             page.text(MODEL)
             browser.switch_to.default_content()
             shots["compose-model-health.png"] = page.shot("model-health")

@@ -257,22 +257,11 @@ def _check_decay(lake) -> None:
 def _see_the_model_health_page(airflow, tmp_path) -> list[str]:
     """The Model health page, opened from the Airflow UI's navigation as a person does, shows the
     decay and both retrainings with what started them; the HTML of what the browser showed."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.select import Select
-
     with chromium(tmp_path) as browser:
         page = Page(browser, prefix="backfill-")
         try:
             page.log_in(airflow)
-            browser.get(f"{airflow.url}/plugin/model-health")
-            frame = page.wait.until(lambda d: d.find_element(By.TAG_NAME, "iframe"))
-            browser.switch_to.frame(frame)
-            page.text("Model health")
-            # the stack serves two pipelines: the person picks the flights at the top of the page
-            picker = Select(page.wait.until(lambda d: d.find_element(By.NAME, "pipeline")))
-            picker.select_by_visible_text("flights")
-            browser.find_element(By.XPATH, "//button[@type='submit']").click()
-            page.wait.until(lambda d: "pipeline=flights" in d.execute_script("return window.location.search"))
+            page.open_model_health(airflow.url, "flights")  # the stack serves two pipelines
             page.text("decayed, retraining started")
             page.text(f"decay of version 1 on {DECAY_DAY}")
             page.text(f"drift on {DRIFT_DAY}")
