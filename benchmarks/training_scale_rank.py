@@ -3,22 +3,17 @@ own: a training rank that records its own peak memory, the plain PyTorch ``DataL
 measurements the capacity model (:mod:`studies.capacity`) takes as inputs (the all-reduce on
 gloo, the read rate).
 
-Usage (the benchmark starts these itself)::
-
-    python -m benchmarks.training_scale_rank peer JOB OUT LAUNCHED
-    python -m benchmarks.training_scale_rank read JOB OUT [MAX_ROWS]
-    python -m torch.distributed.run --standalone --nproc_per_node 2 -m benchmarks.training_scale_rank allreduce OUT P
-
-``JOB``: a :class:`jobs.training.rank.RankConfig` as JSON; ``OUT``: where the figures go (JSON).
-Top-level imports are light: a TorchDistributor rank imports this module to unpickle
-:func:`train_and_measure`, and its start is part of what the benchmark times.
+The benchmark starts these itself (``--help`` lists them; the all-reduce runs under
+``python -m torch.distributed.run --standalone --nproc_per_node 2``). Top-level imports are light:
+a TorchDistributor rank imports this module to unpickle :func:`train_and_measure`, and its start
+is part of what the benchmark times.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -199,22 +194,37 @@ def allreduce(out: str, parameters: int) -> None:
     dist.destroy_process_group()
 
 
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    measures = parser.add_subparsers(dest="what", required=True, metavar="MEASURE")
+    job_help = "a jobs.training.rank.RankConfig as JSON, in a file"
+    out_help = "where the figures go (JSON)"
+    peer_parser = measures.add_parser("peer", help="the plain PyTorch DataLoader peer of a rank, its peak memory")
+    peer_parser.add_argument("job", metavar="JOB", help=job_help)
+    peer_parser.add_argument("out", metavar="OUT", help=out_help)
+    peer_parser.add_argument("launched", metavar="LAUNCHED", type=float,
+                             help="when the benchmark started this process (time.time())")
+    read_parser = measures.add_parser("read", help="the data path without a model: rows/s, bytes per row")
+    read_parser.add_argument("job", metavar="JOB", help=job_help)
+    read_parser.add_argument("out", metavar="OUT", help=out_help)
+    read_parser.add_argument("max_rows", metavar="MAX_ROWS", type=int, nargs="?", default=1_000_000,
+                             help="rows to read at most (default: %(default)s)")
+    reduce_parser = measures.add_parser("allreduce", help="one all-reduce on gloo, under torch.distributed.run")
+    reduce_parser.add_argument("out", metavar="OUT", help=out_help + ", by rank 0")
+    reduce_parser.add_argument("parameters", metavar="P", type=int, help="the model's parameter count")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> None:
     from jobs.training.rank import RankConfig
 
-    args = argv if argv is not None else sys.argv[1:]
-    what = args[0]
-    if what == "allreduce":
-        allreduce(args[1], int(args[2]))
+    args = parser().parse_args(argv)
+    if args.what == "allreduce":
+        allreduce(args.out, args.parameters)
         return
-    job = RankConfig.from_json(Path(args[1]).read_text())
-    if what == "peer":
-        found = peer(job, float(args[3]))
-    elif what == "read":
-        found = read_rate(job, int(args[3]) if len(args) > 3 else 1_000_000)
-    else:
-        raise SystemExit(f"unknown measurement {what!r}: peer, read or allreduce")
-    Path(args[2]).write_text(json.dumps(found, default=float))
+    job = RankConfig.from_json(Path(args.job).read_text())
+    found = peer(job, args.launched) if args.what == "peer" else read_rate(job, args.max_rows)
+    Path(args.out).write_text(json.dumps(found, default=float))
 
 
 if __name__ == "__main__":

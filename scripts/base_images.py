@@ -1,8 +1,6 @@
 """Local stand-ins for the base images the compose stack names, built without an image registry.
 
-Usage (``scripts/base_images.sh``; ``make compose-up`` runs it)::
-
-    python scripts/base_images.py [--list] [--rebuild] [--mirror URL] [--work-dir DIR]
+``scripts/base_images.sh`` runs it, and ``make compose-up``; ``--help`` lists its options.
 
 Every ``FROM`` of the ``Dockerfile`` and every ``image:`` of ``docker-compose.yml`` that no service
 builds must exist in the engine before ``docker compose build`` and ``up``, or the engine pulls it
@@ -12,9 +10,6 @@ it into ``lakeflow-debian:bookworm-minbase``, and each stand-in's Dockerfile und
 ``docker/base-images/`` builds on that, tagged with the official name. An image the engine already
 has (the official one, on a machine with a registry) is left alone: ``--rebuild`` replaces ours.
 How each stand-in differs from the official image: docs/deployment.md.
-
-``--list`` prints the images the stack needs, one a line, each with ``present``, ``stand-in`` (this
-script builds it) or ``missing`` (no stand-in: pull it), and builds nothing.
 """
 
 from __future__ import annotations
@@ -169,7 +164,9 @@ def _build_root(work_dir: Path, mirror: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--list", action="store_true", help="print the images and what would be done; build nothing")
+    parser.add_argument("--list", action="store_true",
+                        help="print the images the stack needs, one a line, each present, stand-in "
+                             "(this script builds it) or missing (no stand-in: pull it); build nothing")
     parser.add_argument("--rebuild", action="store_true", help="build the stand-ins even where the images exist")
     parser.add_argument("--mirror", default=MIRROR, help=f"Debian mirror for debootstrap (default {MIRROR})")
     parser.add_argument("--work-dir", default=str(REPO / ".pipeline" / "base-images"),

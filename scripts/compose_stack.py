@@ -1,12 +1,7 @@
 """The compose stack on this machine: the engine, the base images, the image, ``up`` and ``down``.
 
-Usage (``make compose-up``, ``make compose-down``; ``make compose-smoke``'s test uses the same steps)::
-
-    python scripts/compose_stack.py up        [--project NAME]   engine, base images, wheelhouse, build, up --wait
-    python scripts/compose_stack.py down      [--project NAME]   stop and remove the containers; the volumes stay
-    python scripts/compose_stack.py build     [--project NAME]   the image only
-    python scripts/compose_stack.py engine                       install and start the engine and compose only
-    python scripts/compose_stack.py stop-engine                  stop the dockerd that `engine` started
+``python scripts/compose_stack.py --help`` lists its actions (``make compose-up`` runs ``up``,
+``make compose-down`` ``down``; ``make compose-smoke``'s test uses the same steps).
 
 The steps, each skipped when its result is there already:
 
@@ -376,9 +371,19 @@ def down(project: str, *, volumes: bool = False) -> None:
     compose(project, "down", *(["--volumes"] if volumes else []))
 
 
+ACTIONS = {
+    "up": "the engine, the base images, the wheelhouse, the image, then up --wait",
+    "down": "stop and remove the containers; the volumes stay",
+    "build": "the image only (the engine, base images and wheelhouse first)",
+    "engine": "install and start the engine and compose only",
+    "stop-engine": "stop the dockerd that `engine` started",
+}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("action", choices=["up", "down", "build", "engine", "stop-engine"])
+    parser.add_argument("action", choices=ACTIONS, metavar="ACTION",
+                        help="\n".join(f"{name:<12} {what}" for name, what in ACTIONS.items()))
     parser.add_argument("--project", default=PROJECT, help=f"compose project name (default {PROJECT})")
     parser.add_argument("--write-env", action="store_true",
                         help="no .env: write one with fresh random secrets without asking")

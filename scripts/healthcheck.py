@@ -4,15 +4,7 @@ Each probes the service itself and exits 0 when it answers, 1 with the reason ot
 every half minute or so in every container, so they import no Airflow, Spark or MLflow: a check
 costs a Python start and one request or one query.
 
-Usage (inside the image)::
-
-    python /opt/pipeline/scripts/healthcheck.py http URL [--json KEY.PATH=VALUE] [--text TEXT]
-    python /opt/pipeline/scripts/healthcheck.py airflow-job JOB_TYPE [--max-age SECONDS] [--end-after SECONDS]
-
-``http``: the URL answers 2xx, and its JSON has VALUE at KEY.PATH (``metadatabase.status=healthy``)
-or its body contains TEXT. ``airflow-job``: this container runs a live Airflow job of JOB_TYPE
-(``SchedulerJob``, ``DagProcessorJob``, ``TriggererJob``): Airflow's metadata database holds a
-running job of that type from this host whose heartbeat is at most SECONDS old, which is what
+Run inside the image (``--help`` lists the checks and their options). ``airflow-job`` is what
 ``airflow jobs check --local`` checks, without starting Airflow.
 
 ``--end-after``: the engine restarts a container whose process exits, never one that is only
@@ -148,15 +140,20 @@ def check_airflow_job(job_type: str, max_age: float, end_after: float | None = N
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    sub = parser.add_subparsers(dest="kind", required=True)
-    http = sub.add_parser("http")
-    http.add_argument("url")
-    http.add_argument("--json", dest="expect_json")
-    http.add_argument("--text", dest="expect_text")
-    job = sub.add_parser("airflow-job")
-    job.add_argument("job_type", choices=["SchedulerJob", "DagProcessorJob", "TriggererJob"])
-    job.add_argument("--max-age", type=float, default=60)
-    job.add_argument("--end-after", type=float, default=None)
+    sub = parser.add_subparsers(dest="kind", required=True, metavar="CHECK")
+    http = sub.add_parser("http", help="the URL answers 2xx (with --json and --text: and holds what they say)")
+    http.add_argument("url", metavar="URL", help="what to request")
+    http.add_argument("--json", dest="expect_json", metavar="KEY.PATH=VALUE",
+                      help="the answer is JSON with VALUE at KEY.PATH (metadatabase.status=healthy)")
+    http.add_argument("--text", dest="expect_text", metavar="TEXT", help="the answer's body contains TEXT")
+    job = sub.add_parser("airflow-job", help="Airflow's metadata database holds a running job of JOB_TYPE from "
+                                             "this host with a recent heartbeat")
+    job.add_argument("job_type", choices=["SchedulerJob", "DagProcessorJob", "TriggererJob"], metavar="JOB_TYPE",
+                     help="SchedulerJob, DagProcessorJob or TriggererJob")
+    job.add_argument("--max-age", type=float, default=60, metavar="SECONDS",
+                     help="the oldest heartbeat that is healthy (default: %(default)s)")
+    job.add_argument("--end-after", type=float, default=None, metavar="SECONDS",
+                     help="kill the component once its heartbeat is this old (see above)")
     args = parser.parse_args(argv)
     try:
         if args.kind == "http":

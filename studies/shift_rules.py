@@ -8,10 +8,7 @@ outcomes have landed (``monitoring.label_delay_days``), and judged as the monito
 (log loss, ECE of 10 equal-mass bins, ``level_check``). Days before the first served one (a
 shift's first reference days) are scored with the champion's registered version through
 ``mlflow.pyfunc`` (outside Spark), and checked against the lake's rows on served days.
-
-Usage (from the repository root, its virtual environment)::
-
-    python -m studies.shift_rules --home <replay home> --policy never --out <folder>
+Run from the repository root in its virtual environment; ``--help`` lists the options.
 """
 
 from __future__ import annotations
@@ -396,10 +393,12 @@ def judge(rows: pd.DataFrame, days: Days, shifts: dict, max_gap: float) -> tuple
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--home", type=Path, default=Path("/work/shift-study/replay"))
-    ap.add_argument("--policy", default="never")
-    ap.add_argument("--out", type=Path, default=Path("/work/shift-study/out"))
-    ap.add_argument("--config", default=None)
+    ap.add_argument("--home", type=Path, required=True, help="the replay's home (python -m orchestration.replay)")
+    ap.add_argument("--policy", default="never",
+                    help="the policy whose served predictions are read (default: %(default)s)")
+    ap.add_argument("--out", type=Path, required=True, help="the folder the figures and plots go to")
+    ap.add_argument("--config", default=None,
+                    help="the pipeline's config (default: the one load_config() finds without it)")
     ap.add_argument("--model-uri", default=None, help="score every day with this model instead of the lake's rows")
     args = ap.parse_args()
     started = time.time()

@@ -17,7 +17,7 @@ from tests.test_docs import REPO, prose
 # Where a typed usage block is looked for, and where the programs' --help is run.
 USAGE_ROOTS = ("jobs", "orchestration", "scripts", "benchmarks", "studies")
 PROGRAM_ROOTS = ("jobs", "orchestration")
-USAGE_BLOCK = re.compile(r"^\s*Usage::\s*$", re.MULTILINE)
+USAGE_BLOCK = re.compile(r"^\s*Usage\b[^\n]*::\s*$", re.MULTILINE)  # "Usage::", "Usage (by hand)::"
 # Programs with no argparse parser of their own: module -> why.
 NOT_ARGPARSE = {
     "jobs.training.torchrun_wrapper": "hands every argument to torchrun, whose own --help answers",
@@ -102,7 +102,8 @@ def test_the_usage_scan_finds_a_block(tmp_path: Path) -> None:
     (tmp_path / "jobs").mkdir()
     (tmp_path / "jobs" / "job.py").write_text('"""A job.\n\nUsage::\n\n    python -m jobs.job [--x X]\n"""\n')
     (tmp_path / "jobs" / "other.py").write_text('"""Usage: ``python -m jobs.other --help``."""\n')
-    assert usage_blocks(tmp_path, ("jobs",)) == ["jobs/job.py:1"]
+    (tmp_path / "jobs" / "tool.py").write_text('"""A tool.\n\nUsage (by hand)::\n\n    python -m jobs.tool X\n"""\n')
+    assert usage_blocks(tmp_path, ("jobs",)) == ["jobs/job.py:1", "jobs/tool.py:1"]
 
 
 def test_every_main_is_a_program() -> None:
