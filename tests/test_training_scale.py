@@ -87,3 +87,17 @@ def test_the_report_prints_every_row_and_target_and_writes_the_json_and_both_plo
     assert json.loads((tmp_path / "scale.json").read_text())["rows"] == measured
     for plot in ("scale-memory.png", "scale-rows-per-s.png"):
         assert (tmp_path / plot).stat().st_size > 1000
+
+
+def test_the_rank_program_parses_what_the_benchmark_passes():
+    """The command lines that run_in_process and measure_allreduce build for the rank program."""
+    from benchmarks.training_scale_rank import parser
+
+    peer = parser().parse_args(["peer", "job.json", "out.json", "1700000000.5"])
+    assert (peer.what, peer.job, peer.out, peer.launched) == ("peer", "job.json", "out.json", 1700000000.5)
+    assert parser().parse_args(["read", "job.json", "out.json"]).max_rows == 1_000_000
+    assert parser().parse_args(["read", "job.json", "out.json", "5000"]).max_rows == 5000
+    reduce = parser().parse_args(["allreduce", "out.json", "123"])
+    assert (reduce.what, reduce.out, reduce.parameters) == ("allreduce", "out.json", 123)
+    with pytest.raises(SystemExit):
+        parser().parse_args(["sum", "out.json"])
