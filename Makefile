@@ -178,7 +178,7 @@ compose-down:
 # By hand, not in CI: the compose stack from nothing, end to end (tests/deployed/test_compose_smoke.py, the
 # `compose` marker: the suite skips it; its own compose project, so the volumes of compose-up's stack are
 # left alone; it stops what compose-up runs first, for the ports). FAULTS=1 adds the container faults
-# (or FAULTS=scheduler,postgres,worker, some of them), NIGHTS=1 times a night of each pipeline alone and
+# (or FAULTS=scheduler,postgres,worker,connect, some of them), NIGHTS=1 times a night of each pipeline alone and
 # both at once. Its steps and times: .pipeline/compose/smoke.json.
 compose-smoke: install system-packages
 	-$(VENV)/bin/python scripts/compose_stack.py down

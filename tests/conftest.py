@@ -83,7 +83,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     compose.addoption("--compose-write-env", action="store_true",
                       help="no .env: write one with fresh random secrets without asking (WRITE_ENV=1)")
     compose.addoption("--compose-faults", default="", metavar="all|NAMES",
-                      help="also crash containers: all, or some of scheduler,postgres,worker (FAULTS=1: all)")
+                      help="also crash containers: all, or some of scheduler,postgres,worker,connect (FAULTS=1: all)")
     compose.addoption("--compose-nights", action="store_true",
                       help="also time a night of each pipeline alone and both at once (NIGHTS=1)")
     compose.addoption("--compose-shots", default="", metavar="FOLDER",

@@ -324,6 +324,36 @@ class Smoke:
         self.airflow.settle(DAGS, done, timeout=900)
         return {"back_after_s": round(back, 1), "run": run_id, "scored": self.lake_has(f"predictions/date={day}")}
 
+    def fault_connect_server(self, day: dt.date) -> dict[str, Any]:
+        """The Spark Connect server killed while a night's job has its session on it: compose
+        restarts it, and the job (its client's retries, or else the task's retry: a fault) runs again
+        on the new server; the night finishes and the day is scored."""
+        restarts = self.restart_counts().get("spark-connect", 0)
+        run_id = self.airflow.trigger("flights_ingest", {"run_date": day.isoformat()})["dag_run_id"]
+        self.wait_running("flights_ingest", run_id, "validate_raw")
+        time.sleep(10)  # past the job's start: its session open on the server
+        container = self.crash("spark-connect")
+        back = self.restarted("spark-connect", container)
+
+        def night_over() -> bool:  # the ingest's run, then the scoring its features Asset started
+            ingest = [r for r in self.airflow.dag_runs("flights_ingest") if r["dag_run_id"] == run_id]
+            return bool(ingest) and ingest[0]["state"] in ("success", "failed") and (
+                ingest[0]["state"] == "failed" or self.lake_has(f"monitoring/date={day}"))
+
+        # Not settle(): it fails at the first failed try, and the crash may fail one on purpose.
+        deadline = time.monotonic() + 1500
+        while not night_over():
+            if time.monotonic() > deadline:
+                raise StackError(f"the night did not end within 1500 s:\n{self.airflow.describe('flights_ingest')}")
+            time.sleep(5)
+        tries = {ti["task_id"]: ti["try_number"] for ti in self.airflow.task_instances("flights_ingest")
+                 if ti["dag_run_id"] == run_id}
+        [ingest] = [r for r in self.airflow.dag_runs("flights_ingest") if r["dag_run_id"] == run_id]
+        if ingest["state"] != "success" or not self.lake_has(f"predictions/date={day}"):
+            raise StackError(f"the night after the Connect server's crash: {ingest['state']}, tries {tries}")
+        return {"back_after_s": round(back, 1), "restarted": self.restart_counts().get("spark-connect", 0) - restarts,
+                "tries": tries, "scored": True}
+
     def restart_counts(self) -> dict[str, int]:
         return {c["Config"]["Labels"]["com.docker.compose.service"]: c["RestartCount"]
                 for c in compose_stack.containers(self.project)}

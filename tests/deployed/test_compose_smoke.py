@@ -24,9 +24,10 @@ and the pipelines of ``compose_smoke.py`` (the bundled flights and bikeshare, ea
    still there (named volumes);
 6. with ``--compose-nights``: a night of each alone and both at once again, each timed (the figures
    go to the report; speed is measured, never asserted);
-7. with ``--compose-faults all`` (or some of ``scheduler,postgres,worker``): the scheduler killed in
-   a run (compose restarts it and the run finishes), PostgreSQL killed (the stack recovers, nothing
-   lost), the Spark worker killed during training (the retry resumes from its checkpoint).
+7. with ``--compose-faults all`` (or some of ``scheduler,postgres,worker,connect``): the scheduler
+   killed in a run (compose restarts it and the run finishes), PostgreSQL killed (the stack
+   recovers, nothing lost), the Spark worker killed during training (the retry resumes from its
+   checkpoint), the Spark Connect server killed in a night (restarted, the night finishes).
 
 Each step is printed with its time and written to ``.pipeline/compose/smoke.json``. A step that
 fails skips the ones after it. ``--compose-keep`` leaves the stack up at the end (``python
@@ -66,10 +67,12 @@ NIGHT = dt.date(2013, 1, 8)  # the night after: ingest, then scoring and monitor
 BOTH_NIGHT = dt.date(2013, 1, 9)  # the flights' day of the night of both
 TIMED_NIGHTS = (dt.date(2013, 1, 10), dt.date(2013, 1, 11))  # alone, then with the bikeshare's next days
 FAULT_NIGHT = dt.date(2013, 1, 12)
+CONNECT_FAULT_NIGHT = dt.date(2013, 1, 13)
 BIKES_DAYS = 12  # the first bikeshare night ingests this many days, then trains up to the last and scores it
 BIKES_DAY = dt.date(2011, 1, 12)  # the first bikeshare night's last day; the timed ones follow it
 FAULTS = {"scheduler": "fault: the scheduler crashes in a run", "postgres": "fault: PostgreSQL crashes",
-          "worker": "fault: the Spark worker crashes in training"}
+          "worker": "fault: the Spark worker crashes in training",
+          "connect": "fault: the Spark Connect server crashes in a night"}
 
 
 @pytest.fixture(scope="module")
@@ -226,7 +229,7 @@ def test_a_night_alone_and_both_at_once_timed(smoke, request):
 
 
 def test_the_stack_rides_out_container_faults(smoke, request):
-    """By hand (``--compose-faults all``, or some of ``scheduler,postgres,worker``)."""
+    """By hand (``--compose-faults all``, or some of ``scheduler,postgres,worker,connect``)."""
     chosen = request.config.getoption("--compose-faults")
     names = list(FAULTS) if chosen == "all" else [name.strip() for name in chosen.split(",") if name.strip()]
     if not names:
@@ -234,7 +237,8 @@ def test_the_stack_rides_out_container_faults(smoke, request):
     unknown = set(names) - set(FAULTS)
     assert not unknown, f"--compose-faults: no fault {sorted(unknown)} (all, or some of {', '.join(FAULTS)})"
     actions = {"scheduler": lambda: smoke.fault_scheduler(FAULT_NIGHT), "postgres": smoke.fault_postgres,
-               "worker": lambda: smoke.fault_spark_worker(NIGHT)}
+               "worker": lambda: smoke.fault_spark_worker(NIGHT),
+               "connect": lambda: smoke.fault_connect_server(CONNECT_FAULT_NIGHT)}
     for name in names:
         smoke.report[f"fault_{name}"] = smoke.step(FAULTS[name], actions[name])
         print(f"    {smoke.report[f'fault_{name}']}", flush=True)
