@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow.sdk import task
+from airflow.sdk.exceptions import AirflowFailException
 
 from jobs.config.pipelines import Pipeline
 from orchestration.pipelines import config_of
@@ -41,13 +42,16 @@ def select_candidate(pipeline: Pipeline, candidate_args: Any) -> Any:
 
     @task(task_id="select_candidate")
     def select(candidate_args: list[list[str]]) -> str:
+        from jobs.errors import DataError
         from orchestration.training_sequence import choose_candidate
 
         config = config_of(pipeline)
-        best = choose_candidate(config, candidate_args)
+        try:
+            best = choose_candidate(config, candidate_args)
+        except DataError as err:  # a retry chooses among the same runs
+            raise AirflowFailException(f"pipeline {pipeline.name}: {err}") from err
         print(f"best of {len(candidate_args)} candidates on the validation days: {best['name']} "
-              f"({best['family']}, run {best['run_id']}, validation {config.train.promotion_metric} "
-              f"{best['score']})")
+              f"({best['family']}, run {best['run_id']}, validation {best['metric']} {best['score']})")
         return best["run_id"]
 
     return select(candidate_args=candidate_args)

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from jobs.config import PipelineConfig, SweepSpec
 
 log = logging.getLogger("jobs.selection.sweep")
+# What the sweep ranks by when no candidate has the promotion metric on the validation days: a
+# proper score, defined whatever classes the days hold.
+FALLBACK_METRIC = "log_loss"
 
 MODEL_URI_TAG = "model_uri"  # a candidate run's logged model, for the promotion of the best
 
@@ -100,28 +103,32 @@ def open_parent(config: PipelineConfig, run_date: str, found: list[dict[str, Any
 
 
 def best_candidate(config: PipelineConfig, parent_run_id: str) -> dict[str, Any]:
-    """The child run with the best validation promotion metric; logs the sweep table to the
+    """The child run with the best validation promotion metric (or, where no candidate has one, with
+    the best :data:`FALLBACK_METRIC`: see :func:`ranking_metric`); logs the sweep table to the
     parent, tags it with the winner (and its family) and finishes it. Returns ``{"run_id", "name",
-    "family", "score"}``."""
+    "family", "metric", "score"}``."""
     import pandas as pd
 
+    from jobs.errors import DataError
     from jobs.selection.bar import FAMILY, better
     from jobs.tracking import client
 
-    metric = config.train.promotion_metric
     mlflow_client = client()
     parent = mlflow_client.get_run(parent_run_id)
     children = finished_children(mlflow_client, parent)
+    metrics = list(dict.fromkeys([config.train.promotion_metric, FALLBACK_METRIC]))
     rows = [{"name": c.data.tags.get("candidate_name", c.info.run_id), "run_id": c.info.run_id,
              "family": c.data.tags.get(FAMILY, "mlp"),
-             f"validation_{metric}": c.data.metrics.get(f"validation_{metric}"),
-             f"holdout_{metric}": c.data.metrics.get(f"holdout_{metric}")} for c in children]
+             **{f"{part}_{m}": c.data.metrics.get(f"{part}_{m}") for m in metrics
+                for part in ("validation", "holdout")}} for c in children]
+    metric = ranking_metric(rows, config.train.promotion_metric)
     # A single candidate goes forward without a choice (and without validation days).
     scored = rows if len(rows) == 1 else [row for row in rows if row[f"validation_{metric}"] is not None]
     if not scored:
         mlflow_client.set_terminated(parent_run_id, status="FAILED")
-        raise RuntimeError(f"no finished candidate of sweep run {parent_run_id} (of its training, config and data "
-                           f"version) has a validation_{metric} (train.validation_days must be at least 1 for a sweep)")
+        raise DataError(f"no finished candidate of sweep run {parent_run_id} (of its training, config and data "
+                        f"version) has a validation {' or '.join(metrics)}: a sweep of several candidates chooses on "
+                        "the validation days (train.validation_days at least 1), or set sweep.size 1")
     best = scored[0]
     for row in scored[1:]:
         if better(metric, row[f"validation_{metric}"], best[f"validation_{metric}"]):
@@ -132,11 +139,26 @@ def best_candidate(config: PipelineConfig, parent_run_id: str) -> dict[str, Any]
     mlflow_client.set_tag(parent_run_id, "best_run_id", best["run_id"])
     mlflow_client.set_tag(parent_run_id, "best_candidate", best["name"])
     mlflow_client.set_tag(parent_run_id, "best_family", best["family"])
+    mlflow_client.set_tag(parent_run_id, "chosen_by", f"validation_{metric}")
     mlflow_client.set_terminated(parent_run_id, status="FINISHED")
     log.info("sweep %s: %d candidate(s), best by validation %s: %s (%s)", parent_run_id, len(rows), metric,
              best["name"], best[f"validation_{metric}"])
-    return {"run_id": best["run_id"], "name": best["name"], "family": best["family"],
+    return {"run_id": best["run_id"], "name": best["name"], "family": best["family"], "metric": metric,
             "score": best[f"validation_{metric}"]}
+
+
+def ranking_metric(rows: list[dict[str, Any]], metric: str) -> str:
+    """The validation metric the sweep ranks ``rows`` (candidates, ``validation_<metric>`` each) by:
+    the promotion ``metric`` where a candidate has it; else :data:`FALLBACK_METRIC`, which every
+    labelled day has. A rare label's validation days can hold one class only, and a ROC AUC or PR AUC
+    of one class is undefined (not logged): the candidates are still ranked, and the log says by what."""
+    if len(rows) < 2 or any(row.get(f"validation_{metric}") is not None for row in rows):
+        return metric
+    if any(row.get(f"validation_{FALLBACK_METRIC}") is not None for row in rows):
+        log.warning("no candidate has a validation %s (the validation days hold one class?): the sweep chooses "
+                    "by validation %s", metric, FALLBACK_METRIC)
+        return FALLBACK_METRIC
+    return metric
 
 
 def finished_children(client: Any, parent: Any) -> list[Any]:

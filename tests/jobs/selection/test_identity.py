@@ -8,6 +8,8 @@ from __future__ import annotations
 import datetime as dt
 import shutil
 
+import pytest
+
 DAYS = [dt.date(2013, 1, d) for d in (2, 3, 4)]
 
 
@@ -85,3 +87,48 @@ def test_the_sweep_chooses_among_candidates_of_its_training_config_and_data_only
     assert (best["run_id"], best["name"]) == (b, "b")
     table = mlflow.artifacts.load_text(f"runs:/{parent}/sweep/candidates.csv")
     assert sorted(line.split(",")[0] for line in table.splitlines()[1:]) == ["a", "b"]
+
+
+def test_the_sweep_ranks_by_log_loss_when_the_validation_days_hold_one_class(config, config_patch, tmp_path,
+                                                                             monkeypatch):
+    """A rare label's validation days without a positive: no candidate has a validation ROC AUC
+    (undefined on one class), every one a log loss. The sweep chooses the lowest log loss and says
+    so, instead of failing (and being retried) on a choice it could make; a sweep where neither
+    metric is there fails as a data error naming what to change."""
+    from jobs.errors import DataError
+    from jobs.selection.sweep import best_candidate, open_parent, ranking_metric
+    from jobs.tracking import client
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    monkeypatch.setenv("PIPELINE_MLFLOW_ARTIFACTS", str(tmp_path / "artifacts"))
+    config = config_patch.replace(config, train={"promotion_metric": "roc_auc"})
+    mlflow_client = client()
+
+    def sweep(metrics: dict[str, dict[str, float]]) -> tuple[str, dict[str, str]]:
+        training = f"rain_train/manual__{len(metrics)}-{sorted(metrics)[0]}"
+        parent = open_parent(config, "2013-01-28", [{"name": n} for n in metrics], "a test", training)
+        experiment = mlflow_client.get_run(parent).info.experiment_id
+        ids = {}
+        for name, logged in metrics.items():
+            run = mlflow_client.create_run(experiment, tags={
+                "mlflow.parentRunId": parent, "candidate_name": name, "training_id": training,
+                "config_fingerprint": "c1", "data_fingerprint": "d1"})
+            for key, value in logged.items():
+                mlflow_client.log_metric(run.info.run_id, key, value)
+            mlflow_client.set_terminated(run.info.run_id, "FINISHED")
+            ids[name] = run.info.run_id
+        return parent, ids
+
+    parent, ids = sweep({"slow": {"validation_log_loss": 0.16, "holdout_roc_auc": 0.90},
+                         "fast": {"validation_log_loss": 0.13, "holdout_roc_auc": 0.93}})
+    best = best_candidate(config, parent)
+    assert (best["run_id"], best["metric"], best["score"]) == (ids["fast"], "log_loss", 0.13)
+    assert mlflow_client.get_run(parent).data.tags["chosen_by"] == "validation_log_loss"
+
+    # where a candidate has the promotion metric, it ranks by it, as always
+    assert ranking_metric([{"validation_roc_auc": None, "validation_log_loss": 0.1},
+                           {"validation_roc_auc": 0.7, "validation_log_loss": 0.2}], "roc_auc") == "roc_auc"
+    parent, _ = sweep({"x": {"holdout_roc_auc": 0.9}, "y": {"holdout_roc_auc": 0.8}})
+    with pytest.raises(DataError, match="validation roc_auc or log_loss.*train.validation_days"):
+        best_candidate(config, parent)
+    assert mlflow_client.get_run(parent).info.status == "FAILED"
