@@ -108,6 +108,9 @@ def tunables_text(draft: Draft) -> str:
         *_yaml({"train": tunables["train"]}, flow=False), "",
         *_comment("The report's metrics broken down by these feature columns (a few categorical ones)."),
         *_yaml({"evaluation": tunables["evaluation"]}),
+        *(["", *_comment("A small first window: more epochs than the default, and a second candidate at a larger "
+                         "learning rate (the sweep keeps the better on the validation days)."),
+           *_yaml({"sweep": tunables["sweep"]})] if "sweep" in tunables else []),
     ]) + "\n"
 
 

@@ -189,25 +189,32 @@ def _offset(text: str) -> str | None:
     return match.group(7) if match else None
 
 
-def find_key(sample: TableSample, date_column: str | None = None) -> list[str] | None:
+def find_key(sample: TableSample, date_column: str | None = None, repeats: float = 0.0) -> list[str] | None:
     """The fewest columns that hold each row of the sample once, none of them null: a daily table's
     ``date_column`` and at most :data:`KEY_WIDTH` others (a key is checked across a window of days),
     a reference table's 1 to :data:`KEY_WIDTH` columns. Text columns are tried first, then in the
-    file's order; None when no such set is found."""
+    file's order; None when no such set is found. With ``repeats``, a set whose values repeat on at
+    most that share of the rows is a key too (:func:`repeated_rows` counts them)."""
     columns = sample.columns
     if date_column and columns[date_column].nulls:
         return None
     candidates = [c for c, p in columns.items() if p.type in KEY_TYPES and p.nulls == 0 and c != date_column]
     candidates.sort(key=lambda c: columns[c].type != "string")
     required = [date_column] if date_column else []
+    allowed = int(sample.rows * repeats)
     for width in range(0 if date_column else 1, KEY_WIDTH + 1):
         for chosen in itertools.combinations(candidates, width):
             key = [c for c in columns if c in (*chosen, *required)]
-            if math.prod(columns[c].distinct for c in key) < sample.rows:
-                continue  # too few combinations of values to tell every row apart
-            if not sample.text.duplicated(subset=key).any():
+            if math.prod(columns[c].distinct for c in key) < sample.rows - allowed:
+                continue  # too few combinations of values to tell the rows apart
+            if repeated_rows(sample, key) <= allowed:
                 return key
     return None
+
+
+def repeated_rows(sample: TableSample, key: list[str]) -> int:
+    """The sample's rows whose ``key`` values another row has too (every row of such a key)."""
+    return int(sample.text.duplicated(subset=key, keep=False).sum())
 
 
 def _comparable(sample: TableSample, column: str) -> frozenset[Any]:

