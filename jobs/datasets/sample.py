@@ -207,14 +207,14 @@ def find_key(sample: TableSample, date_column: str | None = None, repeats: float
             key = [c for c in columns if c in (*chosen, *required)]
             if math.prod(columns[c].distinct for c in key) < sample.rows - allowed:
                 continue  # too few combinations of values to tell the rows apart
-            if repeated_rows(sample, key) <= allowed:
+            if len(repeated_rows(sample, key)) <= allowed:
                 return key
     return None
 
 
-def repeated_rows(sample: TableSample, key: list[str]) -> int:
+def repeated_rows(sample: TableSample, key: list[str]) -> pd.DataFrame:
     """The sample's rows whose ``key`` values another row has too (every row of such a key)."""
-    return int(sample.text.duplicated(subset=key, keep=False).sum())
+    return sample.text[sample.text.duplicated(subset=key, keep=False)]
 
 
 def _comparable(sample: TableSample, column: str) -> frozenset[Any]:

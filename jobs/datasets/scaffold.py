@@ -44,6 +44,7 @@ from jobs.datasets.sample import (
     find_key,
     find_references,
     read_sample,
+    repeated_rows,
 )
 from jobs.lake.layout import PARTITION, RESERVED_PREFIX
 
@@ -222,7 +223,7 @@ def table_keys(samples: dict[str, TableSample], daily: list[str], date_column: s
         if keys[table] is None and table in daily:
             keys[table] = find_key(sample, date_column, repeats=KEY_REPEATS)
             if keys[table]:
-                repeated = sample.text[sample.text.duplicated(subset=keys[table], keep=False)]
+                repeated = repeated_rows(sample, keys[table])
                 example = ", ".join(f"{c}={v}" for c, v in repeated.iloc[0][keys[table]].items())
                 notes.append(f"{table}: no set of columns tells every row of the sample apart; the key "
                              f"{keys[table]} does but for {len(repeated)} row(s) that repeat one (e.g. {example}): "

@@ -34,10 +34,16 @@ def command(port: int, master: str, host: str = "127.0.0.1", conf: dict[str, str
             *[arg for key, value in {**DRIVER_CONF, **(conf or {})}.items() for arg in ("--conf", f"{key}={value}")]]
 
 
+def reachable(host: str) -> str:
+    """Where a client on the server's machine reaches a server bound to ``host`` (every interface:
+    loopback)."""
+    return "127.0.0.1" if host == "0.0.0.0" else host
+
+
 def wait_ready(port: int, process: subprocess.Popen, timeout: float = 120.0, log: Path | None = None,
                host: str = "127.0.0.1") -> None:
     """Return once the server on ``host`` accepts connections; fail if it exits or ``timeout`` passes."""
-    host = "127.0.0.1" if host == "0.0.0.0" else host
+    host = reachable(host)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -78,7 +84,7 @@ def stop(process: subprocess.Popen) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--port", type=int, default=15002,
-                        help="the loopback port the server listens on (default: %(default)s)")
+                        help="the port the server listens on (default: %(default)s)")
     parser.add_argument("--host", default="127.0.0.1",
                         help="the address the server listens on (default: %(default)s, loopback; 0.0.0.0: every "
                              "interface, only where no one else reaches them, as in a container's network)")
@@ -97,8 +103,8 @@ def main(argv: list[str] | None = None) -> None:
     process = subprocess.Popen(command(args.port, args.master, args.host, conf))
     try:
         wait_ready(args.port, process, host=args.host)
-        where = "127.0.0.1" if args.host == "0.0.0.0" else args.host
-        print(f"Spark Connect server ready: export PIPELINE_SPARK_REMOTE=sc://{where}:{args.port}", flush=True)
+        print(f"Spark Connect server ready: export PIPELINE_SPARK_REMOTE=sc://{reachable(args.host)}:{args.port}",
+              flush=True)
         process.wait()
     finally:
         stop(process)

@@ -340,12 +340,7 @@ class Smoke:
             return bool(ingest) and ingest[0]["state"] in ("success", "failed") and (
                 ingest[0]["state"] == "failed" or self.lake_has(f"monitoring/date={day}"))
 
-        # Not settle(): it fails at the first failed try, and the crash may fail one on purpose.
-        deadline = time.monotonic() + 1500
-        while not night_over():
-            if time.monotonic() > deadline:
-                raise StackError(f"the night did not end within 1500 s:\n{self.airflow.describe('flights_ingest')}")
-            time.sleep(5)
+        self.wait_ended(night_over, "flights_ingest", "the night")
         tries = {ti["task_id"]: ti["try_number"] for ti in self.airflow.task_instances("flights_ingest")
                  if ti["dag_run_id"] == run_id}
         [ingest] = [r for r in self.airflow.dag_runs("flights_ingest") if r["dag_run_id"] == run_id]
@@ -353,6 +348,15 @@ class Smoke:
             raise StackError(f"the night after the Connect server's crash: {ingest['state']}, tries {tries}")
         return {"back_after_s": round(back, 1), "restarted": self.restart_counts().get("spark-connect", 0) - restarts,
                 "tries": tries, "scored": True}
+
+    def wait_ended(self, ended: Callable[[], bool], dag_id: str, what: str, timeout: float = 1500) -> None:
+        """Poll ``ended`` until it is true. Not ``settle()``, which fails at the first failed try: a
+        fault may fail one on purpose, and its retry is what is checked."""
+        deadline = time.monotonic() + timeout
+        while not ended():
+            if time.monotonic() > deadline:
+                raise StackError(f"{what} did not end within {timeout:.0f} s:\n{self.airflow.describe(dag_id)}")
+            time.sleep(5)
 
     def restart_counts(self) -> dict[str, int]:
         return {c["Config"]["Labels"]["com.docker.compose.service"]: c["RestartCount"]
@@ -422,12 +426,7 @@ class Smoke:
             return any(r["dag_run_id"] == run_id and r["state"] in ("success", "failed")
                        for r in self.airflow.dag_runs("flights_train"))
 
-        # Not settle(): it fails at the first failed try, and the crash fails one on purpose.
-        deadline = time.monotonic() + 1500
-        while not done():
-            if time.monotonic() > deadline:
-                raise StackError(f"the training did not end within 1500 s:\n{self.airflow.describe('flights_train')}")
-            time.sleep(5)
+        self.wait_ended(done, "flights_train", "the training")
         [ti] = [ti for ti in self.airflow.task_instances("flights_train")
                 if ti["dag_run_id"] == run_id and ti["task_id"] == "train_candidate"]
         log = self.airflow.task_log("flights_train", run_id, "train_candidate", ti["try_number"], lines=2000,
