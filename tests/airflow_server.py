@@ -337,6 +337,20 @@ class AirflowServer:
                                    f"{self.describe(dag_id)}")
             time.sleep(poll)
 
+    def wait_parked(self, dag_id: str, run_id: str, task_id: str, timeout: float = 120, poll: float = 0.5) -> None:
+        """Wait until the scheduler has taken in the end of the try that parked ``task_id`` in *awaiting
+        input* (its "TaskInstance Finished" line). An answer before that races it in Airflow 3.3.2:
+        the scheduler then finds the answered task queued again, fails the try and retries it, asking
+        again. Nothing in the REST API shows that moment; the scheduler's log does."""
+        line = f"TaskInstance Finished: dag_id={dag_id}, task_id={task_id}, run_id={run_id},"
+        deadline = time.monotonic() + timeout
+        while line not in self.logs["scheduler"].read_text(errors="replace"):
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise AirflowError(f"the scheduler did not log the parked try of {dag_id} {run_id} {task_id} "
+                                   f"within {timeout:.0f} s\n{self.log_tails()}")
+            time.sleep(poll)
+
     def hitl(self, dag_id: str, run_id: str, task_id: str, answer: list[str] | None = None) -> dict[str, Any]:
         """A human-in-the-loop task's request (what the UI's Required actions shows); with ``answer``,
         respond with those options as a person does there, and return the recorded response."""

@@ -10,7 +10,6 @@ test that stops the stack and looks for leftover processes runs last.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -129,11 +128,9 @@ def training(stack) -> dict[str, Any]:
     assert version.tags["gate_decision"] == "awaiting_approval", version.tags
     assert client.get_run(version.run_id).info.status == "FINISHED"  # a version only of a run that finished
     assert client.get_run(version.run_id).data.tags["registration"] == str(version.version)
-    # A person reads the request first. An answer within a second of it races the scheduler's
-    # handling of the paused try's end (Airflow 3.3.2): the task, queued again by the answer, is
-    # then failed ("finished with state success, but the task instance's state attribute is
-    # queued") and retried, asking again.
-    time.sleep(5)
+    # Answered before the scheduler has taken in the parked try's end, the task would be failed and
+    # asked again (Airflow 3.3.2; a fixed sleep of 5 s was not always enough under load).
+    airflow.wait_parked("flights_train", run_id, "approve_champion")
     answer = airflow.hitl("flights_train", run_id, "approve_champion", answer=["Approve"])
     assert answer["chosen_options"] == ["Approve"], answer
 
