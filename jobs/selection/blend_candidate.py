@@ -38,15 +38,16 @@ def member_runs(config: PipelineConfig, client: Any, candidate: Any, run_date: d
     from jobs.metrics import LOWER_IS_BETTER
     from jobs.selection.bar import FAMILY, window_runs
     from jobs.selection.identity import identity_of
-    from jobs.selection.sweep import MODEL_URI_TAG, finished_children
+    from jobs.selection.sweep import MODEL_URI_TAG, chosen_by, finished_children
 
     identity = identity_of(candidate.data.tags)
     parent_id = candidate.data.tags.get("mlflow.parentRunId")
     if identity is None or parent_id is None:
         return "the candidate is no sweep candidate with a training's identity tags"
-    metric = f"validation_{config.train.promotion_metric}"
+    ranked_by = chosen_by(client, candidate, config.train.promotion_metric)
+    metric = f"validation_{ranked_by}"
     children = finished_children(client, client.get_run(parent_id))
-    pick = min if config.train.promotion_metric in LOWER_IS_BETTER else max  # as the sweep picks
+    pick = min if ranked_by in LOWER_IS_BETTER else max  # as the sweep picks
     baselines = window_runs(client, candidate.info.experiment_id, run_date, window, "baseline", identity)
     found = {}
     for name in config.sweep.blend:
@@ -118,19 +119,23 @@ def blend_candidate(spark: SparkSession, config: PipelineConfig, candidate_run_i
 
 
 def preferred(config: PipelineConfig, client: Any, candidate_run_id: str, blend_run_id: str | None) -> str:
-    """The run that goes forward: the blend when its validation promotion metric beats the sweep's
+    """The run that goes forward: the blend when its validation metric (the one the sweep chose by:
+    the promotion metric, or the log loss where the validation days hold one class) beats the sweep's
     candidate's, the candidate otherwise (or without a blend); both runs say why."""
     from jobs.selection.bar import better
+    from jobs.selection.sweep import chosen_by
 
     if blend_run_id is None:
         return candidate_run_id
-    key = f"validation_{config.train.promotion_metric}"
+    candidate = client.get_run(candidate_run_id)
+    metric = chosen_by(client, candidate, config.train.promotion_metric)
+    key = f"validation_{metric}"
     mine = client.get_run(blend_run_id).data.metrics.get(key)
-    theirs = client.get_run(candidate_run_id).data.metrics.get(key)
+    theirs = candidate.data.metrics.get(key)
     if mine is None or theirs is None:
         reason = f"no {key} to compare (train.validation_days 0?): the sweep's candidate goes forward"
         chosen = candidate_run_id
-    elif better(config.train.promotion_metric, mine, theirs):
+    elif better(metric, mine, theirs):
         reason = f"{key} {mine:.4f} beats the sweep's candidate's {theirs:.4f}: the blend goes forward in its place"
         chosen = blend_run_id
     else:

@@ -161,6 +161,15 @@ def ranking_metric(rows: list[dict[str, Any]], metric: str) -> str:
     return metric
 
 
+def chosen_by(client: Any, candidate: Any, promotion_metric: str) -> str:
+    """The metric (without ``validation_``) the sweep of ``candidate`` (a child run) chose by: its
+    parent's ``chosen_by`` tag (:func:`ranking_metric`), else ``promotion_metric``. What the sweep
+    ranked by, its blend ranks by too."""
+    parent_id = candidate.data.tags.get("mlflow.parentRunId")
+    tag = client.get_run(parent_id).data.tags.get("chosen_by", "") if parent_id else ""
+    return tag.removeprefix("validation_") or promotion_metric
+
+
 def finished_children(client: Any, parent: Any) -> list[Any]:
     """The finished child runs of the sweep's ``parent`` run that it chooses among (:func:`same_training`)."""
     query = f"tags.mlflow.parentRunId = '{parent.info.run_id}' and attributes.status = 'FINISHED'"

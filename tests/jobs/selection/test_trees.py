@@ -341,6 +341,21 @@ def test_a_blend_of_the_families_is_one_more_candidate_of_the_training(spark, sw
     assert client().get_run(blend).data.tags["blend_decision"].startswith(f"validation_roc_auc {scores[blend]:.4f}")
     assert preferred(config, client(), xgb, None) == xgb
 
+    # validation days of one class have no ROC AUC: the sweep chose by log loss, and so does the blend
+    parent, logged = swept["parent"], client().get_run(swept["parent"]).data.tags.get("chosen_by")
+    client().set_tag(parent, "chosen_by", "validation_log_loss")
+    try:
+        losses = {r: client().get_run(r).data.metrics["validation_log_loss"] for r in (xgb, blend)}
+        assert preferred(config, client(), xgb, blend) == (blend if losses[blend] < losses[xgb] else xgb)
+        assert client().get_run(blend).data.tags["blend_decision"].startswith(
+            f"validation_log_loss {losses[blend]:.4f}")
+        assert blend_candidate(spark, config, xgb, RUN_DATE, dirs, swept["windows"]["holdout"]) == blend
+    finally:
+        if logged is None:
+            client().delete_tag(parent, "chosen_by")
+        else:
+            client().set_tag(parent, "chosen_by", logged)
+
     caplog.set_level("WARNING", logger="jobs.selection.blend_candidate")
     unknown = config_patch.replace(config, sweep={"blend": ["xgboost", "logistic_regression"]})
     assert blend_candidate(spark, unknown, xgb, RUN_DATE, dirs, swept["windows"]["holdout"]) is None
