@@ -197,6 +197,22 @@ class AirflowServer:
             raise AirflowError(f"no single executor worker runs task instance {ti_id}: {workers}")
         return _kill_tree(workers[0], f"the worker of task instance {ti_id}")
 
+    def wait_for_command(self, text: str, timeout: float = 120, poll: float = 0.5) -> None:
+        """Wait until a process under the scheduler (with the LocalExecutor: a task's, or a JVM a
+        task started) runs a command line holding ``text``; a fixed sleep is too short under load."""
+        import psutil
+
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            for proc in descendants([self.processes["scheduler"]]):
+                with contextlib.suppress(psutil.Error):
+                    if text in " ".join(proc.cmdline()):
+                        return
+            if time.monotonic() > deadline:
+                raise AirflowError(f"no process under the scheduler ran {text!r} within {timeout:.0f} s")
+            time.sleep(poll)
+
     def event_logs(self, dag_id: str, event: str) -> list[dict[str, Any]]:
         """Airflow's audit log entries ``event`` of ``dag_id`` (what Browse > Audit Log shows)."""
         return self.request("GET", "/api/v2/eventLogs", query={"dag_id": dag_id, "event": event})["event_logs"]

@@ -67,9 +67,11 @@ def test_a_lost_scheduler_started_again_retries_the_killed_task_and_writes_the_d
     airflow, lake, day = stack.airflow, stack_lake, DAYS[0]
     # the day is ingested again; its scoring is not part of this case
     airflow.pause("flights_score")
+    airflow.unpause("flights_ingest")  # as test_backfill left it: the case runs alone too
     run_id = airflow.trigger("flights_ingest", {"run_date": day.isoformat()})["dag_run_id"]
     airflow.wait_for_task("flights_ingest", run_id, "validate_raw", "running", timeout=300, poll=1)
-    time.sleep(5)  # its spark-submit under way
+    airflow.wait_for_command("SparkSubmit")  # its spark-submit under way
+    time.sleep(2)
     killed = airflow.kill("scheduler")
     assert any("SparkSubmit" in line or "spark-submit" in line for line in killed), killed  # the task's went too
     airflow.start("scheduler")
@@ -85,9 +87,11 @@ def test_a_lost_task_worker_is_failed_by_its_missing_heartbeat_and_the_retry_wri
     airflow, lake, day = stack.airflow, stack_lake, DAYS[1]
     clean = _day_rows(lake, day)  # what the backfill's run of the day wrote
     airflow.pause("flights_score")  # ingest alone, as above
+    airflow.unpause("flights_ingest")
     run_id = airflow.trigger("flights_ingest", {"run_date": day.isoformat()})["dag_run_id"]
     ti = airflow.wait_for_task("flights_ingest", run_id, "validate_raw", "running", timeout=300, poll=1)
-    time.sleep(5)  # its spark-submit under way
+    airflow.wait_for_command("SparkSubmit")  # its spark-submit under way
+    time.sleep(2)
     killed = airflow.kill_task(ti["id"])
     assert any("SparkSubmit" in line or "spark-submit" in line for line in killed), killed
     assert airflow.processes["scheduler"].poll() is None  # the scheduler was not touched
