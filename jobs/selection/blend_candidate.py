@@ -44,9 +44,10 @@ def member_runs(config: PipelineConfig, client: Any, candidate: Any, run_date: d
     parent_id = candidate.data.tags.get("mlflow.parentRunId")
     if identity is None or parent_id is None:
         return "the candidate is no sweep candidate with a training's identity tags"
-    ranked_by = chosen_by(client, candidate, config.train.promotion_metric)
+    parent = client.get_run(parent_id)
+    ranked_by = chosen_by(parent, config.train.promotion_metric)
     metric = f"validation_{ranked_by}"
-    children = finished_children(client, client.get_run(parent_id))
+    children = finished_children(client, parent)
     pick = min if ranked_by in LOWER_IS_BETTER else max  # as the sweep picks
     baselines = window_runs(client, candidate.info.experiment_id, run_date, window, "baseline", identity)
     found = {}
@@ -127,8 +128,8 @@ def preferred(config: PipelineConfig, client: Any, candidate_run_id: str, blend_
 
     if blend_run_id is None:
         return candidate_run_id
-    candidate = client.get_run(candidate_run_id)
-    metric = chosen_by(client, candidate, config.train.promotion_metric)
+    candidate = client.get_run(candidate_run_id)  # a sweep's child: its blend was built (member_runs)
+    metric = chosen_by(client.get_run(candidate.data.tags["mlflow.parentRunId"]), config.train.promotion_metric)
     key = f"validation_{metric}"
     mine = client.get_run(blend_run_id).data.metrics.get(key)
     theirs = candidate.data.metrics.get(key)

@@ -34,6 +34,7 @@ log = logging.getLogger("jobs.selection.sweep")
 # What the sweep ranks by when no candidate has the promotion metric on the validation days: a
 # proper score, defined whatever classes the days hold.
 FALLBACK_METRIC = "log_loss"
+CHOSEN_BY = "chosen_by"  # the parent run's tag: validation_<the metric the sweep ranked by>
 
 MODEL_URI_TAG = "model_uri"  # a candidate run's logged model, for the promotion of the best
 
@@ -139,7 +140,7 @@ def best_candidate(config: PipelineConfig, parent_run_id: str) -> dict[str, Any]
     mlflow_client.set_tag(parent_run_id, "best_run_id", best["run_id"])
     mlflow_client.set_tag(parent_run_id, "best_candidate", best["name"])
     mlflow_client.set_tag(parent_run_id, "best_family", best["family"])
-    mlflow_client.set_tag(parent_run_id, "chosen_by", f"validation_{metric}")
+    mlflow_client.set_tag(parent_run_id, CHOSEN_BY, f"validation_{metric}")
     mlflow_client.set_terminated(parent_run_id, status="FINISHED")
     log.info("sweep %s: %d candidate(s), best by validation %s: %s (%s)", parent_run_id, len(rows), metric,
              best["name"], best[f"validation_{metric}"])
@@ -161,13 +162,11 @@ def ranking_metric(rows: list[dict[str, Any]], metric: str) -> str:
     return metric
 
 
-def chosen_by(client: Any, candidate: Any, promotion_metric: str) -> str:
-    """The metric (without ``validation_``) the sweep of ``candidate`` (a child run) chose by: its
-    parent's ``chosen_by`` tag (:func:`ranking_metric`), else ``promotion_metric``. What the sweep
+def chosen_by(parent: Any, promotion_metric: str) -> str:
+    """The metric (without ``validation_``) the sweep of the ``parent`` run chose by: its
+    :data:`CHOSEN_BY` tag (:func:`ranking_metric`), else ``promotion_metric``. What the sweep
     ranked by, its blend ranks by too."""
-    parent_id = candidate.data.tags.get("mlflow.parentRunId")
-    tag = client.get_run(parent_id).data.tags.get("chosen_by", "") if parent_id else ""
-    return tag.removeprefix("validation_") or promotion_metric
+    return parent.data.tags.get(CHOSEN_BY, "").removeprefix("validation_") or promotion_metric
 
 
 def finished_children(client: Any, parent: Any) -> list[Any]:
