@@ -185,30 +185,32 @@ class AirflowServer:
         """SIGKILL the executor's worker that supervises task instance ``ti_id`` (its REST ``id``) and
         every process under it (the task's own process, the JVM it started), as the loss of that
         worker would: nothing reports the try's end, the scheduler stays; the command lines killed."""
-        import psutil
-
         title = f"LocalExecutor: {ti_id}"  # the worker's process title while it supervises the task
-        workers = []
-        for proc in descendants([self.processes["scheduler"]]):
-            with contextlib.suppress(psutil.Error):
-                if title in " ".join(proc.cmdline()):
-                    workers.append(proc)
+        workers = self.running(title)
         if len(workers) != 1:
             raise AirflowError(f"no single executor worker runs task instance {ti_id}: {workers}")
         return _kill_tree(workers[0], f"the worker of task instance {ti_id}")
 
-    def wait_for_command(self, text: str, timeout: float = 120, poll: float = 0.5) -> None:
-        """Wait until a process under the scheduler (with the LocalExecutor: a task's, or a JVM a
-        task started) runs a command line holding ``text``; a fixed sleep is too short under load."""
+    def running(self, text: str) -> list[Any]:
+        """The processes under the scheduler (with the LocalExecutor: the executor's workers, the
+        tasks' processes, the JVMs they started) whose command line holds ``text`` (psutil)."""
         import psutil
 
+        found = []
+        for proc in descendants([self.processes["scheduler"]]):
+            with contextlib.suppress(psutil.Error):
+                if text in " ".join(proc.cmdline()):
+                    found.append(proc)
+        return found
+
+    def wait_for_command(self, text: str, timeout: float = 120, poll: float = 0.5) -> None:
+        """Wait until a process under the scheduler runs a command line holding ``text``
+        (:meth:`running`); a fixed sleep is too short under load."""
         deadline = time.monotonic() + timeout
         while True:
             self.check_alive()
-            for proc in descendants([self.processes["scheduler"]]):
-                with contextlib.suppress(psutil.Error):
-                    if text in " ".join(proc.cmdline()):
-                        return
+            if self.running(text):
+                return
             if time.monotonic() > deadline:
                 raise AirflowError(f"no process under the scheduler ran {text!r} within {timeout:.0f} s")
             time.sleep(poll)
